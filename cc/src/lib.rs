@@ -1,0 +1,1 @@
+//! Congestion control for tcp-bth: NewReno, CUBIC and receiver-driven admission

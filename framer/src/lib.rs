@@ -1,0 +1,1 @@
+//! Work requests to tcp_bth segments and back

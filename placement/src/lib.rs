@@ -1,0 +1,1 @@
+//! Memory regions, posted receive buffers and direct placement of tcp_bth segments

@@ -1,0 +1,7 @@
+//! tcp-bth: TCP with message framing through the `tcp_bth` option.
+//!
+//! The option and segment codec live in the `tcp-bth-wire` crate (under `tcp-bth/wire/`) so that
+//! `framer` and `placement`, which this crate's stack builds on, can use the same types without a
+//! dependency cycle; it is re-exported here as [`wire`].
+
+pub use tcp_bth_wire as wire;

@@ -1,0 +1,488 @@
+//! The `tcp_bth` option: a typed view over its bytes ([`BthOption`]) with one validating entry
+//! point, and a plain value ([`Bth`]) with `parse` and `emit`.
+//!
+//! Option bytes (offsets from the kind byte):
+//! ```text
+//!  0 kind=254 | 1 len | 2-3 ExID 0xEFAB
+//!  4 flags: ver:2 (bits 1-0) T (0x04) M (0x08) R (0x10) A (0x20) rsvd:2 (bits 7-6)
+//!  5 opcode | 6-7 MSN | 8-11 mbo_seg (offset:24 | seg:8) | 12-15 ICRC
+//! 16-23 TSval, TSecr            (only if T)
+//!  then  imm | rkey+addr | rkey+addr+imm   (chosen by opcode)
+//! ```
+
+use crate::opcode::{ExtensionKind, MessageKind, Opcode};
+use thiserror::Error;
+
+/// TCP option kind: shared experimental (RFC 6994).
+pub const KIND: u8 = 254;
+/// Experiment identifier following kind and length.
+pub const EXID: u16 = 0xEFAB;
+/// The only version defined.
+pub const VERSION: u8 = 0;
+/// kind + len + ExID.
+pub const PREFIX_LEN: usize = 4;
+/// Bytes covered by the ICRC ahead of the payload (flags..mbo_seg).
+pub const ICRC_HEADER_LEN: usize = 8;
+/// Smallest option: prefix, flags..ICRC, no timestamps, no extension.
+pub const MIN_LEN: usize = PREFIX_LEN + 12;
+/// Largest option: timestamps and the largest extension.
+pub const MAX_LEN: usize = MIN_LEN + 8 + 16;
+/// The 24-bit offset field bounds message sizes.
+pub const MAX_MESSAGE_LEN: u32 = (1 << 24) - 1;
+
+const FLAG_VERSION: u8 = 0x03;
+const FLAG_T: u8 = 0x04;
+const FLAG_M: u8 = 0x08;
+const FLAG_R: u8 = 0x10;
+const FLAG_A: u8 = 0x20;
+const RSVD_SHIFT: u8 = 6;
+
+mod field {
+    use core::ops::Range;
+    pub const KIND: usize = 0;
+    pub const LEN: usize = 1;
+    pub const EXID: Range<usize> = 2..4;
+    pub const FLAGS: usize = 4;
+    pub const OPCODE: usize = 5;
+    pub const MSN: Range<usize> = 6..8;
+    pub const MBO_SEG: Range<usize> = 8..12;
+    pub const ICRC: Range<usize> = 12..16;
+    pub const TS: usize = 16;
+}
+
+/// Why option bytes were refused (parse) or a value could not be written (emit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum BthError {
+    #[error("option truncated: {got} bytes, at least {needed} needed")]
+    Truncated { needed: usize, got: usize },
+    #[error("option kind {0} is not 254")]
+    WrongKind(u8),
+    #[error("length field says {field} bytes but {actual} are present")]
+    LengthFieldMismatch { field: u8, actual: usize },
+    #[error("experiment id {0:#06x} is not 0xefab")]
+    WrongExId(u16),
+    #[error("unsupported tcp_bth version {0}")]
+    UnsupportedVersion(u8),
+    #[error("unknown opcode {0:#04x}")]
+    UnknownOpcode(u8),
+    #[error("length {len} does not match flags and opcode {opcode} (expected {expected})")]
+    LengthInconsistent {
+        opcode: Opcode,
+        len: u8,
+        expected: u8,
+    },
+    #[error("M bit {more} is wrong for opcode {opcode}")]
+    MoreBitInconsistent { opcode: Opcode, more: bool },
+    #[error("opcode {0} requires the timestamp fields (T=1)")]
+    TimestampsRequired(Opcode),
+    #[error("extension does not match opcode {0}")]
+    ExtensionMismatch(Opcode),
+    #[error("message byte offset {0} does not fit in 24 bits")]
+    OffsetTooLarge(u32),
+    #[error("output buffer of {got} bytes, {needed} needed")]
+    BufferTooSmall { needed: usize, got: usize },
+}
+
+/// Wire length of an option with these properties.
+pub const fn option_len(timestamps: bool, ext: ExtensionKind) -> usize {
+    MIN_LEN + if timestamps { 8 } else { 0 } + ext.len()
+}
+
+/// Hello and pure ACK replace the timestamp option, so they must carry timestamps.
+const fn requires_timestamps(op: Opcode) -> bool {
+    matches!(op.kind(), MessageKind::Hello | MessageKind::Acknowledge)
+}
+
+/// A read-only typed view over the bytes of one option (kind through the end of the extension).
+#[derive(Debug, Clone, Copy)]
+pub struct BthOption<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> BthOption<T> {
+    /// Wrap without checking: accessors may panic on bytes [`check`](Self::check) would refuse.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        BthOption { buffer }
+    }
+
+    /// The one validating entry point: after `Ok`, every accessor is in bounds and consistent.
+    pub fn new_checked(buffer: T) -> Result<Self, BthError> {
+        let opt = BthOption { buffer };
+        opt.check()?;
+        Ok(opt)
+    }
+
+    /// Validate kind, length, ExID, version, opcode, and their mutual consistency.
+    pub fn check(&self) -> Result<(), BthError> {
+        let b = self.buffer.as_ref();
+        if b.len() < PREFIX_LEN {
+            return Err(BthError::Truncated {
+                needed: PREFIX_LEN,
+                got: b.len(),
+            });
+        }
+        if b[field::KIND] != KIND {
+            return Err(BthError::WrongKind(b[field::KIND]));
+        }
+        let len = b[field::LEN];
+        if usize::from(len) != b.len() {
+            return Err(BthError::LengthFieldMismatch {
+                field: len,
+                actual: b.len(),
+            });
+        }
+        let exid = u16::from_be_bytes([b[2], b[3]]);
+        if exid != EXID {
+            return Err(BthError::WrongExId(exid));
+        }
+        if b.len() < MIN_LEN {
+            return Err(BthError::Truncated {
+                needed: MIN_LEN,
+                got: b.len(),
+            });
+        }
+        let flags = b[field::FLAGS];
+        if flags & FLAG_VERSION != VERSION {
+            return Err(BthError::UnsupportedVersion(flags & FLAG_VERSION));
+        }
+        let opcode = Opcode::from_u8(b[field::OPCODE])
+            .ok_or(BthError::UnknownOpcode(b[field::OPCODE]))?;
+        let ts = flags & FLAG_T != 0;
+        let expected = option_len(ts, opcode.extension());
+        if b.len() != expected {
+            return Err(BthError::LengthInconsistent {
+                opcode,
+                len,
+                expected: expected as u8,
+            });
+        }
+        let more = flags & FLAG_M != 0;
+        if more != opcode.more() {
+            return Err(BthError::MoreBitInconsistent { opcode, more });
+        }
+        if !ts && requires_timestamps(opcode) {
+            return Err(BthError::TimestampsRequired(opcode));
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    fn be32(&self, at: usize) -> u32 {
+        let b = self.bytes();
+        u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes().is_empty()
+    }
+
+    pub fn flags(&self) -> u8 {
+        self.bytes()[field::FLAGS]
+    }
+
+    pub fn timestamp_present(&self) -> bool {
+        self.flags() & FLAG_T != 0
+    }
+
+    pub fn more(&self) -> bool {
+        self.flags() & FLAG_M != 0
+    }
+
+    pub fn rtr(&self) -> bool {
+        self.flags() & FLAG_R != 0
+    }
+
+    pub fn rtr_ack(&self) -> bool {
+        self.flags() & FLAG_A != 0
+    }
+
+    pub fn rsvd(&self) -> u8 {
+        self.flags() >> RSVD_SHIFT
+    }
+
+    /// The opcode; defined after a successful check.
+    pub fn opcode(&self) -> Opcode {
+        Opcode::from_u8(self.bytes()[field::OPCODE]).expect("checked view")
+    }
+
+    pub fn msn(&self) -> u16 {
+        let b = &self.bytes()[field::MSN];
+        u16::from_be_bytes([b[0], b[1]])
+    }
+
+    /// Upper 24 bits of mbo_seg: byte offset inside the message.
+    pub fn mbo(&self) -> u32 {
+        self.be32(field::MBO_SEG.start) >> 8
+    }
+
+    /// Low 8 bits of mbo_seg: segment index inside the message, mod 256.
+    pub fn seg(&self) -> u8 {
+        self.bytes()[field::MBO_SEG.end - 1]
+    }
+
+    pub fn icrc(&self) -> u32 {
+        self.be32(field::ICRC.start)
+    }
+
+    pub fn timestamps(&self) -> Option<Timestamps> {
+        self.timestamp_present().then(|| Timestamps {
+            tsval: self.be32(field::TS),
+            tsecr: self.be32(field::TS + 4),
+        })
+    }
+
+    fn ext_start(&self) -> usize {
+        field::TS + if self.timestamp_present() { 8 } else { 0 }
+    }
+
+    pub fn extension(&self) -> Extension {
+        let at = self.ext_start();
+        let reth = || Reth {
+            rkey: self.be32(at),
+            addr: (u64::from(self.be32(at + 4)) << 32) | u64::from(self.be32(at + 8)),
+        };
+        match self.opcode().extension() {
+            ExtensionKind::None => Extension::None,
+            ExtensionKind::Immediate => Extension::Immediate(self.be32(at)),
+            ExtensionKind::Reth => Extension::Reth(reth()),
+            ExtensionKind::RethImmediate => Extension::RethImmediate(reth(), self.be32(at + 12)),
+        }
+    }
+
+    /// The ICRC the bytes as received call for over this payload.
+    pub fn compute_icrc(&self, payload: &[u8]) -> u32 {
+        let head = &self.bytes()[field::FLAGS..field::FLAGS + ICRC_HEADER_LEN];
+        icrc(head, payload)
+    }
+
+    pub fn icrc_ok(&self, payload: &[u8]) -> bool {
+        self.compute_icrc(payload) == self.icrc()
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> BthOption<T> {
+    /// Fill the ICRC in place once the payload is known.
+    pub fn seal(&mut self, payload: &[u8]) {
+        let crc = self.compute_icrc(payload);
+        self.buffer.as_mut()[field::ICRC].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
+/// CRC32C over the 8 header bytes (flags..mbo_seg) followed by the payload.
+pub fn icrc(header8: &[u8], payload: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(header8), payload)
+}
+
+/// Folded RFC 7323 timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Timestamps {
+    pub tsval: u32,
+    pub tsecr: u32,
+}
+
+/// RDMA extended transport header fields carried by WRITE segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reth {
+    pub rkey: u32,
+    /// Remote virtual address of this segment's first payload byte.
+    pub addr: u64,
+}
+
+/// The opcode-selected extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Extension {
+    None,
+    Immediate(u32),
+    Reth(Reth),
+    RethImmediate(Reth, u32),
+}
+
+impl Extension {
+    pub const fn kind(&self) -> ExtensionKind {
+        match self {
+            Extension::None => ExtensionKind::None,
+            Extension::Immediate(_) => ExtensionKind::Immediate,
+            Extension::Reth(_) => ExtensionKind::Reth,
+            Extension::RethImmediate(..) => ExtensionKind::RethImmediate,
+        }
+    }
+
+    pub const fn immediate(&self) -> Option<u32> {
+        match self {
+            Extension::Immediate(i) | Extension::RethImmediate(_, i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    pub const fn reth(&self) -> Option<Reth> {
+        match self {
+            Extension::Reth(r) | Extension::RethImmediate(r, _) => Some(*r),
+            _ => None,
+        }
+    }
+}
+
+/// A decoded `tcp_bth` option. The M bit and version are implied by `opcode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Bth {
+    pub opcode: Opcode,
+    pub rtr: bool,
+    pub rtr_ack: bool,
+    /// Reserved bits 7-6: zero when sending, kept as received so parse→emit is exact.
+    pub rsvd: u8,
+    pub msn: u16,
+    /// Message byte offset (24 bits); for `Hello` the largest message accepted; with `rtr` a grant.
+    pub mbo: u32,
+    pub seg: u8,
+    pub icrc: u32,
+    pub timestamps: Option<Timestamps>,
+    pub ext: Extension,
+}
+
+impl Bth {
+    /// A value with everything but the opcode zeroed and no extension or timestamps.
+    pub const fn new(opcode: Opcode) -> Bth {
+        Bth {
+            opcode,
+            rtr: false,
+            rtr_ack: false,
+            rsvd: 0,
+            msn: 0,
+            mbo: 0,
+            seg: 0,
+            icrc: 0,
+            timestamps: None,
+            ext: Extension::None,
+        }
+    }
+
+    /// Parse a checked view.
+    pub fn parse<T: AsRef<[u8]>>(opt: &BthOption<T>) -> Bth {
+        Bth {
+            opcode: opt.opcode(),
+            rtr: opt.rtr(),
+            rtr_ack: opt.rtr_ack(),
+            rsvd: opt.rsvd(),
+            msn: opt.msn(),
+            mbo: opt.mbo(),
+            seg: opt.seg(),
+            icrc: opt.icrc(),
+            timestamps: opt.timestamps(),
+            ext: opt.extension(),
+        }
+    }
+
+    /// Validate and parse option bytes (kind through end of option).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Bth, BthError> {
+        BthOption::new_checked(bytes).map(|o| Bth::parse(&o))
+    }
+
+    /// Bytes [`emit`](Self::emit) writes.
+    pub fn buffer_len(&self) -> usize {
+        option_len(self.timestamps.is_some(), self.ext.kind())
+    }
+
+    /// Check that this value can be put on the wire as it is.
+    pub fn validate(&self) -> Result<(), BthError> {
+        if self.mbo > MAX_MESSAGE_LEN {
+            return Err(BthError::OffsetTooLarge(self.mbo));
+        }
+        if self.ext.kind() != self.opcode.extension() {
+            return Err(BthError::ExtensionMismatch(self.opcode));
+        }
+        if self.timestamps.is_none() && requires_timestamps(self.opcode) {
+            return Err(BthError::TimestampsRequired(self.opcode));
+        }
+        Ok(())
+    }
+
+    /// The 8 bytes the ICRC covers ahead of the payload.
+    pub fn icrc_header(&self) -> [u8; ICRC_HEADER_LEN] {
+        let mut h = [0u8; ICRC_HEADER_LEN];
+        h[0] = self.flags();
+        h[1] = self.opcode.as_u8();
+        h[2..4].copy_from_slice(&self.msn.to_be_bytes());
+        h[4..8].copy_from_slice(&((self.mbo << 8) | u32::from(self.seg)).to_be_bytes());
+        h
+    }
+
+    fn flags(&self) -> u8 {
+        let mut f = VERSION;
+        if self.timestamps.is_some() {
+            f |= FLAG_T;
+        }
+        if self.opcode.more() {
+            f |= FLAG_M;
+        }
+        if self.rtr {
+            f |= FLAG_R;
+        }
+        if self.rtr_ack {
+            f |= FLAG_A;
+        }
+        f | ((self.rsvd & 0x03) << RSVD_SHIFT)
+    }
+
+    pub fn compute_icrc(&self, payload: &[u8]) -> u32 {
+        icrc(&self.icrc_header(), payload)
+    }
+
+    /// Set `icrc` for this payload.
+    pub fn seal(&mut self, payload: &[u8]) {
+        self.icrc = self.compute_icrc(payload);
+    }
+
+    pub fn icrc_ok(&self, payload: &[u8]) -> bool {
+        self.compute_icrc(payload) == self.icrc
+    }
+
+    /// Write the option into the front of `buf`; returns the bytes written.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, BthError> {
+        self.validate()?;
+        let len = self.buffer_len();
+        let got = buf.len();
+        let out = buf
+            .get_mut(..len)
+            .ok_or(BthError::BufferTooSmall { needed: len, got })?;
+        out[field::KIND] = KIND;
+        out[field::LEN] = len as u8;
+        out[field::EXID].copy_from_slice(&EXID.to_be_bytes());
+        out[field::FLAGS..field::ICRC.start].copy_from_slice(&self.icrc_header());
+        out[field::ICRC].copy_from_slice(&self.icrc.to_be_bytes());
+        let mut at = field::TS;
+        let mut put = |v: &[u8]| {
+            out[at..at + v.len()].copy_from_slice(v);
+            at += v.len();
+        };
+        if let Some(ts) = self.timestamps {
+            put(&ts.tsval.to_be_bytes());
+            put(&ts.tsecr.to_be_bytes());
+        }
+        if let Some(r) = self.ext.reth() {
+            put(&r.rkey.to_be_bytes());
+            put(&r.addr.to_be_bytes());
+        }
+        if let Some(imm) = self.ext.immediate() {
+            put(&imm.to_be_bytes());
+        }
+        Ok(len)
+    }
+
+    /// Emit into a fresh vector (convenience for tests and tools).
+    pub fn to_vec(&self) -> Result<Vec<u8>, BthError> {
+        let mut v = vec![0u8; self.buffer_len()];
+        self.emit(&mut v)?;
+        Ok(v)
+    }
+}

@@ -1,0 +1,19 @@
+//! Wire formats for tcp-bth: the `tcp_bth` TCP option (kind 254, ExID 0xEFAB) and the TCP
+//! segments that carry it.
+//!
+//! Parsing follows one rule: bytes from the wire reach a typed value only through a validating
+//! entry point ([`BthOption::new_checked`], [`TcpOptions::parse`], [`TcpRepr::parse`]), and every
+//! refusal names what was wrong. Emitting refuses values that would not fit instead of truncating.
+
+pub mod bth;
+pub mod opcode;
+pub mod tcp;
+
+pub use bth::{
+    Bth, BthError, BthOption, Extension, Reth, Timestamps, EXID, KIND, MAX_MESSAGE_LEN,
+};
+pub use opcode::{ExtensionKind, MessageKind, Opcode, Position};
+pub use tcp::{
+    IpPair, SackBlock, SegmentError, TcpFlags, TcpOptionError, TcpOptions, TcpRepr,
+    MAX_OPTIONS_LEN, MAX_SACK_BLOCKS,
+};

@@ -1,0 +1,413 @@
+//! TCP segments as the stack sees them: header fields through etherparse, options through our own
+//! parser (etherparse's iterator refuses unknown kinds, and kind 254 is exactly what we need), with
+//! the 40-byte option budget enforced on emit.
+
+use crate::bth::{self, Bth, BthError, BthOption, Timestamps};
+use arrayvec::ArrayVec;
+use etherparse::TcpHeader;
+use thiserror::Error;
+
+/// Option space in a TCP header (60 - 20).
+pub const MAX_OPTIONS_LEN: usize = 40;
+/// SACK blocks one option can hold.
+pub const MAX_SACK_BLOCKS: usize = 4;
+pub const TCP_HEADER_MIN: usize = 20;
+
+mod kind {
+    pub const EOL: u8 = 0;
+    pub const NOP: u8 = 1;
+    pub const MSS: u8 = 2;
+    pub const WSCALE: u8 = 3;
+    pub const SACK_PERMITTED: u8 = 4;
+    pub const SACK: u8 = 5;
+    pub const TIMESTAMPS: u8 = 8;
+}
+
+/// Why TCP option bytes were refused, or options could not be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum TcpOptionError {
+    #[error("option kind {kind} at byte {at} runs past the option area")]
+    Truncated { kind: u8, at: usize },
+    #[error("option kind {kind} has invalid length {len}")]
+    BadLength { kind: u8, len: u8 },
+    #[error("more than one tcp_bth option")]
+    DuplicateBth,
+    #[error("malformed tcp_bth option: {0}")]
+    Bth(#[from] BthError),
+    #[error("options need {needed} bytes, only 40 fit in a TCP header")]
+    TooLong { needed: usize },
+}
+
+/// Why a segment was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum SegmentError {
+    #[error("segment truncated: {got} bytes, header needs {needed}")]
+    Truncated { needed: usize, got: usize },
+    #[error("data offset {0} is below the minimum of 5 words")]
+    BadDataOffset(u8),
+    #[error("TCP checksum {got:#06x}, expected {expected:#06x}")]
+    Checksum { expected: u16, got: u16 },
+    #[error("{0}")]
+    Options(#[from] TcpOptionError),
+    #[error("payload of {0} bytes does not fit one segment")]
+    PayloadTooLarge(usize),
+    #[error("output buffer of {got} bytes, {needed} needed")]
+    BufferTooSmall { needed: usize, got: usize },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SackBlock {
+    pub left: u32,
+    pub right: u32,
+}
+
+/// The options the stack understands. Unknown options are skipped by length on parse.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TcpOptions {
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    pub sack: ArrayVec<SackBlock, MAX_SACK_BLOCKS>,
+    pub timestamps: Option<Timestamps>,
+    pub bth: Option<Bth>,
+}
+
+impl TcpOptions {
+    /// Parse the option area of a TCP header.
+    pub fn parse(area: &[u8]) -> Result<TcpOptions, TcpOptionError> {
+        let mut o = TcpOptions::default();
+        let mut at = 0;
+        while at < area.len() {
+            let k = area[at];
+            match k {
+                kind::EOL => break,
+                kind::NOP => {
+                    at += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            let len = *area
+                .get(at + 1)
+                .ok_or(TcpOptionError::Truncated { kind: k, at })?;
+            let body = area
+                .get(at..at + usize::from(len))
+                .ok_or(TcpOptionError::Truncated { kind: k, at })?;
+            let bad = TcpOptionError::BadLength { kind: k, len };
+            if len < 2 {
+                return Err(bad);
+            }
+            match k {
+                kind::MSS => {
+                    if len != 4 {
+                        return Err(bad);
+                    }
+                    o.mss = Some(u16::from_be_bytes([body[2], body[3]]));
+                }
+                kind::WSCALE => {
+                    if len != 3 {
+                        return Err(bad);
+                    }
+                    o.window_scale = Some(body[2]);
+                }
+                kind::SACK_PERMITTED => {
+                    if len != 2 {
+                        return Err(bad);
+                    }
+                    o.sack_permitted = true;
+                }
+                kind::SACK => {
+                    let n = (usize::from(len) - 2) / 8;
+                    if (usize::from(len) - 2) % 8 != 0 || n == 0 || n > MAX_SACK_BLOCKS {
+                        return Err(bad);
+                    }
+                    o.sack.clear();
+                    for c in body[2..].chunks_exact(8) {
+                        o.sack.push(SackBlock {
+                            left: be32(&c[0..4]),
+                            right: be32(&c[4..8]),
+                        });
+                    }
+                }
+                kind::TIMESTAMPS => {
+                    if len != 10 {
+                        return Err(bad);
+                    }
+                    o.timestamps = Some(Timestamps {
+                        tsval: be32(&body[2..6]),
+                        tsecr: be32(&body[6..10]),
+                    });
+                }
+                bth::KIND if len >= 4 && u16::from_be_bytes([body[2], body[3]]) == bth::EXID => {
+                    if o.bth.is_some() {
+                        return Err(TcpOptionError::DuplicateBth);
+                    }
+                    o.bth = Some(Bth::parse(&BthOption::new_checked(body)?));
+                }
+                // Unknown kinds (and other experiments under 254) are skipped by length.
+                _ => {}
+            }
+            at += usize::from(len);
+        }
+        Ok(o)
+    }
+
+    /// Option-area bytes these options occupy, padded to a 32-bit boundary.
+    pub fn encoded_len(&self) -> usize {
+        self.len_with_sack(self.sack.len())
+    }
+
+    /// Padded option length if the SACK option held `blocks` blocks.
+    fn len_with_sack(&self, blocks: usize) -> usize {
+        let n = self.mss.map_or(0, |_| 4)
+            + self.window_scale.map_or(0, |_| 3)
+            + if self.sack_permitted { 2 } else { 0 }
+            + self.timestamps.map_or(0, |_| 10)
+            + self.bth.as_ref().map_or(0, |b| b.buffer_len())
+            + if blocks == 0 { 0 } else { 2 + 8 * blocks };
+        n.div_ceil(4) * 4
+    }
+
+    /// How many SACK blocks fit beside the other options in the 40-byte budget.
+    pub fn sack_room(&self) -> usize {
+        (0..=MAX_SACK_BLOCKS)
+            .rev()
+            .find(|&n| self.len_with_sack(n) <= MAX_OPTIONS_LEN)
+            .unwrap_or(0)
+    }
+
+    /// Write the option area; refuses (never truncates) what does not fit in 40 bytes.
+    pub fn emit(&self) -> Result<ArrayVec<u8, MAX_OPTIONS_LEN>, TcpOptionError> {
+        let needed = self.encoded_len();
+        if needed > MAX_OPTIONS_LEN {
+            return Err(TcpOptionError::TooLong { needed });
+        }
+        let mut out = [0u8; MAX_OPTIONS_LEN];
+        let mut at = 0;
+        let mut put = |v: &[u8]| {
+            out[at..at + v.len()].copy_from_slice(v);
+            at += v.len();
+        };
+        if let Some(mss) = self.mss {
+            let m = mss.to_be_bytes();
+            put(&[kind::MSS, 4, m[0], m[1]]);
+        }
+        if let Some(ws) = self.window_scale {
+            put(&[kind::WSCALE, 3, ws]);
+        }
+        if self.sack_permitted {
+            put(&[kind::SACK_PERMITTED, 2]);
+        }
+        if let Some(ts) = self.timestamps {
+            put(&[kind::TIMESTAMPS, 10]);
+            put(&ts.tsval.to_be_bytes());
+            put(&ts.tsecr.to_be_bytes());
+        }
+        if let Some(b) = &self.bth {
+            let mut tmp = [0u8; bth::MAX_LEN];
+            let n = b.emit(&mut tmp)?;
+            put(&tmp[..n]);
+        }
+        if !self.sack.is_empty() {
+            put(&[kind::SACK, (2 + 8 * self.sack.len()) as u8]);
+            for s in &self.sack {
+                put(&s.left.to_be_bytes());
+                put(&s.right.to_be_bytes());
+            }
+        }
+        // Padding bytes stay zero: EOL, which ends option processing.
+        let mut v = ArrayVec::new();
+        v.try_extend_from_slice(&out[..needed])
+            .expect("needed <= 40 checked above");
+        Ok(v)
+    }
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// TCP header flags as a bit set in wire order (FIN = bit 0 ... CWR = bit 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TcpFlags(pub u8);
+
+impl TcpFlags {
+    pub const FIN: TcpFlags = TcpFlags(0x01);
+    pub const SYN: TcpFlags = TcpFlags(0x02);
+    pub const RST: TcpFlags = TcpFlags(0x04);
+    pub const PSH: TcpFlags = TcpFlags(0x08);
+    pub const ACK: TcpFlags = TcpFlags(0x10);
+    pub const URG: TcpFlags = TcpFlags(0x20);
+    pub const ECE: TcpFlags = TcpFlags(0x40);
+    pub const CWR: TcpFlags = TcpFlags(0x80);
+
+    pub const fn contains(self, other: TcpFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    pub const fn union(self, other: TcpFlags) -> TcpFlags {
+        TcpFlags(self.0 | other.0)
+    }
+    pub fn fin(self) -> bool {
+        self.contains(Self::FIN)
+    }
+    pub fn syn(self) -> bool {
+        self.contains(Self::SYN)
+    }
+    pub fn rst(self) -> bool {
+        self.contains(Self::RST)
+    }
+    pub fn ack(self) -> bool {
+        self.contains(Self::ACK)
+    }
+}
+
+impl core::ops::BitOr for TcpFlags {
+    type Output = TcpFlags;
+    fn bitor(self, rhs: TcpFlags) -> TcpFlags {
+        self.union(rhs)
+    }
+}
+
+/// The IP addresses a TCP checksum covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpPair {
+    V4 { src: [u8; 4], dst: [u8; 4] },
+    V6 { src: [u8; 16], dst: [u8; 16] },
+}
+
+impl IpPair {
+    /// The same pair seen from the other end.
+    pub fn reversed(self) -> IpPair {
+        match self {
+            IpPair::V4 { src, dst } => IpPair::V4 { src: dst, dst: src },
+            IpPair::V6 { src, dst } => IpPair::V6 { src: dst, dst: src },
+        }
+    }
+}
+
+/// A parsed TCP segment borrowing its payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpRepr<'a> {
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: TcpFlags,
+    pub window: u16,
+    pub urgent: u16,
+    pub options: TcpOptions,
+    pub payload: &'a [u8],
+}
+
+impl<'a> TcpRepr<'a> {
+    /// Parse a TCP segment (header + payload). With `ip`, the checksum is verified.
+    pub fn parse(bytes: &'a [u8], ip: Option<IpPair>) -> Result<TcpRepr<'a>, SegmentError> {
+        if bytes.len() < TCP_HEADER_MIN {
+            return Err(SegmentError::Truncated {
+                needed: TCP_HEADER_MIN,
+                got: bytes.len(),
+            });
+        }
+        let doff = bytes[12] >> 4;
+        if doff < 5 {
+            return Err(SegmentError::BadDataOffset(doff));
+        }
+        let hlen = usize::from(doff) * 4;
+        if bytes.len() < hlen {
+            return Err(SegmentError::Truncated {
+                needed: hlen,
+                got: bytes.len(),
+            });
+        }
+        let (h, payload) = TcpHeader::from_slice(bytes).map_err(|_| SegmentError::Truncated {
+            needed: hlen,
+            got: bytes.len(),
+        })?;
+        if let Some(ip) = ip {
+            let expected = checksum(&h, ip, payload)?;
+            if expected != h.checksum {
+                return Err(SegmentError::Checksum {
+                    expected,
+                    got: h.checksum,
+                });
+            }
+        }
+        Ok(TcpRepr {
+            src_port: h.source_port,
+            dst_port: h.destination_port,
+            seq: h.sequence_number,
+            ack: h.acknowledgment_number,
+            flags: TcpFlags(bytes[13]),
+            window: h.window_size,
+            urgent: h.urgent_pointer,
+            options: TcpOptions::parse(h.options.as_slice())?,
+            payload,
+        })
+    }
+
+    pub fn header_len(&self) -> usize {
+        TCP_HEADER_MIN + self.options.encoded_len()
+    }
+
+    /// Length in sequence space (payload + SYN + FIN).
+    pub fn seq_len(&self) -> u32 {
+        self.payload.len() as u32 + u32::from(self.flags.syn()) + u32::from(self.flags.fin())
+    }
+
+    fn to_header(&self) -> Result<TcpHeader, SegmentError> {
+        let mut h = TcpHeader::new(self.src_port, self.dst_port, self.seq, self.window);
+        h.acknowledgment_number = self.ack;
+        h.fin = self.flags.fin();
+        h.syn = self.flags.syn();
+        h.rst = self.flags.rst();
+        h.psh = self.flags.contains(TcpFlags::PSH);
+        h.ack = self.flags.ack();
+        h.urg = self.flags.contains(TcpFlags::URG);
+        h.ece = self.flags.contains(TcpFlags::ECE);
+        h.cwr = self.flags.contains(TcpFlags::CWR);
+        h.urgent_pointer = self.urgent;
+        let opts = self.options.emit()?;
+        h.set_options_raw(&opts)
+            .map_err(|_| TcpOptionError::TooLong { needed: opts.len() })?;
+        Ok(h)
+    }
+
+    /// Write header and payload with a correct checksum; returns bytes written.
+    pub fn emit(&self, ip: IpPair, buf: &mut [u8]) -> Result<usize, SegmentError> {
+        let h = self.to_header_with_checksum(ip)?;
+        let hlen = h.header_len();
+        let total = hlen + self.payload.len();
+        if buf.len() < total {
+            return Err(SegmentError::BufferTooSmall {
+                needed: total,
+                got: buf.len(),
+            });
+        }
+        buf[..hlen].copy_from_slice(&h.to_bytes());
+        buf[hlen..total].copy_from_slice(self.payload);
+        Ok(total)
+    }
+
+    /// Emit into a fresh vector.
+    pub fn to_vec(&self, ip: IpPair) -> Result<Vec<u8>, SegmentError> {
+        let mut v = vec![0u8; self.header_len() + self.payload.len()];
+        let n = self.emit(ip, &mut v)?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    /// The header alone (for writers that gather header and payload from separate buffers).
+    pub fn to_header_with_checksum(&self, ip: IpPair) -> Result<TcpHeader, SegmentError> {
+        let mut h = self.to_header()?;
+        h.checksum = checksum(&h, ip, self.payload)?;
+        Ok(h)
+    }
+}
+
+fn checksum(h: &TcpHeader, ip: IpPair, payload: &[u8]) -> Result<u16, SegmentError> {
+    match ip {
+        IpPair::V4 { src, dst } => h.calc_checksum_ipv4_raw(src, dst, payload),
+        IpPair::V6 { src, dst } => h.calc_checksum_ipv6_raw(src, dst, payload),
+    }
+    .map_err(|_| SegmentError::PayloadTooLarge(payload.len()))
+}
