@@ -6,12 +6,14 @@
 //! refusal names what was wrong. Emitting refuses values that would not fit instead of truncating.
 
 pub mod bth;
+pub mod message;
 pub mod opcode;
 pub mod tcp;
 
 pub use bth::{
     Bth, BthError, BthOption, Extension, Reth, Timestamps, EXID, KIND, MAX_MESSAGE_LEN,
 };
+pub use message::{msn_lt, Inbound, InboundError, MsgClass, ReadRequest};
 pub use opcode::{ExtensionKind, MessageKind, Opcode, Position};
 pub use tcp::{
     IpPair, SackBlock, SegmentError, TcpFlags, TcpOptionError, TcpOptions, TcpRepr,

@@ -1,0 +1,211 @@
+//! What a data segment means for message placement: its class (which MSN counter it belongs to,
+//! see docs/design.md), message, offset and payload, validated once from a parsed [`Bth`].
+
+use crate::bth::{Bth, Reth, MAX_MESSAGE_LEN};
+use crate::opcode::{MessageKind, Opcode};
+use thiserror::Error;
+
+/// The MSN counter a message belongs to, read from its opcode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MsgClass {
+    Send,
+    Write,
+    ReadRequest,
+    /// MSN echoes the READ request answered.
+    ReadResponse,
+}
+
+impl MsgClass {
+    pub const ALL: [MsgClass; 4] = [
+        MsgClass::Send,
+        MsgClass::Write,
+        MsgClass::ReadRequest,
+        MsgClass::ReadResponse,
+    ];
+
+    pub const fn of(op: Opcode) -> Option<MsgClass> {
+        match op.kind() {
+            MessageKind::Send => Some(MsgClass::Send),
+            MessageKind::RdmaWrite => Some(MsgClass::Write),
+            MessageKind::ReadRequest => Some(MsgClass::ReadRequest),
+            MessageKind::ReadResponse => Some(MsgClass::ReadResponse),
+            MessageKind::Acknowledge | MessageKind::Hello => None,
+        }
+    }
+
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Payload of an RDMA READ request: what to read at the responder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReadRequest {
+    pub rkey: u32,
+    pub addr: u64,
+    pub len: u32,
+}
+
+impl ReadRequest {
+    pub const LEN: usize = 16;
+
+    pub fn parse(payload: &[u8]) -> Result<ReadRequest, InboundError> {
+        let b: &[u8; 16] = payload
+            .try_into()
+            .map_err(|_| InboundError::BadReadRequestLen(payload.len()))?;
+        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let req = ReadRequest {
+            rkey: be32(0),
+            addr: (u64::from(be32(4)) << 32) | u64::from(be32(8)),
+            len: be32(12),
+        };
+        if req.len == 0 || req.len > MAX_MESSAGE_LEN {
+            return Err(InboundError::BadReadLength(req.len));
+        }
+        Ok(req)
+    }
+
+    pub fn to_bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[0..4].copy_from_slice(&self.rkey.to_be_bytes());
+        b[4..12].copy_from_slice(&self.addr.to_be_bytes());
+        b[12..16].copy_from_slice(&self.len.to_be_bytes());
+        b
+    }
+}
+
+/// Why a data segment cannot be interpreted as part of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum InboundError {
+    #[error("opcode {0} carries no message")]
+    NotData(Opcode),
+    #[error("data segment with no payload")]
+    EmptyPayload,
+    #[error("offset {offset} + {len} bytes passes the 24-bit message size limit")]
+    BeyondMessageLimit { offset: u32, len: usize },
+    #[error("READ request payload is {0} bytes, not 16")]
+    BadReadRequestLen(usize),
+    #[error("READ request length {0} is zero or above the message size limit")]
+    BadReadLength(u32),
+    #[error("opcode {0} at offset 0 must be FIRST or ONLY, and FIRST/ONLY must be at offset 0")]
+    PositionMismatch(Opcode),
+}
+
+/// A validated data segment: enough to place it without further checks on the BTH itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inbound<'a> {
+    pub class: MsgClass,
+    pub opcode: Opcode,
+    pub msn: u16,
+    /// Byte offset of `payload[0]` inside the message.
+    pub offset: u32,
+    /// The segment ends the message (LAST or ONLY): the message length is `offset + len`.
+    pub last: bool,
+    pub imm: Option<u32>,
+    pub reth: Option<Reth>,
+    pub payload: &'a [u8],
+}
+
+impl<'a> Inbound<'a> {
+    /// Interpret a parsed option and its segment's payload.
+    pub fn from_bth(bth: &Bth, payload: &'a [u8]) -> Result<Inbound<'a>, InboundError> {
+        let op = bth.opcode;
+        let class = MsgClass::of(op).ok_or(InboundError::NotData(op))?;
+        if payload.is_empty() {
+            return Err(InboundError::EmptyPayload);
+        }
+        let end = u64::from(bth.mbo) + payload.len() as u64;
+        if end > u64::from(MAX_MESSAGE_LEN) {
+            return Err(InboundError::BeyondMessageLimit {
+                offset: bth.mbo,
+                len: payload.len(),
+            });
+        }
+        let starts = matches!(
+            op.position(),
+            crate::opcode::Position::First | crate::opcode::Position::Only
+        );
+        if starts != (bth.mbo == 0) {
+            return Err(InboundError::PositionMismatch(op));
+        }
+        if class == MsgClass::ReadRequest {
+            ReadRequest::parse(payload)?;
+        }
+        Ok(Inbound {
+            class,
+            opcode: op,
+            msn: bth.msn,
+            offset: bth.mbo,
+            last: !op.more(),
+            imm: bth.ext.immediate(),
+            reth: bth.ext.reth(),
+            payload,
+        })
+    }
+
+    /// One past the last message byte this segment carries.
+    pub fn end(&self) -> u32 {
+        self.offset + self.payload.len() as u32
+    }
+}
+
+/// Serial-number comparison for 16-bit MSNs (RFC 1982): is `a` before `b`?
+pub fn msn_lt(a: u16, b: u16) -> bool {
+    a != b && b.wrapping_sub(a) < 0x8000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bth::Extension;
+
+    #[test]
+    fn read_request_round_trips_and_rejects_bad_lengths() {
+        let r = ReadRequest {
+            rkey: 7,
+            addr: 0x1122_3344_5566_7788,
+            len: 4096,
+        };
+        assert_eq!(ReadRequest::parse(&r.to_bytes()), Ok(r));
+        assert_eq!(
+            ReadRequest::parse(&[0; 15]),
+            Err(InboundError::BadReadRequestLen(15))
+        );
+        let zero = ReadRequest { len: 0, ..r };
+        assert_eq!(
+            ReadRequest::parse(&zero.to_bytes()),
+            Err(InboundError::BadReadLength(0))
+        );
+    }
+
+    #[test]
+    fn classification_checks_position_and_limits() {
+        let mut b = Bth::new(Opcode::SendMiddle);
+        b.mbo = 0;
+        assert_eq!(
+            Inbound::from_bth(&b, b"x"),
+            Err(InboundError::PositionMismatch(Opcode::SendMiddle))
+        );
+        b.mbo = MAX_MESSAGE_LEN;
+        assert!(matches!(
+            Inbound::from_bth(&b, b"xx"),
+            Err(InboundError::BeyondMessageLimit { .. })
+        ));
+        let mut w = Bth::new(Opcode::RdmaWriteOnlyWithImmediate);
+        w.ext = Extension::RethImmediate(Reth { rkey: 1, addr: 2 }, 3);
+        let i = Inbound::from_bth(&w, b"abc").unwrap();
+        assert_eq!((i.class, i.last, i.imm, i.end()), (MsgClass::Write, true, Some(3), 3));
+        assert_eq!(
+            Inbound::from_bth(&Bth::new(Opcode::Acknowledge), b"x"),
+            Err(InboundError::NotData(Opcode::Acknowledge))
+        );
+    }
+
+    #[test]
+    fn msn_serial_order() {
+        assert!(msn_lt(1, 2));
+        assert!(msn_lt(0xFFFF, 0));
+        assert!(!msn_lt(2, 1));
+        assert!(!msn_lt(5, 5));
+    }
+}
