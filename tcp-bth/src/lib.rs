@@ -5,3 +5,5 @@
 //! dependency cycle; it is re-exported here as [`wire`].
 
 pub use tcp_bth_wire as wire;
+
+pub mod describe;

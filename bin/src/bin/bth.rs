@@ -1,1 +1,109 @@
-fn main() {}
+//! `bth`: the tcp-bth command-line entry point.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use tcp_bth::wire::{Bth, IpPair, TcpOptions, TcpRepr};
+
+#[derive(Parser)]
+#[command(
+    name = "bth",
+    version,
+    about = "tcp-bth: TCP with RDMA message framing in the tcp_bth option",
+    long_about = "tcp-bth carries a compact RDMA Base Transport Header (opcode, message sequence \
+                  number, message byte offset, segment number, ICRC, timestamps, immediate data) \
+                  in TCP option 254 / ExID 0xEFAB, so every segment says where its bytes belong."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Decode a tcp_bth option, a TCP option area, or a whole TCP segment given as hex.
+    ///
+    /// The input kind is detected: bytes starting with kind 254 are read as one option; with
+    /// --segment they are a TCP header (+ payload); with --options a TCP option area.
+    /// Spaces, colons and a leading 0x are ignored.
+    Decode {
+        /// Hex bytes, e.g. "fe10efab0004010200000000deadbeef".
+        hex: String,
+        /// Input is a whole TCP segment (header, options, payload).
+        #[arg(long, conflicts_with = "options")]
+        segment: bool,
+        /// Input is a TCP option area (what follows the 20-byte header).
+        #[arg(long)]
+        options: bool,
+        /// With --segment: verify the TCP checksum against these IPv4 addresses (SRC,DST).
+        #[arg(long, value_name = "SRC,DST", requires = "segment")]
+        ipv4: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Decode {
+            hex,
+            segment,
+            options,
+            ipv4,
+        } => decode(&hex, segment, options, ipv4.as_deref()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bth: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+    let cleaned: String = s
+        .trim()
+        .trim_start_matches("0x")
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != ':')
+        .collect();
+    hex::decode(&cleaned).map_err(|e| format!("not hex: {e}"))
+}
+
+fn parse_ipv4_pair(s: &str) -> Result<IpPair, String> {
+    let (a, b) = s
+        .split_once(',')
+        .ok_or("--ipv4 wants SRC,DST, e.g. 10.0.0.1,10.0.0.2")?;
+    let ip = |x: &str| {
+        x.trim()
+            .parse::<std::net::Ipv4Addr>()
+            .map(|v| v.octets())
+            .map_err(|e| format!("{x}: {e}"))
+    };
+    Ok(IpPair::V4 {
+        src: ip(a)?,
+        dst: ip(b)?,
+    })
+}
+
+fn decode(hex: &str, segment: bool, options: bool, ipv4: Option<&str>) -> Result<(), String> {
+    let bytes = parse_hex(hex)?;
+    if segment {
+        let ip = ipv4.map(parse_ipv4_pair).transpose()?;
+        let seg = TcpRepr::parse(&bytes, ip).map_err(|e| format!("segment refused: {e}"))?;
+        print!("{}", tcp_bth::describe::segment(&seg));
+        if ip.is_some() {
+            println!("checksum      ok");
+        }
+        if let Some(b) = &seg.options.bth {
+            let ok = b.icrc_ok(seg.payload);
+            println!("icrc          {}", if ok { "ok" } else { "MISMATCH" });
+        }
+    } else if options {
+        let o = TcpOptions::parse(&bytes).map_err(|e| format!("options refused: {e}"))?;
+        print!("{}", tcp_bth::describe::options(&o));
+    } else {
+        let b = Bth::from_bytes(&bytes).map_err(|e| format!("option refused: {e}"))?;
+        print!("{}", tcp_bth::describe::bth(&b));
+    }
+    Ok(())
+}

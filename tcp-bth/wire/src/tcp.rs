@@ -324,7 +324,9 @@ impl<'a> TcpRepr<'a> {
             got: bytes.len(),
         })?;
         if let Some(ip) = ip {
-            let expected = checksum(&h, ip, payload)?;
+            // Over the raw bytes: etherparse's header model drops the reserved bits, so a
+            // checksum recomputed from the parsed header would miss a flip there.
+            let expected = raw_checksum(ip, bytes)?;
             if expected != h.checksum {
                 return Err(SegmentError::Checksum {
                     expected,
@@ -402,6 +404,32 @@ impl<'a> TcpRepr<'a> {
         h.checksum = checksum(&h, ip, self.payload)?;
         Ok(h)
     }
+}
+
+/// The checksum a segment's raw bytes call for (its own checksum field excluded).
+fn raw_checksum(ip: IpPair, seg: &[u8]) -> Result<u16, SegmentError> {
+    use etherparse::checksum::Sum16BitWords;
+    let len = u32::try_from(seg.len()).map_err(|_| SegmentError::PayloadTooLarge(seg.len()))?;
+    let mut sum = Sum16BitWords::new();
+    sum = match ip {
+        IpPair::V4 { src, dst } => {
+            let len16 = u16::try_from(len).map_err(|_| SegmentError::PayloadTooLarge(seg.len()))?;
+            sum.add_4bytes(src)
+                .add_4bytes(dst)
+                .add_2bytes([0, 6])
+                .add_2bytes(len16.to_be_bytes())
+        }
+        IpPair::V6 { src, dst } => sum
+            .add_16bytes(src)
+            .add_16bytes(dst)
+            .add_4bytes(len.to_be_bytes())
+            .add_4bytes([0, 0, 0, 6]),
+    };
+    Ok(sum
+        .add_slice(&seg[..16])
+        .add_slice(&seg[18..])
+        .ones_complement()
+        .to_be())
 }
 
 fn checksum(h: &TcpHeader, ip: IpPair, payload: &[u8]) -> Result<u16, SegmentError> {
