@@ -79,7 +79,11 @@ pub fn segment(t: &TcpRepr<'_>) -> String {
         (f.rst(), "RST"),
         (f.contains(crate::wire::TcpFlags::PSH), "PSH"),
     ];
-    let flags: Vec<&str> = names.iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect();
+    let flags: Vec<&str> = names
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| *n)
+        .collect();
     let _ = writeln!(s, "ports         {} -> {}", t.src_port, t.dst_port);
     let _ = writeln!(s, "seq           {}", t.seq);
     let _ = writeln!(s, "ack           {}", t.ack);

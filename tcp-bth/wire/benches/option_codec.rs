@@ -13,7 +13,13 @@ fn samples() -> [(&'static str, Bth); 2] {
     small.seg = 1;
     let mut large = Bth::new(Opcode::RdmaWriteLastWithImmediate);
     large.timestamps = Some(Timestamps { tsval: 1, tsecr: 2 });
-    large.ext = Extension::RethImmediate(Reth { rkey: 7, addr: 0x1000 }, 9);
+    large.ext = Extension::RethImmediate(
+        Reth {
+            rkey: 7,
+            addr: 0x1000,
+        },
+        9,
+    );
     [("16B", small), ("40B", large)]
 }
 
@@ -31,7 +37,10 @@ fn codec(c: &mut Criterion) {
     }
     g.finish();
 
-    let ip = IpPair::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2] };
+    let ip = IpPair::V4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+    };
     let payload = vec![0xA5u8; 1448];
     let mut data = samples()[1].1;
     data.seal(&payload);
@@ -43,7 +52,10 @@ fn codec(c: &mut Criterion) {
         flags: TcpFlags::ACK,
         window: 5,
         urgent: 0,
-        options: TcpOptions { bth: Some(data), ..Default::default() },
+        options: TcpOptions {
+            bth: Some(data),
+            ..Default::default()
+        },
         payload: &payload,
     };
     let wire = seg.to_vec(ip).unwrap();
@@ -51,7 +63,9 @@ fn codec(c: &mut Criterion) {
     g.bench_function("parse_with_checksum", |b| {
         b.iter(|| TcpRepr::parse(black_box(&wire), Some(ip)).unwrap().seq)
     });
-    g.bench_function("icrc_verify", |b| b.iter(|| data.icrc_ok(black_box(&payload))));
+    g.bench_function("icrc_verify", |b| {
+        b.iter(|| data.icrc_ok(black_box(&payload)))
+    });
     g.finish();
 }
 

@@ -145,8 +145,8 @@ impl<T: AsRef<[u8]>> BthOption<T> {
         if flags & FLAG_VERSION != VERSION {
             return Err(BthError::UnsupportedVersion(flags & FLAG_VERSION));
         }
-        let opcode = Opcode::from_u8(b[field::OPCODE])
-            .ok_or(BthError::UnknownOpcode(b[field::OPCODE]))?;
+        let opcode =
+            Opcode::from_u8(b[field::OPCODE]).ok_or(BthError::UnknownOpcode(b[field::OPCODE]))?;
         let ts = flags & FLAG_T != 0;
         let expected = option_len(ts, opcode.extension());
         if b.len() != expected {

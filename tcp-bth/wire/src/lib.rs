@@ -10,9 +10,7 @@ pub mod message;
 pub mod opcode;
 pub mod tcp;
 
-pub use bth::{
-    Bth, BthError, BthOption, Extension, Reth, Timestamps, EXID, KIND, MAX_MESSAGE_LEN,
-};
+pub use bth::{Bth, BthError, BthOption, Extension, Reth, Timestamps, EXID, KIND, MAX_MESSAGE_LEN};
 pub use message::{msn_lt, Inbound, InboundError, MsgClass, ReadRequest};
 pub use opcode::{ExtensionKind, MessageKind, Opcode, Position};
 pub use tcp::{

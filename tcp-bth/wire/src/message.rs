@@ -194,7 +194,10 @@ mod tests {
         let mut w = Bth::new(Opcode::RdmaWriteOnlyWithImmediate);
         w.ext = Extension::RethImmediate(Reth { rkey: 1, addr: 2 }, 3);
         let i = Inbound::from_bth(&w, b"abc").unwrap();
-        assert_eq!((i.class, i.last, i.imm, i.end()), (MsgClass::Write, true, Some(3), 3));
+        assert_eq!(
+            (i.class, i.last, i.imm, i.end()),
+            (MsgClass::Write, true, Some(3), 3)
+        );
         assert_eq!(
             Inbound::from_bth(&Bth::new(Opcode::Acknowledge), b"x"),
             Err(InboundError::NotData(Opcode::Acknowledge))

@@ -153,8 +153,28 @@ proptest! {
 fn hello_and_ack_need_timestamps() {
     for op in [Opcode::Hello, Opcode::Acknowledge] {
         // A 16-byte form: length consistent with T=0, refused for the missing timestamps.
-        let bytes = [254, 16, 0xEF, 0xAB, 0, op.as_u8(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        assert_eq!(Bth::from_bytes(&bytes), Err(BthError::TimestampsRequired(op)));
+        let bytes = [
+            254,
+            16,
+            0xEF,
+            0xAB,
+            0,
+            op.as_u8(),
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        assert_eq!(
+            Bth::from_bytes(&bytes),
+            Err(BthError::TimestampsRequired(op))
+        );
         assert_eq!(Bth::new(op).to_vec(), Err(BthError::TimestampsRequired(op)));
     }
 }
@@ -162,11 +182,17 @@ fn hello_and_ack_need_timestamps() {
 #[test]
 fn emitter_refuses_extension_that_does_not_match_opcode() {
     let b = Bth::new(Opcode::RdmaWriteOnly);
-    assert_eq!(b.to_vec(), Err(BthError::ExtensionMismatch(Opcode::RdmaWriteOnly)));
+    assert_eq!(
+        b.to_vec(),
+        Err(BthError::ExtensionMismatch(Opcode::RdmaWriteOnly))
+    );
     let mut buf = [0u8; 10];
     assert_eq!(
         Bth::new(Opcode::SendOnly).emit(&mut buf),
-        Err(BthError::BufferTooSmall { needed: 16, got: 10 })
+        Err(BthError::BufferTooSmall {
+            needed: 16,
+            got: 10
+        })
     );
 }
 

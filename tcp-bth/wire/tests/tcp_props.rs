@@ -143,7 +143,9 @@ fn largest_data_option_leaves_no_room() {
 #[test]
 fn unknown_options_are_skipped_by_length_and_bad_lengths_refused() {
     // NOP, unknown kind 30 len 4, MSS, another experiment under 254 with ExID 0x1234, EOL.
-    let area = [1, 30, 4, 0xAA, 0xBB, 2, 4, 0x05, 0xB4, 254, 4, 0x12, 0x34, 0, 0, 0];
+    let area = [
+        1, 30, 4, 0xAA, 0xBB, 2, 4, 0x05, 0xB4, 254, 4, 0x12, 0x34, 0, 0, 0,
+    ];
     let o = TcpOptions::parse(&area).unwrap();
     assert_eq!(o.mss, Some(1460));
     assert!(o.bth.is_none());
@@ -179,7 +181,9 @@ fn malformed_bth_inside_tcp_is_reported() {
     opt[4] |= 0x08; // M on an ONLY opcode
     assert!(matches!(
         TcpOptions::parse(&opt),
-        Err(TcpOptionError::Bth(tcp_bth_wire::BthError::MoreBitInconsistent { .. }))
+        Err(TcpOptionError::Bth(
+            tcp_bth_wire::BthError::MoreBitInconsistent { .. }
+        ))
     ));
 }
 
@@ -191,10 +195,16 @@ fn short_and_bad_offset_segments_are_refused() {
     ));
     let mut hdr = [0u8; 20];
     hdr[12] = 4 << 4;
-    assert_eq!(TcpRepr::parse(&hdr, None), Err(SegmentError::BadDataOffset(4)));
+    assert_eq!(
+        TcpRepr::parse(&hdr, None),
+        Err(SegmentError::BadDataOffset(4))
+    );
     hdr[12] = 15 << 4;
     assert!(matches!(
         TcpRepr::parse(&hdr, None),
-        Err(SegmentError::Truncated { needed: 60, got: 20 })
+        Err(SegmentError::Truncated {
+            needed: 60,
+            got: 20
+        })
     ));
 }

@@ -85,7 +85,9 @@ pub fn segment_options() -> impl Strategy<Value = (TcpFlags, TcpOptions)> {
         (TcpFlags::SYN | TcpFlags::ACK, o)
     });
     let data = opcode()
-        .prop_filter("data opcodes", |o| o.carries_payload() || *o == Opcode::RdmaReadRequest)
+        .prop_filter("data opcodes", |o| {
+            o.carries_payload() || *o == Opcode::RdmaReadRequest
+        })
         .prop_flat_map(bth_for)
         .prop_map(|b| {
             let o = TcpOptions {
