@@ -7,3 +7,7 @@
 pub use tcp_bth_wire as wire;
 
 pub mod describe;
+pub mod isn;
+pub mod ranges;
+pub mod rtt;
+pub mod sim;

@@ -1,0 +1,56 @@
+//! Completion queue entries, as verbs reports them (`ibv_wc`), trimmed to what this side sees.
+
+use tcp_bth_wire::MsgClass;
+
+/// What completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcOpcode {
+    /// A SEND landed in a posted receive.
+    Recv,
+    /// An RDMA WRITE with immediate finished; no posted receive is consumed (docs/design.md).
+    /// Also the opcode of a WRITE's error completion at the target (status tells them apart:
+    /// a plain WRITE that succeeds completes silently).
+    RecvRdmaWithImm,
+    /// A READ this side issued has all its response bytes in the sink.
+    RdmaRead,
+}
+
+/// How it completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcStatus {
+    Success,
+    /// The message is longer than the posted buffer or READ sink.
+    LocalLengthError,
+    /// rkey unknown, right missing, or address range outside the region.
+    RemoteAccessError,
+    /// The peer broke the protocol for this message (lengths that contradict each other, a
+    /// message above the announced size limit, a WRITE segment without RETH).
+    RemoteInvalidRequest,
+    /// The READ response ended before the requested length.
+    BadResponse,
+    /// Flushed by [`Placement::flush`](crate::Placement::flush): the connection is gone.
+    WrFlushError,
+}
+
+/// One completion. `buf` hands the posted buffer or READ sink back to its owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cqe {
+    /// The posted receive's or READ's `wr_id`; 0 for completions without a local work request
+    /// (WRITE with immediate, error completion of a peer's WRITE).
+    pub wr_id: u64,
+    pub class: MsgClass,
+    /// The message's MSN in its class (for READs: the request MSN the response echoed).
+    pub msn: u16,
+    pub opcode: WcOpcode,
+    /// Message length when known (always on success); 0 for flushed work requests.
+    pub byte_len: u32,
+    pub imm: Option<u32>,
+    pub status: WcStatus,
+    pub buf: Option<Vec<u8>>,
+}
+
+impl Cqe {
+    pub fn is_success(&self) -> bool {
+        self.status == WcStatus::Success
+    }
+}

@@ -1,0 +1,314 @@
+//! The placer: routes each validated segment to its message by class and MSN, and places it.
+
+use crate::cqe::Cqe;
+use crate::mr::{Access, MemoryRegions};
+use crate::msg::{place_segment, Books, Dest, MsgTrack};
+use crate::outcome::{Counters, DropReason, PlaceOutcome};
+use crate::window::{Locate, MsnWindow, MAX_WINDOW};
+use std::collections::VecDeque;
+use tcp_bth_wire::{Inbound, MsgClass, Position, ReadRequest, MAX_MESSAGE_LEN};
+
+/// What a connection's receive side needs to know from the handshake and the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementConfig {
+    /// The peer's first MSN (from its hello), the same for the send, write and read-request
+    /// classes. READ responses echo *our* request MSNs: that class is anchored by the first
+    /// [`Placement::expect_read_response`] instead.
+    pub first_msn: u16,
+    /// Receives that may be posted at once (capped at 2^15 by MSN arithmetic).
+    pub max_posted_recvs: usize,
+    /// Largest message accepted (what our hello announced); at most 2^24 - 1.
+    pub max_message_len: u32,
+}
+
+impl PlacementConfig {
+    pub const fn new(first_msn: u16) -> PlacementConfig {
+        PlacementConfig {
+            first_msn,
+            max_posted_recvs: 1024,
+            max_message_len: MAX_MESSAGE_LEN,
+        }
+    }
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig::new(0)
+    }
+}
+
+/// Bounds on the state a peer can make grow, and the rkey seed. The defaults suit tests and
+/// simulations; see [`Placement::with_limits`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementLimits {
+    /// WRITE and READ-request messages tracked at once, and READs outstanding at once
+    /// (capped at 2^15).
+    pub max_inflight: usize,
+    /// Coverage ranges all incomplete messages may hold together.
+    pub max_ranges: usize,
+    /// Completions queued before in-order completion pauses until the owner polls (at least 1).
+    pub max_completions: usize,
+    /// Seed for rkey keys (see [`MemoryRegions::with_seed`]); give a random one to face a real
+    /// peer.
+    pub rkey_seed: u64,
+}
+
+impl Default for PlacementLimits {
+    fn default() -> Self {
+        PlacementLimits {
+            max_inflight: 1024,
+            max_ranges: 65536,
+            max_completions: 4096,
+            rkey_seed: 0,
+        }
+    }
+}
+
+/// A posted receive: the buffer for one SEND MSN.
+#[derive(Debug)]
+pub(crate) struct PostedRecv {
+    pub wr_id: u64,
+    pub buf: Vec<u8>,
+    pub track: MsgTrack,
+}
+
+/// A READ this side issued, waiting for its response bytes.
+#[derive(Debug)]
+pub(crate) struct PendingRead {
+    pub wr_id: u64,
+    pub sink: Vec<u8>,
+    pub track: MsgTrack,
+}
+
+/// The receive side of one connection.
+pub struct Placement {
+    pub(crate) cfg: PlacementConfig,
+    pub(crate) limits: PlacementLimits,
+    pub(crate) regions: MemoryRegions,
+    pub(crate) send: MsnWindow<PostedRecv>,
+    /// Entries are created when a segment of that MSN first arrives (None before).
+    pub(crate) write: MsnWindow<Option<Box<MsgTrack>>>,
+    /// Whether the READ request with that MSN has been seen (answered or refused).
+    pub(crate) read_req: MsnWindow<bool>,
+    pub(crate) reads: MsnWindow<PendingRead>,
+    pub(crate) reads_anchored: bool,
+    pub(crate) cq: VecDeque<Cqe>,
+    pub(crate) books: Books,
+    pub(crate) flushed: bool,
+}
+
+impl Placement {
+    /// A receive side with default [`PlacementLimits`].
+    pub fn new(cfg: PlacementConfig) -> Placement {
+        Placement::with_limits(cfg, PlacementLimits::default())
+    }
+
+    /// Out-of-range values are clamped rather than refused (see the field docs).
+    pub fn with_limits(mut cfg: PlacementConfig, mut limits: PlacementLimits) -> Placement {
+        cfg.max_posted_recvs = cfg.max_posted_recvs.min(MAX_WINDOW);
+        cfg.max_message_len = cfg.max_message_len.min(MAX_MESSAGE_LEN);
+        limits.max_inflight = limits.max_inflight.min(MAX_WINDOW);
+        limits.max_completions = limits.max_completions.max(1);
+        let first = cfg.first_msn;
+        Placement {
+            regions: MemoryRegions::with_seed(limits.rkey_seed),
+            send: MsnWindow::new(first),
+            write: MsnWindow::new(first),
+            read_req: MsnWindow::new(first),
+            reads: MsnWindow::new(first),
+            reads_anchored: false,
+            cq: VecDeque::new(),
+            books: Books {
+                max_ranges: limits.max_ranges,
+                max_message_len: cfg.max_message_len,
+                ..Books::default()
+            },
+            flushed: false,
+            cfg,
+            limits,
+        }
+    }
+
+    pub fn config(&self) -> &PlacementConfig {
+        &self.cfg
+    }
+
+    pub fn regions(&self) -> &MemoryRegions {
+        &self.regions
+    }
+
+    pub fn regions_mut(&mut self) -> &mut MemoryRegions {
+        &mut self.regions
+    }
+
+    pub fn limits(&self) -> &PlacementLimits {
+        &self.limits
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.books.counters
+    }
+
+    /// Coverage ranges currently held (bounded by `max_ranges` plus one per message).
+    pub fn ranges_in_use(&self) -> usize {
+        self.books.ranges_in_use
+    }
+
+    pub fn is_flushed(&self) -> bool {
+        self.flushed
+    }
+
+    /// Place one data segment. Never panics and never writes outside the segment's target,
+    /// whatever the segment says.
+    pub fn place(&mut self, seg: &Inbound<'_>) -> PlaceOutcome {
+        self.books.counters.segments += 1;
+        if self.flushed {
+            self.books.counters.after_flush += 1;
+            return PlaceOutcome::Dropped(DropReason::Flushed);
+        }
+        if !well_formed(seg) {
+            self.books.counters.invalid += 1;
+            return PlaceOutcome::Dropped(DropReason::Invalid);
+        }
+        let out = match seg.class {
+            MsgClass::Send => self.place_send(seg),
+            MsgClass::Write => self.place_write(seg),
+            MsgClass::ReadRequest => self.place_read_request(seg),
+            MsgClass::ReadResponse => self.place_read_response(seg),
+        };
+        self.drain(seg.class, false);
+        out
+    }
+
+    fn out_of_window(&mut self) -> PlaceOutcome {
+        self.books.counters.out_of_window += 1;
+        PlaceOutcome::Dropped(DropReason::OutOfWindow)
+    }
+
+    fn place_send(&mut self, seg: &Inbound<'_>) -> PlaceOutcome {
+        match self.send.locate(seg.msn) {
+            Locate::Behind => self.books.duplicate(seg),
+            Locate::At(k) => match self.send.entries.get_mut(k) {
+                Some(p) => {
+                    place_segment(&mut p.track, seg, Dest::Buffer(&mut p.buf), &mut self.books)
+                }
+                None => self.out_of_window(),
+            },
+            // Within what the queue could hold: the peer ran past our credit.
+            Locate::Ahead(k) if k < self.cfg.max_posted_recvs => {
+                self.books.counters.receiver_not_ready += 1;
+                PlaceOutcome::ReceiverNotReady
+            }
+            Locate::Ahead(_) => self.out_of_window(),
+        }
+    }
+
+    fn place_write(&mut self, seg: &Inbound<'_>) -> PlaceOutcome {
+        let Some(reth) = seg.reth else {
+            self.books.counters.invalid += 1;
+            return PlaceOutcome::Dropped(DropReason::Invalid);
+        };
+        let k = match self.write.locate(seg.msn) {
+            Locate::Behind => return self.books.duplicate(seg),
+            Locate::At(k) => k,
+            Locate::Ahead(k) if k < self.limits.max_inflight => k,
+            Locate::Ahead(_) => return self.out_of_window(),
+        };
+        while self.write.entries.len() <= k {
+            self.write.entries.push_back(None);
+        }
+        match self.write.entries.get_mut(k) {
+            Some(slot) => {
+                let track = slot.get_or_insert_with(Box::default);
+                place_segment(
+                    track,
+                    seg,
+                    Dest::Region(&mut self.regions, reth),
+                    &mut self.books,
+                )
+            }
+            None => self.out_of_window(),
+        }
+    }
+
+    fn place_read_request(&mut self, seg: &Inbound<'_>) -> PlaceOutcome {
+        let k = match self.read_req.locate(seg.msn) {
+            Locate::Behind => return self.books.duplicate(seg),
+            Locate::At(k) => k,
+            Locate::Ahead(k) if k < self.limits.max_inflight => k,
+            Locate::Ahead(_) => return self.out_of_window(),
+        };
+        while self.read_req.entries.len() <= k {
+            self.read_req.entries.push_back(false);
+        }
+        let Some(state) = self.read_req.entries.get_mut(k) else {
+            return self.out_of_window();
+        };
+        if *state {
+            // Answered (or refused) already: a retransmitted request must not be answered twice.
+            return self.books.duplicate(seg);
+        }
+        let counters = &mut self.books.counters;
+        let req = match ReadRequest::parse(seg.payload) {
+            Ok(req) if seg.offset == 0 && seg.last => req,
+            _ => {
+                *state = true;
+                counters.invalid += 1;
+                return PlaceOutcome::Dropped(DropReason::Invalid);
+            }
+        };
+        match self
+            .regions
+            .check_remote(req.rkey, req.addr, u64::from(req.len), Access::REMOTE_READ)
+        {
+            Ok(()) => {
+                *state = true;
+                counters.read_requests += 1;
+                PlaceOutcome::ReadRequested(req)
+            }
+            Err(e) => {
+                *state = true;
+                counters.access_errors += 1;
+                PlaceOutcome::AccessError(e)
+            }
+        }
+    }
+
+    fn place_read_response(&mut self, seg: &Inbound<'_>) -> PlaceOutcome {
+        let located = if self.reads_anchored {
+            self.reads.locate(seg.msn)
+        } else {
+            Locate::Ahead(0)
+        };
+        match located {
+            Locate::Behind => self.books.duplicate(seg),
+            Locate::At(k) => match self.reads.entries.get_mut(k) {
+                Some(r) => place_segment(
+                    &mut r.track,
+                    seg,
+                    Dest::Buffer(&mut r.sink),
+                    &mut self.books,
+                ),
+                None => self.unknown_read(),
+            },
+            Locate::Ahead(_) => self.unknown_read(),
+        }
+    }
+
+    fn unknown_read(&mut self) -> PlaceOutcome {
+        self.books.counters.unknown_read_responses += 1;
+        PlaceOutcome::Dropped(DropReason::UnknownRead)
+    }
+}
+
+/// The checks `Inbound::from_bth` makes, repeated because an `Inbound` can also be built by
+/// hand, plus class/opcode agreement. Cheap, and it keeps every later step's arithmetic in range.
+fn well_formed(seg: &Inbound<'_>) -> bool {
+    let end = u64::from(seg.offset) + seg.payload.len() as u64;
+    let starts = matches!(seg.opcode.position(), Position::First | Position::Only);
+    !seg.payload.is_empty()
+        && end <= u64::from(MAX_MESSAGE_LEN)
+        && MsgClass::of(seg.opcode) == Some(seg.class)
+        && starts == (seg.offset == 0)
+        && seg.last != seg.opcode.more()
+}

@@ -1,0 +1,124 @@
+//! Work requests the local owner posts: receive buffers (send class) and READ sinks
+//! (read-response class), and the credit the receive queue implies.
+
+use crate::msg::MsgTrack;
+use crate::placer::{PendingRead, Placement, PostedRecv};
+use tcp_bth_wire::MAX_MESSAGE_LEN;
+use thiserror::Error;
+
+/// Why a post was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum PostError {
+    #[error("queue full: {max} entries posted")]
+    Full { max: usize },
+    #[error("the connection was flushed")]
+    Flushed,
+    #[error("READ request MSN {got} is not the next one ({expected}): MSNs are consecutive")]
+    NotNextMsn { expected: u16, got: u16 },
+    #[error("READ sink of {0} bytes: a READ reads 1 to 2^24 - 1 bytes")]
+    BadSinkLen(usize),
+}
+
+/// A refused post hands its buffer back.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{error}")]
+pub struct Rejected {
+    pub error: PostError,
+    pub buf: Vec<u8>,
+}
+
+impl Placement {
+    /// Post a receive buffer. Buffers bind to consecutive SEND MSNs: the first one posted to the
+    /// peer's `first_msn`, each later one to the next MSN. Returns the MSN this buffer serves.
+    pub fn post_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<u16, Rejected> {
+        if self.flushed {
+            return Err(Rejected {
+                error: PostError::Flushed,
+                buf,
+            });
+        }
+        if self.send.entries.len() >= self.cfg.max_posted_recvs {
+            return Err(Rejected {
+                error: PostError::Full {
+                    max: self.cfg.max_posted_recvs,
+                },
+                buf,
+            });
+        }
+        let msn = self.send.next_msn();
+        self.send.entries.push_back(PostedRecv {
+            wr_id,
+            buf,
+            track: MsgTrack::default(),
+        });
+        Ok(msn)
+    }
+
+    /// The last SEND MSN with a buffer posted: the `rtr` credit. Equals
+    /// [`completed_send_msn`](Self::completed_send_msn) when nothing is posted (no credit).
+    pub fn credit_msn(&self) -> u16 {
+        self.send.next_msn().wrapping_sub(1)
+    }
+
+    /// The newest SEND whose completion has been generated in order: the pure ACK's MSN.
+    pub fn completed_send_msn(&self) -> u16 {
+        self.send.completed()
+    }
+
+    /// Receives posted and not yet completed.
+    pub fn posted_recvs(&self) -> usize {
+        self.send.entries.len()
+    }
+
+    /// Register a READ this side sends with MSN `request_msn`, whose response lands in `sink`
+    /// (`sink.len()` = READ length). Call it before the request goes out, so the response can
+    /// never arrive first. The first call fixes the class's start (our own first MSN); later
+    /// calls must use consecutive MSNs, as the framer numbers them.
+    pub fn expect_read_response(
+        &mut self,
+        request_msn: u16,
+        wr_id: u64,
+        sink: Vec<u8>,
+    ) -> Result<(), Rejected> {
+        let refuse = |error, buf| Err(Rejected { error, buf });
+        if self.flushed {
+            return refuse(PostError::Flushed, sink);
+        }
+        if sink.is_empty() || sink.len() > MAX_MESSAGE_LEN as usize {
+            return refuse(PostError::BadSinkLen(sink.len()), sink);
+        }
+        if self.reads.entries.len() >= self.limits.max_inflight {
+            return refuse(
+                PostError::Full {
+                    max: self.limits.max_inflight,
+                },
+                sink,
+            );
+        }
+        if !self.reads_anchored {
+            self.reads.head = request_msn;
+            self.reads_anchored = true;
+        }
+        let expected = self.reads.next_msn();
+        if request_msn != expected {
+            return refuse(
+                PostError::NotNextMsn {
+                    expected,
+                    got: request_msn,
+                },
+                sink,
+            );
+        }
+        self.reads.entries.push_back(PendingRead {
+            wr_id,
+            sink,
+            track: MsgTrack::default(),
+        });
+        Ok(())
+    }
+
+    /// READs issued and not yet completed.
+    pub fn outstanding_reads(&self) -> usize {
+        self.reads.entries.len()
+    }
+}

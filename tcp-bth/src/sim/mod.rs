@@ -1,0 +1,2 @@
+pub mod link;
+pub use link::*;
