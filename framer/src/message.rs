@@ -1,0 +1,87 @@
+//! A posted message as the framer keeps it until it is acknowledged: where it sits in the stream,
+//! what it is, and its bytes as the caller's slices (never copied).
+
+use bytes::Bytes;
+use tcp_bth_wire::MsgClass;
+
+/// Where a message sits in the stream and what it is; what the stack asks about a stream offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MessageInfo {
+    pub class: MsgClass,
+    pub msn: u16,
+    pub stream_start: u64,
+    /// Bytes of stream the message occupies (16 for a READ request).
+    pub len: u32,
+    /// 0 for READ responses, which answer the peer rather than a local work request.
+    pub wr_id: u64,
+}
+
+impl MessageInfo {
+    /// One past the message's last stream byte.
+    pub fn stream_end(&self) -> u64 {
+        self.stream_start + u64::from(self.len)
+    }
+
+    pub fn contains(&self, offset: u64) -> bool {
+        (self.stream_start..self.stream_end()).contains(&offset)
+    }
+}
+
+/// What decides the opcode family and the extension of every segment of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Send {
+        imm: Option<u32>,
+    },
+    Write {
+        rkey: u32,
+        remote_addr: u64,
+        imm: Option<u32>,
+    },
+    ReadRequest,
+    ReadResponse,
+}
+
+impl Kind {
+    pub(crate) const fn class(self) -> MsgClass {
+        match self {
+            Kind::Send { .. } => MsgClass::Send,
+            Kind::Write { .. } => MsgClass::Write,
+            Kind::ReadRequest => MsgClass::ReadRequest,
+            Kind::ReadResponse => MsgClass::ReadResponse,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Message {
+    pub(crate) info: MessageInfo,
+    pub(crate) kind: Kind,
+    /// Non-empty slices whose concatenation is the message.
+    pub(crate) chunks: Vec<Bytes>,
+    /// Offset inside the message of each chunk's first byte, ascending from 0, so the chunk
+    /// holding an offset is found by binary search instead of a walk over a long sg list.
+    pub(crate) chunk_starts: Vec<u32>,
+}
+
+impl Message {
+    /// `chunks` must already be free of empty slices and total `info.len` bytes.
+    pub(crate) fn new(info: MessageInfo, kind: Kind, chunks: Vec<Bytes>) -> Message {
+        let mut at = 0u32;
+        let chunk_starts = chunks
+            .iter()
+            .map(|c| {
+                let start = at;
+                // Lengths were summed and bounded by MAX_MESSAGE_LEN before we got here.
+                at = at.saturating_add(c.len() as u32);
+                start
+            })
+            .collect();
+        Message {
+            info,
+            kind,
+            chunks,
+            chunk_starts,
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! What the stack hands the framer: work requests, the connection's framing parameters, and the
+//! reasons a post is refused.
+
+use bytes::Bytes;
+use tcp_bth_wire::MsgClass;
+use thiserror::Error;
+
+/// The operation of a work request, with the remote-side parameters it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WrOp {
+    /// A SEND into the peer's next posted receive buffer; `imm` rides on the last segment.
+    Send { imm: Option<u32> },
+    /// An RDMA WRITE to `rkey`/`remote_addr`; `imm` rides on the last segment and is delivered
+    /// to the peer as a completion without consuming a receive buffer.
+    RdmaWrite {
+        rkey: u32,
+        remote_addr: u64,
+        imm: Option<u32>,
+    },
+    /// An RDMA READ of `len` bytes at the peer's `rkey`/`remote_addr`. On the wire it is a
+    /// 16-byte READ request; the local sink is registered with the placement crate.
+    RdmaRead {
+        rkey: u32,
+        remote_addr: u64,
+        len: u32,
+    },
+}
+
+/// One work request as posted by the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkRequest {
+    pub wr_id: u64,
+    pub op: WrOp,
+    /// SEND/WRITE: the message is the concatenation of these slices (empty slices are allowed
+    /// and skipped). READ: must be empty.
+    pub sg_list: Vec<Bytes>,
+}
+
+/// Framing parameters fixed when the connection is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FramerConfig {
+    /// Divisor of the segment index (`seg = (offset_in_message / mss) mod 256`). It does not
+    /// limit segment sizes: that is the `max_payload` of each [`Framer::segment_at`] call.
+    /// 0 is treated as 1 so no input can divide by zero.
+    ///
+    /// [`Framer::segment_at`]: crate::Framer::segment_at
+    pub mss: u32,
+    /// First MSN of every class counter (the MSN this side announces in its hello).
+    pub first_msn: u16,
+    /// Largest message the peer accepts (from its hello); values above
+    /// [`MAX_MESSAGE_LEN`](tcp_bth_wire::MAX_MESSAGE_LEN) are clamped to it, because the 24-bit
+    /// offset field could not address the bytes beyond.
+    pub max_message_len: u32,
+}
+
+/// Why a work request was refused. A refused post changes no framer state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum PostError {
+    #[error("message of {len} bytes exceeds the {max}-byte limit (refused, never truncated)")]
+    TooLarge { len: u64, max: u32 },
+    #[error("zero-length message: a segment without payload occupies no sequence space")]
+    Empty,
+    #[error("RDMA READ of {len} bytes exceeds the {max}-byte message limit")]
+    ReadTooLarge { len: u32, max: u32 },
+    #[error("RDMA READ of zero bytes: the responder would have to send an empty message")]
+    ReadEmpty,
+    #[error("RDMA READ takes no local data, but {entries} scatter/gather entries were given")]
+    ReadWithData { entries: usize },
+    #[error("remote range at {addr:#x} of {len} bytes wraps past the end of the address space")]
+    RemoteRangeWraps { addr: u64, len: u64 },
+    #[error(
+        "{class:?} already has 32768 (2^15) messages in flight; more would break MSN serial order"
+    )]
+    TooManyInFlight { class: MsgClass },
+    #[error("the 64-bit stream offset space is exhausted")]
+    StreamExhausted,
+}
