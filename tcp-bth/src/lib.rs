@@ -6,8 +6,14 @@
 
 pub use tcp_bth_wire as wire;
 
+pub mod api;
+pub mod config;
+pub mod conn;
 pub mod describe;
 pub mod isn;
 pub mod ranges;
 pub mod rtt;
 pub mod sim;
+
+pub use config::Config;
+pub use conn::{Completion, ConnError, Connection, Mode, State, Stats, WcOp};

@@ -1,6 +1,9 @@
 //! `bth`: the tcp-bth command-line entry point.
 
+mod demo;
+
 use clap::{Parser, Subcommand};
+use demo::DemoArgs;
 use std::process::ExitCode;
 use tcp_bth::wire::{Bth, IpPair, TcpOptions, TcpRepr};
 
@@ -20,6 +23,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Transfer a mixed message workload between two endpoints over the simulated link and
+    /// verify every byte.
+    ///
+    /// Endpoint A posts SENDs, RDMA WRITEs with immediate and RDMA READs to endpoint B; the link
+    /// between them loses, reorders, duplicates and corrupts packets as asked. Time is virtual
+    /// (deterministic: the same seed gives the same run), so goodput is in simulated time.
+    Demo(DemoArgs),
     /// Decode a tcp_bth option, a TCP option area, or a whole TCP segment given as hex.
     ///
     /// The input kind is detected: bytes starting with kind 254 are read as one option; with
@@ -43,6 +53,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => demo::run(&args),
         Command::Decode {
             hex,
             segment,

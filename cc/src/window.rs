@@ -1,0 +1,231 @@
+//! Window state and rules shared by [`crate::NewReno`] and [`crate::Cubic`]: initial window,
+//! slow start with appropriate byte counting, the recovery-episode marker, the cwnd-limited
+//! test and the loss window after a retransmission timeout.
+//!
+//! Everything is in bytes and saturating: no input (zero or huge byte counts, zero MSS) can
+//! overflow, underflow or divide by zero here.
+
+/// RFC 3465 §2.2: in slow start cwnd grows by at most `L * SMSS` per ACK; RFC 3465 recommends
+/// L = 2 (one delayed ACK covering two segments may grow cwnd by two segments, a stretch ACK no
+/// more).
+pub(crate) const ABC_L: u64 = 2;
+
+/// RFC 6928 §2: `IW = min(10*MSS, max(2*MSS, 14600))`.
+///
+/// With the common 1460-byte MSS this is 10 segments; with jumbo MSS values it falls back to two
+/// segments, the RFC 5681 floor.
+pub(crate) fn initial_window(mss: u64) -> u64 {
+    mss.saturating_mul(10)
+        .min(mss.saturating_mul(2).max(14_600))
+}
+
+/// Multiply by `num/den` without overflow (`den > 0`), rounding down.
+pub(crate) fn scale(x: u64, num: u64, den: u64) -> u64 {
+    let r = u128::from(x) * u128::from(num) / u128::from(den.max(1));
+    u64::try_from(r).unwrap_or(u64::MAX)
+}
+
+/// An f64 window (bytes) back to `u64`: NaN and negatives become 0, +inf and anything too
+/// large saturate. (`as` does the same since Rust 1.45; the explicit form documents the intent.)
+pub(crate) fn f64_to_bytes(x: f64) -> u64 {
+    if x.is_nan() || x <= 0.0 {
+        0
+    } else if x >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        x as u64
+    }
+}
+
+/// What started the recovery episode in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EpisodeKind {
+    /// Loss found by fast retransmit / SACK / RACK: cwnd is frozen until the episode ends
+    /// (RFC 6582 §3.2, RFC 6675 §5: the window is not opened during recovery; the end state is
+    /// cwnd = ssthresh, which we set at once).
+    FastRecovery,
+    /// Retransmission timeout: cwnd restarts from the loss window and slow-starts, but further
+    /// losses of data sent before the timeout are the same congestion event (RFC 5681 §3.1,
+    /// RFC 6582 §3.2 step 1's "recover" after a timeout).
+    Timeout,
+}
+
+/// One congestion episode: congestion events while it lasts are not new reductions.
+///
+/// The caller normally ends it with `on_recovery_end` (it knows the sequence space: the episode
+/// ends when the cumulative ACK passes the highest sequence sent when it began, RFC 6582 §3.2).
+/// As a fallback the algorithm ends it by itself once as many bytes have been acknowledged as
+/// were in flight when it began: by then every byte outstanding at the start has been
+/// delivered, so this never ends later than the caller's marker would, and a caller that never
+/// calls `on_recovery_end` does not freeze the window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Episode {
+    pub kind: EpisodeKind,
+    pub flight: u64,
+    pub acked: u64,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Window {
+    /// Sender MSS in bytes, at least 1 (a zero MSS would make every per-segment rule divide by
+    /// zero or stall).
+    pub mss: u64,
+    pub cwnd: u64,
+    pub ssthresh: u64,
+    pub episode: Option<Episode>,
+    /// A retransmission timeout fired and no new data has been acknowledged since: a further
+    /// timeout is a retransmission of the same data, and RFC 5681 §3.1 holds ssthresh constant.
+    pub rto_repeat: bool,
+    /// The in-flight figure of the latest `on_ack` / `on_congestion_event`, used to size the
+    /// episode a timeout starts.
+    pub last_flight: u64,
+}
+
+impl Window {
+    pub fn new(mss: u32) -> Window {
+        let mss = u64::from(mss.max(1));
+        Window {
+            mss,
+            cwnd: initial_window(mss),
+            // RFC 5681 §3.1: "The initial value of ssthresh SHOULD be set arbitrarily high".
+            ssthresh: u64::MAX,
+            episode: None,
+            rto_repeat: false,
+            last_flight: 0,
+        }
+    }
+
+    /// RFC 5681 §3.1 equation (4) and RFC 9438 §4.6: ssthresh is never below 2*SMSS.
+    pub fn min_ssthresh(&self) -> u64 {
+        self.mss.saturating_mul(2)
+    }
+
+    /// RFC 5681: slow start while `cwnd < ssthresh`.
+    pub fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
+    pub fn in_recovery(&self) -> bool {
+        self.episode.is_some()
+    }
+
+    /// FlightSize as the reduction uses it. Data in flight beyond cwnd (possible right after a
+    /// reduction) is not a reason to keep a larger window, so it is capped at cwnd.
+    pub fn flight_size(&self, bytes_in_flight: u64) -> u64 {
+        bytes_in_flight.min(self.cwnd)
+    }
+
+    /// Bookkeeping every ACK does. Returns the acknowledged bytes that may open the window
+    /// (0 if it must not grow on this ACK).
+    pub fn on_ack(&mut self, acked: u64, bytes_in_flight: u64) -> u64 {
+        self.last_flight = bytes_in_flight;
+        if acked == 0 {
+            return 0;
+        }
+        // New data acknowledged: a later timeout is a new event, not a repeat.
+        self.rto_repeat = false;
+        if let Some(ep) = &mut self.episode {
+            ep.acked = ep.acked.saturating_add(acked);
+            let kind = ep.kind;
+            if ep.acked >= ep.flight {
+                self.episode = None;
+            }
+            if kind == EpisodeKind::FastRecovery {
+                return 0;
+            }
+        }
+        // Grow only while the window is actually used (RFC 7661 §4.3; RFC 9438 §4.6 requires
+        // it of implementations that, like ours after a timeout, derive ssthresh from cwnd).
+        // The test is Linux's slow-start one: at least half the window was in flight before
+        // this ACK. An application-, receiver- or admission-limited sender therefore does not
+        // inflate a window it never tested.
+        let flight_before = bytes_in_flight.saturating_add(acked);
+        if flight_before < self.cwnd / 2 {
+            return 0;
+        }
+        acked
+    }
+
+    /// Slow start with appropriate byte counting (RFC 3465 §2.2, L = 2): cwnd grows by the
+    /// acknowledged bytes, at most `L*SMSS` per ACK, and stops at ssthresh. Returns the bytes
+    /// left over once ssthresh is reached, for congestion avoidance to count (as Linux does).
+    pub fn slow_start(&mut self, acked: u64) -> u64 {
+        if !self.in_slow_start() {
+            return acked;
+        }
+        let inc = acked.min(self.mss.saturating_mul(ABC_L));
+        let room = self.ssthresh - self.cwnd; // cwnd < ssthresh: no underflow
+        if inc < room {
+            self.cwnd += inc;
+            0
+        } else {
+            self.cwnd = self.ssthresh;
+            inc - room
+        }
+    }
+
+    /// Start a fast-recovery episode after cwnd and ssthresh have been reduced.
+    pub fn enter_fast_recovery(&mut self, flight: u64) {
+        self.episode = Some(Episode {
+            kind: EpisodeKind::FastRecovery,
+            flight,
+            acked: 0,
+        });
+    }
+
+    /// Whether a timeout must leave ssthresh as it is: the timeout repeats one already taken
+    /// (RFC 5681 §3.1), or it falls inside an episode whose reduction has already been made
+    /// (Linux `tcp_enter_loss` does the same: the window is reduced once per episode).
+    pub fn rto_holds_ssthresh(&self) -> bool {
+        self.rto_repeat || self.episode.is_some()
+    }
+
+    /// The part of a timeout common to both algorithms, after ssthresh has been set:
+    /// cwnd = loss window (RFC 5681 §3.1: "cwnd MUST be set to no more than the loss window,
+    /// LW, which equals 1 full-sized segment"), and a timeout episode begins.
+    pub fn timeout(&mut self) {
+        self.cwnd = self.mss;
+        self.rto_repeat = true;
+        self.episode = Some(Episode {
+            kind: EpisodeKind::Timeout,
+            flight: self.last_flight,
+            acked: 0,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iw_per_rfc6928() {
+        assert_eq!(initial_window(1460), 14_600);
+        assert_eq!(initial_window(536), 5360);
+        assert_eq!(initial_window(1448), 14_480);
+        // 2*MSS floor wins for jumbo segments.
+        assert_eq!(initial_window(9000), 18_000);
+        // 14600 cap between 2 and 10 segments.
+        assert_eq!(initial_window(4000), 14_600);
+        assert_eq!(initial_window(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn f64_guard() {
+        assert_eq!(f64_to_bytes(f64::NAN), 0);
+        assert_eq!(f64_to_bytes(-1.0), 0);
+        assert_eq!(f64_to_bytes(f64::INFINITY), u64::MAX);
+        assert_eq!(f64_to_bytes(1e30), u64::MAX);
+        assert_eq!(f64_to_bytes(12.9), 12);
+    }
+
+    #[test]
+    fn scale_no_overflow() {
+        assert_eq!(
+            scale(u64::MAX, 7, 10),
+            (u128::from(u64::MAX) * 7 / 10) as u64
+        );
+        assert_eq!(scale(100, 7, 0), 700);
+        assert_eq!(scale(u64::MAX, 3, 2), u64::MAX);
+    }
+}

@@ -1,0 +1,336 @@
+//! An async message API for applications (tokio): `send`/`recv` of messages and `write`/`read`
+//! of remote memory, each resolving when its work completion arrives.
+//!
+//! A driver task owns the sans-IO connections and their transport and serves [`AsyncQp`] handles
+//! through a channel. [`sim_pair`] runs both ends over the deterministic simulated link, as fast
+//! as the CPU allows (virtual time, no sleeping).
+
+use crate::conn::{Completion, ConnError, Connection, WcOp};
+use crate::sim::{LinkConfig, Pair};
+use bth_framer::{WorkRequest, WrOp};
+use bth_placement::{Access, MrHandle, WcStatus};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// A received message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub data: Vec<u8>,
+    pub imm: Option<u32>,
+}
+
+/// An RDMA WRITE with immediate that landed in our memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteNotice {
+    pub imm: u32,
+    pub len: u32,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, ConnError>>;
+
+enum Cmd {
+    Send(Bytes, Option<u32>, Reply<()>),
+    Recv(usize, Reply<Message>),
+    Register(Vec<u8>, Access, Reply<MrHandle>),
+    Region(u32, Reply<Vec<u8>>),
+    Write(u32, u64, Bytes, Option<u32>, Reply<()>),
+    WriteNotice(Reply<WriteNotice>),
+    Read(u32, u64, u32, Reply<Vec<u8>>),
+    Close(Reply<()>),
+}
+
+/// One end of a connection, usable from any task.
+#[derive(Clone)]
+pub struct AsyncQp {
+    tx: mpsc::UnboundedSender<Cmd>,
+}
+
+fn gone() -> ConnError {
+    ConnError::Closed
+}
+
+impl AsyncQp {
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, ConnError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// SEND a message; resolves when the peer acknowledged it.
+    pub async fn send(&self, data: impl Into<Bytes>, imm: Option<u32>) -> Result<(), ConnError> {
+        let data = data.into();
+        self.call(|r| Cmd::Send(data, imm, r)).await
+    }
+
+    /// Post a receive buffer of `max_len` bytes and wait for the message that lands in it.
+    pub async fn recv(&self, max_len: usize) -> Result<Message, ConnError> {
+        self.call(|r| Cmd::Recv(max_len, r)).await
+    }
+
+    /// Register local memory the peer may access.
+    pub async fn register(&self, buf: Vec<u8>, access: Access) -> Result<MrHandle, ConnError> {
+        self.call(|r| Cmd::Register(buf, access, r)).await
+    }
+
+    /// A copy of a registered region's current contents.
+    pub async fn region(&self, rkey: u32) -> Result<Vec<u8>, ConnError> {
+        self.call(|r| Cmd::Region(rkey, r)).await
+    }
+
+    /// RDMA WRITE into the peer's region; resolves when acknowledged.
+    pub async fn write(
+        &self,
+        rkey: u32,
+        remote_addr: u64,
+        data: impl Into<Bytes>,
+        imm: Option<u32>,
+    ) -> Result<(), ConnError> {
+        let data = data.into();
+        self.call(|r| Cmd::Write(rkey, remote_addr, data, imm, r))
+            .await
+    }
+
+    /// Wait for the next RDMA WRITE with immediate from the peer.
+    pub async fn write_notice(&self) -> Result<WriteNotice, ConnError> {
+        self.call(Cmd::WriteNotice).await
+    }
+
+    /// RDMA READ `len` bytes from the peer's region.
+    pub async fn read(&self, rkey: u32, remote_addr: u64, len: u32) -> Result<Vec<u8>, ConnError> {
+        self.call(|r| Cmd::Read(rkey, remote_addr, len, r)).await
+    }
+
+    /// Orderly close of our direction.
+    pub async fn close(&self) -> Result<(), ConnError> {
+        self.call(Cmd::Close).await
+    }
+}
+
+/// Pending operations of one end, by wr_id.
+#[derive(Default)]
+struct EndState {
+    next_wr: u64,
+    sends: HashMap<u64, Reply<()>>,
+    recvs: HashMap<u64, Reply<Message>>,
+    reads: HashMap<u64, Reply<Vec<u8>>>,
+    notices: Vec<Reply<WriteNotice>>,
+    unclaimed_notices: Vec<WriteNotice>,
+}
+
+impl EndState {
+    fn wr(&mut self) -> u64 {
+        self.next_wr += 1;
+        self.next_wr
+    }
+
+    fn apply(&mut self, c: &mut Connection, cmd: Cmd) {
+        match cmd {
+            Cmd::Send(data, imm, r) | Cmd::Write(_, _, data, imm, r) if data.is_empty() => {
+                let _ = imm;
+                let _ = r.send(Err(ConnError::Post(bth_framer::PostError::Empty)));
+            }
+            Cmd::Send(data, imm, r) => {
+                let wr_id = self.wr();
+                let wr = WorkRequest {
+                    wr_id,
+                    op: WrOp::Send { imm },
+                    sg_list: vec![data],
+                };
+                match c.post_send(wr) {
+                    Ok(_) => {
+                        self.sends.insert(wr_id, r);
+                    }
+                    Err(e) => {
+                        let _ = r.send(Err(e));
+                    }
+                }
+            }
+            Cmd::Write(rkey, remote_addr, data, imm, r) => {
+                let wr_id = self.wr();
+                let wr = WorkRequest {
+                    wr_id,
+                    op: WrOp::RdmaWrite {
+                        rkey,
+                        remote_addr,
+                        imm,
+                    },
+                    sg_list: vec![data],
+                };
+                match c.post_send(wr) {
+                    Ok(_) => {
+                        self.sends.insert(wr_id, r);
+                    }
+                    Err(e) => {
+                        let _ = r.send(Err(e));
+                    }
+                }
+            }
+            Cmd::Recv(len, r) => {
+                let wr_id = self.wr();
+                match c.post_recv(wr_id, vec![0u8; len]) {
+                    Ok(()) => {
+                        self.recvs.insert(wr_id, r);
+                    }
+                    Err(e) => {
+                        let _ = r.send(Err(e));
+                    }
+                }
+            }
+            Cmd::Register(buf, access, r) => {
+                let _ = r.send(c.register_mr(buf, access));
+            }
+            Cmd::Region(rkey, r) => {
+                let _ = r.send(
+                    c.mr_bytes(rkey)
+                        .map(<[u8]>::to_vec)
+                        .ok_or(ConnError::Mr(bth_placement::MrError::UnknownRkey(rkey))),
+                );
+            }
+            Cmd::WriteNotice(r) => match self.unclaimed_notices.pop() {
+                Some(n) => {
+                    let _ = r.send(Ok(n));
+                }
+                None => self.notices.push(r),
+            },
+            Cmd::Read(rkey, addr, len, r) => {
+                let wr_id = self.wr();
+                match c.post_read(wr_id, rkey, addr, vec![0u8; len as usize]) {
+                    Ok(_) => {
+                        self.reads.insert(wr_id, r);
+                    }
+                    Err(e) => {
+                        let _ = r.send(Err(e));
+                    }
+                }
+            }
+            Cmd::Close(r) => {
+                c.close();
+                let _ = r.send(Ok(()));
+            }
+        }
+    }
+
+    fn complete(&mut self, comp: Completion) {
+        let status = if comp.status == WcStatus::Success {
+            Ok(())
+        } else {
+            Err(ConnError::Recv(format!("{:?}", comp.status)))
+        };
+        match comp.op {
+            WcOp::Send | WcOp::RdmaWrite => {
+                if let Some(r) = self.sends.remove(&comp.wr_id) {
+                    let _ = r.send(status);
+                }
+            }
+            WcOp::Recv => {
+                if let Some(r) = self.recvs.remove(&comp.wr_id) {
+                    let msg = comp.buf.map(|mut b| {
+                        b.truncate(comp.byte_len as usize);
+                        Message {
+                            data: b,
+                            imm: comp.imm,
+                        }
+                    });
+                    let _ = r.send(status.and(msg.ok_or(ConnError::Closed)));
+                }
+            }
+            WcOp::RdmaRead => {
+                if let Some(r) = self.reads.remove(&comp.wr_id) {
+                    let _ = r.send(status.and(comp.buf.ok_or(ConnError::Closed)));
+                }
+            }
+            WcOp::RecvRdmaWithImm => {
+                let n = WriteNotice {
+                    imm: comp.imm.unwrap_or(0),
+                    len: comp.byte_len,
+                };
+                if self.notices.is_empty() {
+                    self.unclaimed_notices.insert(0, n);
+                } else {
+                    let _ = self.notices.remove(0).send(Ok(n));
+                }
+            }
+        }
+    }
+
+    /// The connection failed: every waiter learns why.
+    fn fail_all(&mut self, err: ConnError) {
+        for (_, r) in self.sends.drain() {
+            let _ = r.send(Err(err.clone()));
+        }
+        for (_, r) in self.recvs.drain() {
+            let _ = r.send(Err(err.clone()));
+        }
+        for (_, r) in self.reads.drain() {
+            let _ = r.send(Err(err.clone()));
+        }
+        for r in self.notices.drain(..) {
+            let _ = r.send(Err(err.clone()));
+        }
+    }
+}
+
+/// Two connected ends over the simulated link with `link`, served by a spawned driver task.
+/// Must be called inside a tokio runtime.
+pub async fn sim_pair(link: LinkConfig, seed: u64) -> Result<(AsyncQp, AsyncQp), ConnError> {
+    let (a_cfg, b_cfg) = crate::sim::pair_configs(seed);
+    let mut pair = Pair::new(a_cfg, b_cfg, link);
+    if !pair.establish(Duration::from_secs(30)) {
+        return Err(pair.a.error().unwrap_or(ConnError::NotEstablished));
+    }
+    let (ta, ra) = mpsc::unbounded_channel();
+    let (tb, rb) = mpsc::unbounded_channel();
+    tokio::spawn(drive(pair, ra, rb));
+    Ok((AsyncQp { tx: ta }, AsyncQp { tx: tb }))
+}
+
+async fn drive(
+    mut pair: Pair,
+    mut ra: mpsc::UnboundedReceiver<Cmd>,
+    mut rb: mpsc::UnboundedReceiver<Cmd>,
+) {
+    let mut ea = EndState::default();
+    let mut eb = EndState::default();
+    let (mut a_open, mut b_open) = (true, true);
+    loop {
+        while let Ok(cmd) = ra.try_recv() {
+            ea.apply(&mut pair.a, cmd);
+        }
+        while let Ok(cmd) = rb.try_recv() {
+            eb.apply(pair.b(), cmd);
+        }
+        let horizon = pair.now + Duration::from_secs(3600);
+        let busy = pair.step(horizon);
+        while let Some(c) = pair.a.poll_completion() {
+            ea.complete(c);
+        }
+        while let Some(c) = pair.b().poll_completion() {
+            eb.complete(c);
+        }
+        if let Some(e) = pair.a.error() {
+            ea.fail_all(e);
+        }
+        if let Some(e) = pair.b().error() {
+            eb.fail_all(e);
+        }
+        if busy {
+            // Let the application tasks run between simulation steps.
+            tokio::task::yield_now().await;
+            continue;
+        }
+        // Idle: nothing will happen until an application asks for something.
+        tokio::select! {
+            cmd = ra.recv(), if a_open => match cmd {
+                Some(cmd) => ea.apply(&mut pair.a, cmd),
+                None => a_open = false,
+            },
+            cmd = rb.recv(), if b_open => match cmd {
+                Some(cmd) => eb.apply(pair.b(), cmd),
+                None => b_open = false,
+            },
+            else => return,
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Per-connection settings.
+
+use crate::isn::IsnKey;
+use crate::wire::IpPair;
+use bth_cc::Algorithm;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Offer the tcp_bth option on SYN / accept it on SYN-ACK. Off: plain TCP.
+    pub bth: bool,
+    /// Our MSS (largest payload we accept per segment).
+    pub mss: u16,
+    /// Receive window we advertise, in bytes (scaled by `window_scale`).
+    pub recv_window: u32,
+    /// Our window scale shift (RFC 7323), 0..=14.
+    pub window_scale: u8,
+    /// Offer RFC 7323 timestamps on a plain-TCP SYN.
+    pub timestamps: bool,
+    pub congestion: Algorithm,
+    pub min_rto: Duration,
+    pub max_rto: Duration,
+    /// Give up after this many consecutive retransmission timeouts.
+    pub max_retries: u32,
+    /// 2*MSL for TIME-WAIT.
+    pub time_wait: Duration,
+    /// First MSN we use (announced in the hello).
+    pub first_msn: u16,
+    /// Largest message we accept (announced in the hello, at most 2^24-1).
+    pub max_message_len: u32,
+    pub max_posted_recvs: usize,
+    /// Bound on out-of-order ranges tracked by the receiver.
+    pub max_ooo_ranges: usize,
+    pub isn_key: IsnKey,
+    /// Addresses the TCP checksum covers.
+    pub ip: IpPair,
+    pub local_port: u16,
+    pub remote_port: u16,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            bth: true,
+            mss: 1448,
+            recv_window: 4 << 20,
+            window_scale: 7,
+            timestamps: true,
+            congestion: Algorithm::Cubic,
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(60),
+            max_retries: 15,
+            time_wait: Duration::from_secs(60),
+            first_msn: 0,
+            max_message_len: crate::wire::MAX_MESSAGE_LEN,
+            max_posted_recvs: 4096,
+            max_ooo_ranges: 512,
+            isn_key: IsnKey([0x5a; 16]),
+            ip: IpPair::V4 {
+                src: [127, 0, 0, 1],
+                dst: [127, 0, 0, 1],
+            },
+            local_port: 0,
+            remote_port: 0,
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! A verified message workload over a simulated pair: A posts SENDs, RDMA WRITEs with immediate
+//! and RDMA READs to B; every byte that lands is compared with what was sent. Used by
+//! `bth demo` and the integrity tests.
+
+use super::link::LinkConfig;
+use super::pair::{pair_configs, Pair};
+use crate::conn::{Completion, Connection, Mode, State, WcOp};
+use bth_framer::{WorkRequest, WrOp};
+use bth_placement::{Access, WcStatus};
+use bytes::Bytes;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Send,
+    WriteImm,
+    Read,
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    pub messages: usize,
+    pub min_size: u32,
+    pub max_size: u32,
+    /// Relative weights of SEND, WRITE_WITH_IMM, READ.
+    pub mix: [u32; 3],
+    /// Receive buffers B keeps posted ahead of the SENDs (the credit A sees).
+    pub recv_depth: usize,
+    pub seed: u64,
+    pub link: LinkConfig,
+    /// Virtual time allowed for the whole run.
+    pub time_limit: Duration,
+    pub congestion: bth_cc::Algorithm,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            messages: 300,
+            min_size: 1,
+            max_size: 4 << 20,
+            mix: [2, 1, 1],
+            recv_depth: 16,
+            seed: 1,
+            link: LinkConfig::default(),
+            time_limit: Duration::from_secs(600),
+            congestion: bth_cc::Algorithm::Cubic,
+        }
+    }
+}
+
+/// What a run did; every figure is counted, none is derived from the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub messages: usize,
+    pub message_bytes: u64,
+    pub virtual_time: Duration,
+    pub segments_sent: u64,
+    pub retransmits: u64,
+    pub spurious_retransmits: u64,
+    pub tlp_probes: u64,
+    pub rto_events: u64,
+    pub ooo_placed: u64,
+    pub bytes_placed: u64,
+    pub bytes_copied: u64,
+    pub icrc_errors: u64,
+    pub malformed: u64,
+    pub receiver_not_ready: u64,
+    pub link_dropped: u64,
+    pub link_corrupted: u64,
+    pub link_reordered: u64,
+    pub link_duplicated: u64,
+    pub verified: usize,
+    pub closed_cleanly: bool,
+}
+
+impl Report {
+    pub fn goodput_gbps(&self) -> f64 {
+        let secs = self.virtual_time.as_secs_f64();
+        if secs == 0.0 {
+            return 0.0;
+        }
+        self.message_bytes as f64 * 8.0 / secs / 1e9
+    }
+}
+
+/// Deterministic payload bytes for message `i` (splitmix64 stream).
+pub fn fill(seed: u64, i: u64, buf: &mut [u8]) {
+    let mut x = seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for chunk in buf.chunks_mut(8) {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+    }
+}
+
+struct Plan {
+    kind: Kind,
+    size: u32,
+    /// WRITE: offset in B's target region; READ: offset in B's source region.
+    offset: u64,
+}
+
+fn plan(cfg: &WorkloadConfig) -> Vec<Plan> {
+    let mut rng = cfg.seed ^ 0xD1B5_4A32_D192_ED03;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let total: u32 = cfg.mix.iter().sum::<u32>().max(1);
+    let (lo, hi) = (
+        f64::from(cfg.min_size.max(1)),
+        f64::from(cfg.max_size.max(cfg.min_size).max(1)),
+    );
+    let mut write_off = 0u64;
+    (0..cfg.messages)
+        .map(|_| {
+            let pick = (next() % u64::from(total)) as u32;
+            let kind = if pick < cfg.mix[0] {
+                Kind::Send
+            } else if pick < cfg.mix[0] + cfg.mix[1] {
+                Kind::WriteImm
+            } else {
+                Kind::Read
+            };
+            // Log-uniform sizes: as many tiny messages as huge ones.
+            let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+            let size = (lo * (hi / lo).powf(u)).round().clamp(lo, hi) as u32;
+            let offset = match kind {
+                Kind::WriteImm => {
+                    let o = write_off;
+                    write_off += u64::from(size);
+                    o
+                }
+                Kind::Read => u64::from(next() % 4096),
+                Kind::Send => 0,
+            };
+            Plan { kind, size, offset }
+        })
+        .collect()
+}
+
+/// Run the workload; Err says what went wrong (a verification failure names the message).
+pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
+    let plans = plan(cfg);
+    let (mut a_cfg, mut b_cfg) = pair_configs(cfg.seed);
+    a_cfg.congestion = cfg.congestion;
+    b_cfg.congestion = cfg.congestion;
+    let mut pair = Pair::new(a_cfg, b_cfg, cfg.link.clone());
+    let started = pair.now;
+    if !pair.establish(Duration::from_secs(30)) {
+        return Err("handshake did not complete".into());
+    }
+    if !matches!(pair.a.mode(), Mode::Bth { .. }) {
+        return Err("tcp_bth was not negotiated".into());
+    }
+    let seed = cfg.seed;
+
+    // B's memory: a WRITE target and a READ source.
+    let write_total: u64 = plans
+        .iter()
+        .filter(|p| p.kind == Kind::WriteImm)
+        .map(|p| u64::from(p.size))
+        .sum();
+    let read_max = plans
+        .iter()
+        .filter(|p| p.kind == Kind::Read)
+        .map(|p| p.offset + u64::from(p.size))
+        .max()
+        .unwrap_or(0);
+    let target = pair
+        .b()
+        .register_mr(
+            vec![0u8; write_total.max(1) as usize],
+            Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+        )
+        .map_err(|e| e.to_string())?;
+    let mut source_bytes = vec![0u8; read_max.max(1) as usize];
+    fill(seed, u64::MAX, &mut source_bytes);
+    let source = pair
+        .b()
+        .register_mr(source_bytes.clone(), Access::REMOTE_READ)
+        .map_err(|e| e.to_string())?;
+
+    // A posts everything; B keeps `recv_depth` receive buffers posted for the SENDs.
+    let sends: Vec<usize> = (0..plans.len())
+        .filter(|&i| plans[i].kind == Kind::Send)
+        .collect();
+    let mut next_recv = 0;
+    let mut recvs_done = 0usize;
+    let mut message_bytes = 0u64;
+    for (i, p) in plans.iter().enumerate() {
+        message_bytes += u64::from(p.size);
+        let wr_id = i as u64;
+        match p.kind {
+            Kind::Send | Kind::WriteImm => {
+                let mut data = vec![0u8; p.size as usize];
+                fill(seed, wr_id, &mut data);
+                let op = if p.kind == Kind::Send {
+                    WrOp::Send { imm: None }
+                } else {
+                    WrOp::RdmaWrite {
+                        rkey: target.rkey,
+                        remote_addr: target.addr + p.offset,
+                        imm: Some(i as u32),
+                    }
+                };
+                pair.a
+                    .post_send(WorkRequest {
+                        wr_id,
+                        op,
+                        sg_list: vec![Bytes::from(data)],
+                    })
+                    .map_err(|e| format!("post {i}: {e}"))?;
+            }
+            Kind::Read => {
+                pair.a
+                    .post_read(
+                        wr_id,
+                        source.rkey,
+                        source.addr + p.offset,
+                        vec![0u8; p.size as usize],
+                    )
+                    .map_err(|e| format!("post read {i}: {e}"))?;
+            }
+        }
+    }
+
+    let mut a_done = 0usize;
+    let mut b_done = 0usize;
+    let b_expected = plans.iter().filter(|p| p.kind != Kind::Read).count();
+    let mut failure: Option<String> = None;
+    let mut verified = 0usize;
+    let mut last_recv_msn: Option<u16> = None;
+    let finished = pair.run_until(cfg.time_limit, |p| {
+        let b = p.b.as_mut().expect("established");
+        while next_recv < sends.len() && next_recv - recvs_done < cfg.recv_depth {
+            let i = sends[next_recv];
+            if b.post_recv(i as u64, vec![0u8; plans[i].size as usize])
+                .is_err()
+            {
+                break;
+            }
+            next_recv += 1;
+        }
+        while let Some(c) = b.poll_completion() {
+            b_done += 1;
+            recvs_done += usize::from(c.op == WcOp::Recv);
+            if let Err(e) = check_b(&c, &plans, seed, b, target.rkey, &mut last_recv_msn) {
+                failure.get_or_insert(e);
+            } else {
+                verified += 1;
+            }
+        }
+        while let Some(c) = p.a.poll_completion() {
+            a_done += 1;
+            if let Err(e) = check_a(&c, &plans, seed, &source_bytes) {
+                failure.get_or_insert(e);
+            } else if c.op == WcOp::RdmaRead {
+                verified += 1;
+            }
+        }
+        failure.is_some() || (a_done == plans.len() && b_done == b_expected)
+    });
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    if !finished {
+        return Err(format!(
+            "not finished after {:?} of virtual time: A completed {a_done}/{}, B {b_done}/{b_expected}; A {:?}, B {:?}",
+            cfg.time_limit,
+            plans.len(),
+            pair.a.error(),
+            pair.b().error()
+        ));
+    }
+    let virtual_time = pair.now - started;
+
+    // Orderly close in both directions.
+    pair.a.close();
+    pair.run_until(Duration::from_secs(60), |p| {
+        let b = p.b.as_mut().expect("b");
+        if b.state() == State::CloseWait {
+            b.close();
+        }
+        p.a.state() == State::TimeWait && b.state() == State::Closed
+    });
+    let closed_cleanly = pair.a.state() == State::TimeWait && pair.b().state() == State::Closed;
+
+    let (a, b) = (&pair.a, pair.b.as_ref().expect("b"));
+    let (ra, rb) = (a.recovery_stats(), b.recovery_stats());
+    let pc = b.placement_counters();
+    let pa = a.placement_counters();
+    let (la, lb) = (
+        pair.link.stats(super::link::Direction::AtoB),
+        pair.link.stats(super::link::Direction::BtoA),
+    );
+    Ok(Report {
+        messages: plans.len(),
+        message_bytes,
+        virtual_time,
+        segments_sent: ra.segments_sent + rb.segments_sent,
+        retransmits: ra.retransmits + rb.retransmits,
+        spurious_retransmits: ra.spurious_retransmits + rb.spurious_retransmits,
+        tlp_probes: ra.tlp_probes + rb.tlp_probes,
+        rto_events: ra.rto_losses + rb.rto_losses,
+        ooo_placed: a.stats().ooo_placed + b.stats().ooo_placed,
+        bytes_placed: pc.bytes_placed + pa.bytes_placed,
+        bytes_copied: pc.bytes_copied + pa.bytes_copied,
+        icrc_errors: a.stats().icrc_errors + b.stats().icrc_errors,
+        malformed: a.stats().malformed + b.stats().malformed,
+        receiver_not_ready: a.stats().receiver_not_ready + b.stats().receiver_not_ready,
+        link_dropped: la.dropped_loss + lb.dropped_loss + la.dropped_queue + lb.dropped_queue,
+        link_corrupted: la.corrupted + lb.corrupted,
+        link_reordered: la.reordered + lb.reordered,
+        link_duplicated: la.duplicated + lb.duplicated,
+        verified,
+        closed_cleanly,
+    })
+}
+
+fn check_b(
+    c: &Completion,
+    plans: &[Plan],
+    seed: u64,
+    b: &Connection,
+    target_rkey: u32,
+    last_recv_msn: &mut Option<u16>,
+) -> Result<(), String> {
+    if c.status != WcStatus::Success {
+        return Err(format!("B completion {c:?} failed"));
+    }
+    let i = match c.op {
+        WcOp::Recv => c.wr_id as usize,
+        WcOp::RecvRdmaWithImm => c.imm.ok_or("write completion without immediate")? as usize,
+        other => return Err(format!("unexpected completion at B: {other:?}")),
+    };
+    let p = plans
+        .get(i)
+        .ok_or_else(|| format!("completion for unknown message {i}"))?;
+    if c.byte_len != p.size {
+        return Err(format!(
+            "message {i}: {} bytes, sent {}",
+            c.byte_len, p.size
+        ));
+    }
+    let mut want = vec![0u8; p.size as usize];
+    fill(seed, i as u64, &mut want);
+    match c.op {
+        WcOp::Recv => {
+            if let Some(prev) = *last_recv_msn {
+                if !crate::wire::msn_lt(prev, c.msn) {
+                    return Err(format!(
+                        "receive completions out of MSN order: {prev} then {}",
+                        c.msn
+                    ));
+                }
+            }
+            *last_recv_msn = Some(c.msn);
+            let buf = c
+                .buf
+                .as_ref()
+                .ok_or("receive completion without its buffer")?;
+            if buf[..p.size as usize] != want[..] {
+                return Err(format!("SEND message {i} differs from what was sent"));
+            }
+        }
+        _ => {
+            let region = b.mr_bytes(target_rkey).ok_or("target region vanished")?;
+            let at = p.offset as usize;
+            if region[at..at + p.size as usize] != want[..] {
+                return Err(format!("WRITE message {i} differs from what was sent"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_a(c: &Completion, plans: &[Plan], _seed: u64, source: &[u8]) -> Result<(), String> {
+    if c.status != WcStatus::Success {
+        return Err(format!(
+            "A completion {:?} {:?} failed: {:?}",
+            c.op, c.wr_id, c.status
+        ));
+    }
+    let i = c.wr_id as usize;
+    let p = plans
+        .get(i)
+        .ok_or_else(|| format!("completion for unknown WR {i}"))?;
+    if c.op == WcOp::RdmaRead {
+        let sink = c.buf.as_ref().ok_or("READ completion without its sink")?;
+        let at = p.offset as usize;
+        if sink[..] != source[at..at + p.size as usize] {
+            return Err(format!("READ {i} returned different bytes"));
+        }
+    }
+    Ok(())
+}
