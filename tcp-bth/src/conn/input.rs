@@ -142,6 +142,21 @@ impl Connection {
 
     fn on_synchronized(&mut self, now: Duration, seg: &TcpRepr<'_>) {
         let f = seg.flags;
+        if self.state == State::SynReceived && f.syn() && f.ack() && !f.rst() && seg.seq == self.irs
+        {
+            // Simultaneous open (RFC 9293 §3.5, figure 7): the peer's SYN-ACK repeats its SYN
+            // (so it sits below RCV.NXT) and acknowledges ours.
+            if seg.ack == self.iss.wrapping_add(1) {
+                self.on_syn_acked(now);
+                self.state = State::Established;
+                // Window fields in SYN segments are never scaled (RFC 7323 §2.2).
+                self.snd_wnd = u64::from(seg.window);
+                self.snd_wl1 = seg.seq;
+                self.snd_wl2 = seg.ack;
+                self.ack_now = true;
+            }
+            return;
+        }
         if matches!(self.mode, Mode::Bth { .. }) && seg.options.bth.is_none() && !f.rst() {
             // Every segment of a BTH connection carries the option.
             self.stats.bad_bth += 1;

@@ -387,6 +387,26 @@ impl Connection {
         self.rtt.srtt()
     }
 
+    /// Sequence-space view for tools and tests: (snd_una, snd_nxt, rcv_nxt) as wire sequence
+    /// numbers.
+    pub fn seq_state(&self) -> (u32, u32, u32) {
+        (
+            self.seq_of(self.snd_una),
+            self.seq_of(self.snd_nxt),
+            self.rcv_seq_of(self.rcv_nxt),
+        )
+    }
+
+    /// Bytes the peer currently lets us send (its advertised window, scaled).
+    pub fn peer_window(&self) -> u64 {
+        self.snd_wnd
+    }
+
+    /// Retransmission timeout now in force.
+    pub fn rto(&self) -> Duration {
+        self.rtt.rto()
+    }
+
     pub fn is_established(&self) -> bool {
         self.state == State::Established
     }

@@ -137,7 +137,7 @@ fn plan(cfg: &WorkloadConfig) -> Vec<Plan> {
                     write_off += u64::from(size);
                     o
                 }
-                Kind::Read => u64::from(next() % 4096),
+                Kind::Read => next() % 4096,
                 Kind::Send => 0,
             };
             Plan { kind, size, offset }

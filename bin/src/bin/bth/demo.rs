@@ -69,7 +69,7 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
             tcp_bth::wire::MAX_MESSAGE_LEN
         ));
     }
-    if !(a.bandwidth_gbps > 0.0) {
+    if !a.bandwidth_gbps.is_finite() || a.bandwidth_gbps <= 0.0 {
         return Err("--bandwidth-gbps must be positive".into());
     }
     let link = LinkConfig::default()
