@@ -190,3 +190,41 @@ fn payload_altered_under_a_valid_checksum_is_caught_by_icrc_and_never_placed() {
     assert_eq!(c.bytes_copied, 3000);
     let _: Option<Connection> = None;
 }
+
+#[test]
+fn same_seed_gives_the_same_run() {
+    let cfg = WorkloadConfig {
+        messages: 40,
+        max_size: 128 * 1024,
+        seed: 77,
+        link: impaired(77, 0.02, 0.2),
+        ..WorkloadConfig::default()
+    };
+    let a = workload::run(&cfg).unwrap();
+    let b = workload::run(&cfg).unwrap();
+    assert_eq!(
+        (
+            a.virtual_time,
+            a.segments_sent,
+            a.retransmits,
+            a.ooo_placed,
+            a.link_dropped
+        ),
+        (
+            b.virtual_time,
+            b.segments_sent,
+            b.retransmits,
+            b.ooo_placed,
+            b.link_dropped
+        )
+    );
+    let other = workload::run(&WorkloadConfig {
+        link: impaired(78, 0.02, 0.2),
+        ..cfg
+    })
+    .unwrap();
+    assert_ne!(
+        (a.segments_sent, a.link_dropped, a.virtual_time),
+        (other.segments_sent, other.link_dropped, other.virtual_time)
+    );
+}

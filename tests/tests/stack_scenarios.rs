@@ -303,3 +303,43 @@ fn rto_backs_off_exponentially_then_gives_up() {
         assert!((1.9..=2.1).contains(&ratio), "gaps {gaps:?}");
     }
 }
+
+#[test]
+fn paws_drops_a_segment_with_an_old_timestamp() {
+    // Plain TCP with the RFC 7323 timestamp option on both sides.
+    let (a, b) = configs(12, |a, b| {
+        a.bth = false;
+        b.bth = false;
+    });
+    let mut p = established(a, b, quiet_link());
+    p.a.send_bytes(b"hello").unwrap();
+    assert!(p.run_until(SEC, |p| p.b().readable_bytes() == 5));
+    let (_, nxt, ack) = p.a.seq_state();
+    let a_ip = tcp_bth::sim::pair_configs(0).0.ip;
+    let seg = |tsval: u32| {
+        let mut options = tcp_bth::wire::TcpOptions::default();
+        options.timestamps = Some(tcp_bth::wire::Timestamps { tsval, tsecr: 0 });
+        TcpRepr {
+            src_port: tcp_bth::sim::pair::A_PORT,
+            dst_port: tcp_bth::sim::pair::B_PORT,
+            seq: nxt,
+            ack,
+            flags: TcpFlags::ACK | TcpFlags::PSH,
+            window: 1000,
+            urgent: 0,
+            options,
+            payload: b"world",
+        }
+        .to_vec(a_ip)
+        .unwrap()
+    };
+    let now = p.now;
+    // TSval 1 is far older than anything A sent after the handshake: dropped, data not taken.
+    p.b().handle_segment(now, &seg(1));
+    assert_eq!(p.b().stats().paws_drops, 1);
+    assert_eq!(p.b().readable_bytes(), 5);
+    // The same segment with a current timestamp is accepted.
+    let fresh = now.as_micros() as u32;
+    p.b().handle_segment(now, &seg(fresh));
+    assert_eq!(p.b().readable_bytes(), 10);
+}
