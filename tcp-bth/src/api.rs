@@ -127,45 +127,14 @@ impl EndState {
 
     fn apply(&mut self, c: &mut Connection, cmd: Cmd) {
         match cmd {
-            Cmd::Send(data, imm, r) | Cmd::Write(_, _, data, imm, r) if data.is_empty() => {
-                let _ = imm;
-                let _ = r.send(Err(ConnError::Post(bth_framer::PostError::Empty)));
-            }
-            Cmd::Send(data, imm, r) => {
-                let wr_id = self.wr();
-                let wr = WorkRequest {
-                    wr_id,
-                    op: WrOp::Send { imm },
-                    sg_list: vec![data],
-                };
-                match c.post_send(wr) {
-                    Ok(_) => {
-                        self.sends.insert(wr_id, r);
-                    }
-                    Err(e) => {
-                        let _ = r.send(Err(e));
-                    }
-                }
-            }
+            Cmd::Send(data, imm, r) => self.post(c, WrOp::Send { imm }, data, r),
             Cmd::Write(rkey, remote_addr, data, imm, r) => {
-                let wr_id = self.wr();
-                let wr = WorkRequest {
-                    wr_id,
-                    op: WrOp::RdmaWrite {
-                        rkey,
-                        remote_addr,
-                        imm,
-                    },
-                    sg_list: vec![data],
+                let op = WrOp::RdmaWrite {
+                    rkey,
+                    remote_addr,
+                    imm,
                 };
-                match c.post_send(wr) {
-                    Ok(_) => {
-                        self.sends.insert(wr_id, r);
-                    }
-                    Err(e) => {
-                        let _ = r.send(Err(e));
-                    }
-                }
+                self.post(c, op, data, r)
             }
             Cmd::Recv(len, r) => {
                 let wr_id = self.wr();
@@ -208,6 +177,24 @@ impl EndState {
             Cmd::Close(r) => {
                 c.close();
                 let _ = r.send(Ok(()));
+            }
+        }
+    }
+
+    /// Post a SEND or WRITE; the reply waits for its completion.
+    fn post(&mut self, c: &mut Connection, op: WrOp, data: Bytes, r: Reply<()>) {
+        let wr_id = self.wr();
+        let wr = WorkRequest {
+            wr_id,
+            op,
+            sg_list: vec![data],
+        };
+        match c.post_send(wr) {
+            Ok(_) => {
+                self.sends.insert(wr_id, r);
+            }
+            Err(e) => {
+                let _ = r.send(Err(e));
             }
         }
     }

@@ -122,3 +122,15 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     tcp_bth::sim::workload::fill(seed, 7, &mut v);
     v
 }
+
+/// Append everything readable on a plain-mode connection to `out`.
+pub fn drain_bytes(c: &mut Connection, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 65536];
+    loop {
+        let n = c.recv_bytes(&mut buf);
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}

@@ -34,21 +34,8 @@ fn plain_transfer(a_bth: bool, b_bth: bool) {
     p.b().send_bytes(&to_a).unwrap();
     let (mut got_b, mut got_a) = (Vec::new(), Vec::new());
     let done = p.run_until(10 * SEC, |p| {
-        let mut buf = [0u8; 65536];
-        loop {
-            let n = p.b().recv_bytes(&mut buf);
-            if n == 0 {
-                break;
-            }
-            got_b.extend_from_slice(&buf[..n]);
-        }
-        loop {
-            let n = p.a.recv_bytes(&mut buf);
-            if n == 0 {
-                break;
-            }
-            got_a.extend_from_slice(&buf[..n]);
-        }
+        drain_bytes(p.b(), &mut got_b);
+        drain_bytes(&mut p.a, &mut got_a);
         got_b.len() == to_b.len() && got_a.len() == to_a.len()
     });
     assert!(done, "transfer stalled: {} / {}", got_b.len(), got_a.len());
@@ -250,14 +237,7 @@ fn zero_window_stalls_the_sender_and_reading_resumes_it() {
     // Reading opens the window; everything arrives intact.
     let mut got = Vec::new();
     let done = p.run_until(30 * SEC, |p| {
-        let mut buf = [0u8; 16384];
-        loop {
-            let n = p.b().recv_bytes(&mut buf);
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
+        drain_bytes(p.b(), &mut got);
         got.len() == data.len()
     });
     assert!(done, "got {} of {}", got.len(), data.len());
@@ -317,8 +297,10 @@ fn paws_drops_a_segment_with_an_old_timestamp() {
     let (_, nxt, ack) = p.a.seq_state();
     let a_ip = tcp_bth::sim::pair_configs(0).0.ip;
     let seg = |tsval: u32| {
-        let mut options = tcp_bth::wire::TcpOptions::default();
-        options.timestamps = Some(tcp_bth::wire::Timestamps { tsval, tsecr: 0 });
+        let options = tcp_bth::wire::TcpOptions {
+            timestamps: Some(tcp_bth::wire::Timestamps { tsval, tsecr: 0 }),
+            ..Default::default()
+        };
         TcpRepr {
             src_port: tcp_bth::sim::pair::A_PORT,
             dst_port: tcp_bth::sim::pair::B_PORT,
