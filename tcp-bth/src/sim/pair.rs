@@ -48,7 +48,12 @@ pub struct Pair {
     pub events: u64,
     /// Steps taken without the clock moving: a livelock guard.
     stalled: u32,
+    /// Sees every segment as it is handed to the link (before impairment), e.g. for a capture.
+    pub tap: Option<Tap>,
 }
+
+/// A packet observer: (time, direction, TCP segment bytes).
+pub type Tap = Box<dyn FnMut(Duration, Direction, &[u8]) + Send>;
 
 impl Pair {
     /// A connects to B over a link with `link_cfg`. Nothing runs until [`step`](Self::step).
@@ -62,6 +67,7 @@ impl Pair {
             now,
             events: 0,
             stalled: 0,
+            tap: None,
         }
     }
 
@@ -103,10 +109,16 @@ impl Pair {
             }
         }
         while let Some(p) = self.a.poll_transmit(now) {
+            if let Some(tap) = self.tap.as_mut() {
+                tap(now, Direction::AtoB, &p);
+            }
             self.link.send(now, Direction::AtoB, p);
         }
         if let Some(b) = self.b.as_mut() {
             while let Some(p) = b.poll_transmit(now) {
+                if let Some(tap) = self.tap.as_mut() {
+                    tap(now, Direction::BtoA, &p);
+                }
                 self.link.send(now, Direction::BtoA, p);
             }
         }
