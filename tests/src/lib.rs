@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: building connected pairs over the simulated link
 //! and driving them with a hand on every packet.
 
+pub mod netns;
+
 use std::time::Duration;
 use tcp_bth::sim::{pair_configs, Direction, LinkConfig, Pair};
 use tcp_bth::{Config, Connection};

@@ -355,6 +355,10 @@ impl Connection {
         Some(c)
     }
 
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
     pub fn state(&self) -> State {
         self.state
     }

@@ -1,0 +1,183 @@
+//! The real data path: a TUN device (IFF_TUN | IFF_NO_PI) driven through io_uring.
+//!
+//! The kernel routes IP packets for the stack's address into the TUN device; the driver reads
+//! them, hands the TCP segment to the sans-IO [`Connection`](crate::Connection), and writes
+//! what the connection emits back as IP packets. Set-up uses ioctls through nix/libc only, no
+//! external commands. Segmentation offload is not used: every packet the kernel or a capture
+//! sees is a real MSS-sized segment with its own BTH (see docs/datapath.md).
+
+mod driver;
+
+pub use driver::{Driver, DriverStats, Endpoint};
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+const IFNAMSIZ: usize = 16;
+// _IOW('T', 202, int)
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+
+/// How to set up a TUN interface: its own (kernel-side) address and prefix, and its MTU.
+#[derive(Debug, Clone)]
+pub struct TunConfig {
+    pub name: String,
+    pub addr: Ipv4Addr,
+    pub prefix: u8,
+    pub mtu: u32,
+}
+
+/// An open, configured, up TUN interface in the calling thread's network namespace.
+#[derive(Debug)]
+pub struct TunDevice {
+    fd: OwnedFd,
+    name: String,
+    mtu: u32,
+}
+
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    if name.is_empty() || name.len() >= IFNAMSIZ || name.contains('\0') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("interface name {name:?} must be 1..15 bytes"),
+        ));
+    }
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in r.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    Ok(r)
+}
+
+fn check(rc: libc::c_int, what: &str) -> io::Result<()> {
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+    }
+    Ok(())
+}
+
+fn sockaddr_in(a: Ipv4Addr) -> libc::sockaddr {
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: sockaddr_in and sockaddr have the same size; the kernel reads it per sa_family.
+    unsafe { std::mem::transmute::<libc::sockaddr_in, libc::sockaddr>(sin) }
+}
+
+impl TunDevice {
+    /// Create the interface, give it `addr/prefix`, set the MTU and bring it up.
+    /// Needs CAP_NET_ADMIN.
+    pub fn create(cfg: &TunConfig) -> io::Result<TunDevice> {
+        let path = CString::new("/dev/net/tun").expect("no NUL");
+        // SAFETY: a plain open(2) of a NUL-terminated path.
+        let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        check(raw, "open /dev/net/tun")?;
+        // SAFETY: raw is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut req = ifreq(&cfg.name)?;
+        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+        // SAFETY: TUNSETIFF reads an ifreq we own.
+        check(
+            unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &req) },
+            "TUNSETIFF",
+        )?;
+        configure(cfg)?;
+        Ok(TunDevice {
+            fd,
+            name: cfg.name.clone(),
+            mtu: cfg.mtu,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Address, netmask, MTU, up — through the classic SIOCSIF* ioctls on an AF_INET socket.
+fn configure(cfg: &TunConfig) -> io::Result<()> {
+    if cfg.prefix > 32 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "prefix above 32",
+        ));
+    }
+    // SAFETY: socket(2) with constant arguments.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    check(raw, "socket")?;
+    // SAFETY: fresh descriptor we own.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let s = sock.as_raw_fd();
+    let mut r = ifreq(&cfg.name)?;
+    r.ifr_ifru.ifru_addr = sockaddr_in(cfg.addr);
+    // SAFETY (all ioctls below): each reads or writes an ifreq we own.
+    check(
+        unsafe { libc::ioctl(s, libc::SIOCSIFADDR, &r) },
+        "SIOCSIFADDR",
+    )?;
+    let mask = if cfg.prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - cfg.prefix)
+    };
+    r.ifr_ifru.ifru_netmask = sockaddr_in(Ipv4Addr::from(mask));
+    check(
+        unsafe { libc::ioctl(s, libc::SIOCSIFNETMASK, &r) },
+        "SIOCSIFNETMASK",
+    )?;
+    r.ifr_ifru.ifru_mtu = cfg.mtu as libc::c_int;
+    check(
+        unsafe { libc::ioctl(s, libc::SIOCSIFMTU, &r) },
+        "SIOCSIFMTU",
+    )?;
+    check(
+        unsafe { libc::ioctl(s, libc::SIOCGIFFLAGS, &mut r) },
+        "SIOCGIFFLAGS",
+    )?;
+    // SAFETY: reading the union member SIOCGIFFLAGS just wrote.
+    let flags = unsafe { r.ifr_ifru.ifru_flags };
+    r.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    check(
+        unsafe { libc::ioctl(s, libc::SIOCSIFFLAGS, &r) },
+        "SIOCSIFFLAGS",
+    )?;
+    Ok(())
+}
+
+/// Move the calling thread into the named network namespace (`/run/netns/NAME`, as created by
+/// `ip netns add`). Affects only this thread.
+pub fn enter_netns(name: &str) -> io::Result<()> {
+    let f = File::open(format!("/run/netns/{name}"))
+        .map_err(|e| io::Error::new(e.kind(), format!("/run/netns/{name}: {e}")))?;
+    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| io::Error::other(format!("setns {name}: {e}")))
+}
+
+/// Whether this process may create TUN devices and namespaces (CAP_NET_ADMIN, approximated by
+/// being able to open /dev/net/tun and being root).
+pub fn have_net_admin() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    root && std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")
+        .is_ok()
+}

@@ -1,0 +1,188 @@
+//! Kernel interop over the io_uring TUN data path, inside a namespace this test creates: a
+//! Linux TCP client talks to our stack, and our stack talks to a Linux TCP server. The kernel
+//! ignores our BTH SYN option, so both connections fall back to plain TCP; bulk data both ways
+//! is checked byte for byte and both close in order.
+
+use bth_tests::netns::{can_run_netns_tests, Netns};
+use bth_tests::{drain_bytes, pattern};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::time::Duration;
+use tcp_bth::tun::{enter_netns, Driver, Endpoint, TunConfig, TunDevice};
+use tcp_bth::wire::IpPair;
+use tcp_bth::{Config, Mode, State};
+
+const TUN_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
+const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
+
+fn tun_in(ns: &str) -> Driver {
+    enter_netns(ns).expect("enter netns");
+    let tun = TunDevice::create(&TunConfig {
+        name: "tbth0".into(),
+        addr: TUN_ADDR,
+        prefix: 24,
+        mtu: 1500,
+    })
+    .expect("create TUN");
+    Driver::new(tun, STACK_ADDR).expect("io_uring driver")
+}
+
+/// Our side of a plain-TCP exchange: receive `expect` bytes, send `reply`, close in order.
+fn serve_exchange(
+    c: &mut tcp_bth::Connection,
+    got: &mut Vec<u8>,
+    expect: usize,
+    reply: &[u8],
+    sent: &mut bool,
+) -> bool {
+    if c.mode() != Mode::Plain {
+        return false;
+    }
+    drain_bytes(c, got);
+    if got.len() >= expect && !*sent {
+        c.send_bytes(reply).expect("queue reply");
+        *sent = true;
+    }
+    if *sent && c.send_backlog() == 0 && c.peer_finished() {
+        c.close();
+    }
+    matches!(c.state(), State::TimeWait | State::Closed)
+}
+
+#[test]
+fn kernel_client_to_our_server() {
+    if !can_run_netns_tests() {
+        return;
+    }
+    let ns = Netns::new("kc").expect("netns");
+    let name = ns.name.clone();
+    let to_us = pattern(1, 2 << 20);
+    let to_kernel = pattern(2, 1 << 20);
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server = {
+        let (name, expect, reply) = (name.clone(), to_us.len(), to_kernel.clone());
+        std::thread::spawn(move || {
+            let mut d = tun_in(&name);
+            ready_tx.send(()).unwrap();
+            let cfg = Config {
+                local_port: 5000,
+                ..Config::default()
+            };
+            let (mut got, mut sent) = (Vec::new(), false);
+            let conn = d
+                .run(Endpoint::Listen(cfg), Duration::from_secs(60), |c, _| {
+                    serve_exchange(c, &mut got, expect, &reply, &mut sent)
+                })
+                .expect("server run");
+            (got, conn.mode(), d.stats)
+        })
+    };
+    ready_rx.recv().unwrap();
+    let client = {
+        let (name, data) = (name.clone(), to_us.clone());
+        std::thread::spawn(move || {
+            enter_netns(&name).unwrap();
+            let addr = SocketAddr::from((STACK_ADDR, 5000));
+            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.write_all(&data).unwrap();
+            let mut reply = Vec::new();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            s.read_to_end(&mut reply).unwrap();
+            reply
+        })
+    };
+    let reply = client.join().expect("kernel client");
+    let (got, mode, stats) = server.join().expect("our server");
+    assert_eq!(mode, Mode::Plain, "kernel peer must make us fall back");
+    assert!(
+        got == to_us,
+        "bytes from the kernel differ ({} of {})",
+        got.len(),
+        to_us.len()
+    );
+    assert!(
+        reply == to_kernel,
+        "bytes to the kernel differ ({} of {})",
+        reply.len(),
+        to_kernel.len()
+    );
+    assert!(stats.packets_in > 0 && stats.enters > 0);
+    drop(ns);
+}
+
+#[test]
+fn our_client_to_kernel_server() {
+    if !can_run_netns_tests() {
+        return;
+    }
+    let ns = Netns::new("ks").expect("netns");
+    let name = ns.name.clone();
+    let to_kernel = pattern(3, 2 << 20);
+    let to_us = pattern(4, 1 << 20);
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let kernel = {
+        let (name, reply, expect) = (name.clone(), to_us.clone(), to_kernel.len());
+        std::thread::spawn(move || {
+            // The listener needs the TUN's address: wait until our side created the device.
+            let () = ready_rx.recv().unwrap();
+            enter_netns(&name).unwrap();
+            let l = TcpListener::bind((TUN_ADDR, 6000)).unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let mut got = vec![0u8; expect];
+            s.read_exact(&mut got).unwrap();
+            s.write_all(&reply).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).unwrap();
+            got
+        })
+    };
+    let ours = {
+        let (name, data, expect) = (name.clone(), to_kernel.clone(), to_us.len());
+        std::thread::spawn(move || {
+            let mut d = tun_in(&name);
+            ready_tx.send(()).unwrap();
+            // Give the kernel thread a moment to bind before the SYN goes out.
+            std::thread::sleep(Duration::from_millis(200));
+            let cfg = Config {
+                local_port: 41000,
+                remote_port: 6000,
+                ip: IpPair::V4 {
+                    src: STACK_ADDR.octets(),
+                    dst: TUN_ADDR.octets(),
+                },
+                ..Config::default()
+            };
+            let (mut got, mut queued, mut closed) = (Vec::new(), false, false);
+            let conn = d
+                .run(Endpoint::Connect(cfg), Duration::from_secs(60), |c, _| {
+                    if c.mode() == Mode::Plain && !queued {
+                        c.send_bytes(&data).unwrap();
+                        queued = true;
+                    }
+                    drain_bytes(c, &mut got);
+                    if queued && got.len() >= expect && c.send_backlog() == 0 && !closed {
+                        c.close();
+                        closed = true;
+                    }
+                    closed && matches!(c.state(), State::TimeWait | State::Closed)
+                })
+                .expect("client run");
+            (got, conn.mode())
+        })
+    };
+    let (got, mode) = ours.join().expect("our client");
+    let kernel_got = kernel.join().expect("kernel server");
+    assert_eq!(mode, Mode::Plain);
+    assert!(kernel_got == to_kernel, "bytes to the kernel differ");
+    assert!(
+        got == to_us,
+        "bytes from the kernel differ ({} of {})",
+        got.len(),
+        to_us.len()
+    );
+    drop(ns);
+}
