@@ -14,6 +14,7 @@ pub mod isn;
 pub mod ranges;
 pub mod rtt;
 pub mod sim;
+pub mod tun;
 
 pub use config::Config;
 pub use conn::{Completion, ConnError, Connection, Mode, State, Stats, WcOp};
