@@ -9,7 +9,8 @@ use std::time::Duration;
 pub struct Config {
     /// Offer the tcp_bth option on SYN / accept it on SYN-ACK. Off: plain TCP.
     pub bth: bool,
-    /// Our MSS (largest payload we accept per segment).
+    /// Our MSS: MTU − 40 (IP and TCP fixed headers, RFC 6691). Senders take their option bytes
+    /// off it, so a BTH data segment carries MSS − 40 payload bytes.
     pub mss: u16,
     /// Receive window we advertise, in bytes (scaled by `window_scale`).
     pub recv_window: u32,
@@ -42,7 +43,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             bth: true,
-            mss: 1448,
+            mss: 1460,
             recv_window: 4 << 20,
             window_scale: 7,
             timestamps: true,

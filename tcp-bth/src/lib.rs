@@ -7,10 +7,12 @@
 pub use tcp_bth_wire as wire;
 
 pub mod api;
+pub mod capture;
 pub mod config;
 pub mod conn;
 pub mod describe;
 pub mod isn;
+pub mod perf;
 pub mod ranges;
 pub mod rtt;
 pub mod sim;

@@ -70,6 +70,8 @@ impl Connection {
                 }
             }
         }
+        // Segment indexes count in units of the payload size actually sent.
+        self.framer.set_mss(self.payload_mss());
     }
 
     fn on_syn_sent(&mut self, now: Duration, seg: &TcpRepr<'_>) {

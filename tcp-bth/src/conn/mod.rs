@@ -621,8 +621,17 @@ impl Connection {
         }
     }
 
-    fn effective_mss(&self) -> u32 {
-        u32::from(self.peer_mss.min(self.cfg.mss)).max(64)
+    /// Payload bytes per data segment. MSS counts no options (RFC 6691), so the sender takes
+    /// its own options off: in BTH mode the largest option is 40 bytes (SACK blocks are only
+    /// added within that budget); in plain mode 12 for timestamps, and SACK rides on pure ACKs.
+    fn payload_mss(&self) -> u32 {
+        let mss = u32::from(self.peer_mss.min(self.cfg.mss));
+        let reserve = match self.mode {
+            Mode::Bth { .. } => crate::wire::MAX_OPTIONS_LEN as u32,
+            _ if self.ts_ok => 12,
+            _ => 0,
+        };
+        mss.saturating_sub(reserve).max(64)
     }
 
     /// Enter the error state: flush every outstanding work request, stop all timers.

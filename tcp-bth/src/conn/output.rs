@@ -114,7 +114,7 @@ impl Connection {
 
     fn next_data(&mut self, now: Duration) -> Option<Vec<u8>> {
         let cwnd = self.cc.cwnd();
-        let mss = u64::from(self.effective_mss());
+        let mss = u64::from(self.payload_mss());
         // 1. A tail loss probe, 2. segments marked lost, in order.
         let resend = self.tlp_probe.take().or_else(|| self.rec.next_lost());
         if let Some((start, end)) = resend {
@@ -244,7 +244,10 @@ impl Connection {
                 }
             }
         }
-        if self.sack_ok && flags.ack() && !flags.rst() {
+        // Data segments were sized for the options above; in plain mode SACK blocks would push
+        // them past the MTU, so only pure ACKs carry them there.
+        let sack_fits = matches!(self.mode, Mode::Bth { .. }) || matches!(body, Body::None);
+        if self.sack_ok && flags.ack() && !flags.rst() && sack_fits {
             self.add_sack_blocks(&mut opts);
         }
         let window = (self.rcv_window() >> self.rcv_wscale).min(65535) as u16;

@@ -31,6 +31,9 @@ pub struct WorkloadConfig {
     /// Virtual time allowed for the whole run.
     pub time_limit: Duration,
     pub congestion: bth_cc::Algorithm,
+    /// Write every segment both ends hand to the link (before impairment, handshake and close
+    /// included) to this pcap file; see [`crate::capture`].
+    pub capture: Option<std::path::PathBuf>,
 }
 
 impl Default for WorkloadConfig {
@@ -45,6 +48,7 @@ impl Default for WorkloadConfig {
             link: LinkConfig::default(),
             time_limit: Duration::from_secs(600),
             congestion: bth_cc::Algorithm::Cubic,
+            capture: None,
         }
     }
 }
@@ -151,7 +155,18 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
     let (mut a_cfg, mut b_cfg) = pair_configs(cfg.seed);
     a_cfg.congestion = cfg.congestion;
     b_cfg.congestion = cfg.congestion;
+    let a_to_b = a_cfg.ip;
     let mut pair = Pair::new(a_cfg, b_cfg, cfg.link.clone());
+    let capture = match &cfg.capture {
+        Some(path) => {
+            let w = crate::capture::PcapWriter::create(path)
+                .map_err(|e| format!("capture {}: {e}", path.display()))?;
+            let (tap, handle) = w.shared_tap(a_to_b);
+            pair.tap = Some(tap);
+            Some((path, handle))
+        }
+        None => None,
+    };
     let started = pair.now;
     if !pair.establish(Duration::from_secs(30)) {
         return Err("handshake did not complete".into());
@@ -291,6 +306,12 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
         p.a.state() == State::TimeWait && b.state() == State::Closed
     });
     let closed_cleanly = pair.a.state() == State::TimeWait && pair.b().state() == State::Closed;
+    if let Some((path, handle)) = capture {
+        pair.tap = None;
+        handle
+            .finish()
+            .map_err(|e| format!("capture {}: {e}", path.display()))?;
+    }
 
     let (a, b) = (&pair.a, pair.b.as_ref().expect("b"));
     let (ra, rb) = (a.recovery_stats(), b.recovery_stats());

@@ -7,8 +7,10 @@
 //! sees is a real MSS-sized segment with its own BTH (see docs/datapath.md).
 
 mod driver;
+mod relay;
 
 pub use driver::{Driver, DriverStats, Endpoint};
+pub use relay::{Relay, RelayStats};
 
 use std::ffi::CString;
 use std::fs::File;
@@ -108,6 +110,17 @@ impl TunDevice {
 
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    pub fn set_nonblocking(&self) -> io::Result<()> {
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: fcntl(2) flag get/set on a descriptor we own.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        check(flags, "F_GETFL")?;
+        check(
+            unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) },
+            "F_SETFL",
+        )
     }
 }
 

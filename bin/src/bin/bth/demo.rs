@@ -49,6 +49,11 @@ pub struct DemoArgs {
     /// Seed for the workload and the link impairments.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Write every segment both endpoints send (as handed to the link, before loss,
+    /// reordering or corruption) to this pcap file (link type RAW, virtual time stamps).
+    /// Read it with `bth-dump FILE`, tcpdump, or tshark with docs/wireshark/tcp_bth.lua.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
 }
 
 fn parse_mix(s: &str) -> Result<[u32; 3], String> {
@@ -90,6 +95,7 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
         seed: a.seed,
         link,
         congestion: a.cc,
+        capture: a.pcap.clone(),
         ..WorkloadConfig::default()
     };
     println!(
@@ -180,6 +186,10 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
     println!();
     for (k, v) in rows {
         println!("  {k:<w$}  {v}");
+    }
+    if let Some(p) = &a.pcap {
+        println!();
+        println!("  capture written to {} (bth-dump {0})", p.display());
     }
     if r.verified != r.messages {
         return Err(format!(

@@ -1,0 +1,515 @@
+//! Rendering of decoded capture records for `bth-dump`: one text line or one JSON object per
+//! packet, the per-message table and the summary. Decoding itself is `tcp_bth::capture`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+use tcp_bth::capture::{
+    Checksum, Decoded, Marks, MessageInfo, MessageKey, Outcome, Segment, Summary,
+};
+use tcp_bth::wire::{Bth, Extension, MsgClass, Opcode, TcpFlags};
+
+/// `seconds.nanoseconds`.
+pub fn time(ts: Duration) -> String {
+    format!("{}.{:09}", ts.as_secs(), ts.subsec_nanos())
+}
+
+/// tcpdump-style flag letters: S F R P U E W, `.` for ACK.
+pub fn flags(f: TcpFlags) -> String {
+    let mut s = String::new();
+    for (bit, c) in [
+        (TcpFlags::SYN, 'S'),
+        (TcpFlags::FIN, 'F'),
+        (TcpFlags::RST, 'R'),
+        (TcpFlags::PSH, 'P'),
+        (TcpFlags::URG, 'U'),
+        (TcpFlags::ECE, 'E'),
+        (TcpFlags::CWR, 'W'),
+        (TcpFlags::ACK, '.'),
+    ] {
+        if f.contains(bit) {
+            s.push(c);
+        }
+    }
+    if s.is_empty() {
+        s.push_str("none");
+    }
+    s
+}
+
+pub fn class_name(c: MsgClass) -> &'static str {
+    match c {
+        MsgClass::Send => "send",
+        MsgClass::Write => "write",
+        MsgClass::ReadRequest => "read-req",
+        MsgClass::ReadResponse => "read-resp",
+    }
+}
+
+/// The BTH fields in one line, as their meaning depends on the opcode and the R flag.
+pub fn bth_fields(b: &Bth) -> String {
+    let mut s = b.opcode.to_string();
+    match b.opcode {
+        Opcode::Hello => {
+            let _ = write!(s, " first-msn {} max-msg {}", b.msn, b.mbo);
+        }
+        _ if b.rtr => {
+            // From a data receiver: MSN is the SEND credit, the offset field a grant.
+            let _ = write!(s, " credit-msn {} grant {}x4KiB", b.msn, b.mbo);
+        }
+        Opcode::Acknowledge => {
+            let _ = write!(s, " msn {}", b.msn);
+        }
+        _ => {
+            let _ = write!(s, " msn {} off {} seg {}", b.msn, b.mbo, b.seg);
+        }
+    }
+    let mut fl = String::new();
+    if b.opcode.more() {
+        fl.push('M');
+    }
+    if b.rtr {
+        fl.push('R');
+    }
+    if b.rtr_ack {
+        fl.push('A');
+    }
+    if !fl.is_empty() {
+        let _ = write!(s, " {fl}");
+    }
+    match b.ext {
+        Extension::None => {}
+        Extension::Immediate(i) => {
+            let _ = write!(s, " imm {i:#x}");
+        }
+        Extension::Reth(r) => {
+            let _ = write!(s, " rkey {:#x} addr {:#x}", r.rkey, r.addr);
+        }
+        Extension::RethImmediate(r, i) => {
+            let _ = write!(s, " rkey {:#x} addr {:#x} imm {i:#x}", r.rkey, r.addr);
+        }
+    }
+    s
+}
+
+fn problems(seg: &Segment) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Checksum::Bad { expected, got } = seg.checksum {
+        v.push(format!(
+            "TCP CHECKSUM BAD ({got:#06x}, expected {expected:#06x})"
+        ));
+    }
+    if seg.ip_checksum_ok == Some(false) {
+        v.push("IPv4 HEADER CHECKSUM BAD".into());
+    }
+    if let Err(e) = &seg.options {
+        v.push(format!("MALFORMED OPTIONS: {e}"));
+    }
+    if let Some(p) = &seg.problem {
+        v.push(format!("INVALID BTH: {p}"));
+    }
+    if seg.truncated {
+        v.push("truncated by capture (not verified)".into());
+    }
+    v
+}
+
+/// One text line for a packet.
+pub fn line(d: &Decoded, m: Marks, t0: Duration) -> String {
+    let ts = time(d.ts.saturating_sub(t0));
+    let seg = match &d.outcome {
+        Outcome::NotTcp(why) => return format!("{:>6} {ts} not TCP: {why}", d.frame),
+        Outcome::Malformed(why) => return format!("{:>6} {ts} MALFORMED: {why}", d.frame),
+        Outcome::Segment(s) => s,
+    };
+    let mut s = format!(
+        "{:>6} {ts} {} > {} [{}] seq {} ack {} win {} len {}",
+        d.frame,
+        seg.src,
+        seg.dst,
+        flags(seg.flags),
+        seg.seq,
+        seg.ack,
+        seg.window,
+        seg.payload_len
+    );
+    if let Some(b) = seg.bth() {
+        let _ = write!(s, " | {}", bth_fields(b));
+        match seg.icrc_ok {
+            Some(true) => s.push_str(" icrc ok"),
+            Some(false) => s.push_str(" ICRC BAD"),
+            None => {}
+        }
+    }
+    if let Some(r) = seg.data.and_then(|d| d.read_request) {
+        let _ = write!(
+            s,
+            " (read rkey {:#x} addr {:#x} len {})",
+            r.rkey, r.addr, r.len
+        );
+    }
+    if m.retransmission {
+        s.push_str(" [retransmission]");
+    } else if m.out_of_order {
+        s.push_str(" [out-of-order]");
+    }
+    for p in problems(seg) {
+        let _ = write!(s, " [{p}]");
+    }
+    s
+}
+
+/// A JSON string literal.
+pub fn json_str(v: &str) -> String {
+    let mut s = String::with_capacity(v.len() + 2);
+    s.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            '\t' => s.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(s, "\\u{:04x}", c as u32);
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// Builds a flat JSON object.
+#[derive(Default)]
+struct Obj(Vec<String>);
+
+impl Obj {
+    fn raw(&mut self, k: &str, v: impl std::fmt::Display) -> &mut Self {
+        self.0.push(format!("{}:{v}", json_str(k)));
+        self
+    }
+    fn str(&mut self, k: &str, v: &str) -> &mut Self {
+        self.raw(k, json_str(v))
+    }
+    fn done(&self) -> String {
+        format!("{{{}}}", self.0.join(","))
+    }
+}
+
+/// One JSON object for a packet.
+pub fn json_record(d: &Decoded, m: Marks) -> String {
+    let mut o = Obj::default();
+    o.raw("frame", d.frame)
+        .str("time", &time(d.ts))
+        .raw("wire_len", d.wire_len);
+    let seg = match &d.outcome {
+        Outcome::NotTcp(why) => return o.str("not_tcp", why).done(),
+        Outcome::Malformed(why) => return o.str("malformed", why).done(),
+        Outcome::Segment(s) => s,
+    };
+    o.str("src", &seg.src.to_string())
+        .str("dst", &seg.dst.to_string())
+        .str("flags", &flags(seg.flags))
+        .raw("seq", seg.seq)
+        .raw("ack", seg.ack)
+        .raw("win", seg.window)
+        .raw("len", seg.payload_len)
+        .str(
+            "checksum",
+            match seg.checksum {
+                Checksum::Good => "good",
+                Checksum::Bad { .. } => "bad",
+                Checksum::Unverified => "unverified",
+            },
+        );
+    if let Some(ok) = seg.ip_checksum_ok {
+        o.raw("ip_checksum_ok", ok);
+    }
+    if let Err(e) = &seg.options {
+        o.str("malformed", &e.to_string());
+    }
+    if let Some(b) = seg.bth() {
+        o.str("opcode", &b.opcode.to_string())
+            .raw("msn", b.msn)
+            .raw("offset", b.mbo)
+            .raw("seg", b.seg)
+            .raw("m", b.opcode.more())
+            .raw("r", b.rtr)
+            .raw("a", b.rtr_ack)
+            .raw("icrc", b.icrc);
+        if let Some(ts) = b.timestamps {
+            o.raw("tsval", ts.tsval).raw("tsecr", ts.tsecr);
+        }
+        if let Some(i) = b.ext.immediate() {
+            o.raw("imm", i);
+        }
+        if let Some(r) = b.ext.reth() {
+            o.raw("rkey", r.rkey).raw("addr", r.addr);
+        }
+        if let Some(ok) = seg.icrc_ok {
+            o.raw("icrc_ok", ok);
+        }
+    }
+    if let Some(data) = seg.data {
+        o.str("class", class_name(data.class));
+        if let Some(r) = data.read_request {
+            o.raw("read_rkey", r.rkey)
+                .raw("read_addr", r.addr)
+                .raw("read_len", r.len);
+        }
+    }
+    if let Some(p) = &seg.problem {
+        o.str("invalid", p);
+    }
+    o.raw("out_of_order", m.out_of_order)
+        .raw("retransmission", m.retransmission)
+        .done()
+}
+
+/// (label, value, explanation) rows of the summary, in print order.
+fn summary_rows(s: &Summary) -> Vec<(&'static str, &'static str, u64)> {
+    vec![
+        ("packets", "packets", s.packets),
+        ("wire_bytes", "bytes on the wire", s.wire_bytes),
+        ("tcp_segments", "TCP segments", s.tcp_segments),
+        ("bth_segments", "BTH segments", s.bth_segments),
+        ("data_segments", "data segments", s.data_segments),
+        ("messages", "messages", s.messages),
+        ("payload_bytes", "TCP payload bytes", s.payload_bytes),
+        ("out_of_order", "out-of-order segments", s.out_of_order),
+        ("retransmissions", "retransmissions", s.retransmissions),
+        ("icrc_errors", "ICRC errors", s.icrc_errors),
+        ("checksum_errors", "checksum errors", s.checksum_errors),
+        ("malformed", "malformed", s.malformed),
+        ("not_tcp", "not TCP (skipped)", s.not_tcp),
+        ("truncated", "truncated by snaplen", s.truncated),
+    ]
+}
+
+/// Messages per class, e.g. "send 10, write 5".
+pub fn per_class(msgs: &BTreeMap<MessageKey, MessageInfo>) -> String {
+    let mut n = [0u64; 4];
+    for k in msgs.keys() {
+        n[k.class.index()] += 1;
+    }
+    MsgClass::ALL
+        .iter()
+        .filter(|c| n[c.index()] > 0)
+        .map(|c| format!("{} {}", class_name(*c), n[c.index()]))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn summary_text(s: &Summary, msgs: &BTreeMap<MessageKey, MessageInfo>) -> String {
+    let rows = summary_rows(s);
+    let w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    let mut out = String::from("summary\n");
+    for (key, label, v) in rows {
+        let _ = write!(out, "  {label:<w$}  {v}");
+        if key == "messages" && v > 0 {
+            let _ = write!(out, " ({})", per_class(msgs));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+pub fn summary_json(s: &Summary, read_error: Option<&str>) -> String {
+    let mut inner = Obj::default();
+    for (key, _, v) in summary_rows(s) {
+        inner.raw(key, v);
+    }
+    if let Some(e) = read_error {
+        inner.str("read_error", e);
+    }
+    format!("{{\"summary\":{}}}", inner.done())
+}
+
+/// One row per message: direction, class, MSN, segments, bytes seen, length.
+pub fn messages_text(msgs: &BTreeMap<MessageKey, MessageInfo>) -> String {
+    let mut out = String::from("messages\n");
+    let _ = writeln!(
+        out,
+        "  {:<45} {:<9} {:>5} {:>6} {:>9} {:>9}  notes",
+        "direction", "class", "msn", "segs", "bytes", "length"
+    );
+    for (k, m) in msgs {
+        let dir = format!("{} > {}", k.src, k.dst);
+        let len = m.len.map_or_else(|| "?".to_string(), |l| l.to_string());
+        let mut notes = Vec::new();
+        if m.len.is_none() {
+            notes.push("last segment not seen".to_string());
+        } else if m.len != Some(m.max_end) {
+            notes.push(format!("bytes beyond its end ({})", m.max_end));
+        }
+        if m.misplaced > 0 {
+            notes.push(format!(
+                "{} segments disagree with the TCP sequence",
+                m.misplaced
+            ));
+        }
+        if let Some(i) = m.imm {
+            notes.push(format!("imm {i:#x}"));
+        }
+        if let Some(a) = m.write_addr {
+            notes.push(format!("addr {a:#x}"));
+        }
+        if let Some(l) = m.read_len {
+            notes.push(format!("reads {l}"));
+        }
+        let row = format!(
+            "  {dir:<45} {:<9} {:>5} {:>6} {:>9} {len:>9}  {}",
+            class_name(k.class),
+            k.msn,
+            m.segments,
+            m.bytes,
+            notes.join(", ")
+        );
+        let _ = writeln!(out, "{}", row.trim_end());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcp_bth::capture::{analyze, CaptureReader, PcapWriter};
+    use tcp_bth::wire::{IpPair, Reth, TcpOptions, TcpRepr, Timestamps};
+
+    const IP: IpPair = IpPair::V4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+    };
+
+    fn seg(seq: u32, bth: Bth, payload: &[u8]) -> Vec<u8> {
+        let mut b = bth;
+        b.seal(payload);
+        TcpRepr {
+            src_port: 1000,
+            dst_port: 2000,
+            seq,
+            ack: 7,
+            flags: TcpFlags::ACK | TcpFlags::PSH,
+            window: 512,
+            urgent: 0,
+            options: TcpOptions {
+                bth: Some(b),
+                ..TcpOptions::default()
+            },
+            payload,
+        }
+        .to_vec(IP)
+        .unwrap()
+    }
+
+    /// A capture of three WRITE segments (the middle one twice), decoded.
+    fn records() -> Vec<(Decoded, Marks)> {
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        let mut b = Bth::new(Opcode::RdmaWriteFirst);
+        b.msn = 4;
+        b.timestamps = Some(Timestamps { tsval: 1, tsecr: 2 });
+        b.ext = Extension::Reth(Reth {
+            rkey: 0x11,
+            addr: 0x1000,
+        });
+        let first = seg(100, b, &[1; 10]);
+        b.opcode = Opcode::RdmaWriteMiddle;
+        b.mbo = 10;
+        b.seg = 1;
+        b.ext = Extension::Reth(Reth {
+            rkey: 0x11,
+            addr: 0x100a,
+        });
+        let middle = seg(110, b, &[2; 10]);
+        b.opcode = Opcode::RdmaWriteLastWithImmediate;
+        b.mbo = 20;
+        b.seg = 2;
+        b.ext = Extension::RethImmediate(
+            Reth {
+                rkey: 0x11,
+                addr: 0x1014,
+            },
+            0xabc,
+        );
+        let last = seg(120, b, &[3; 5]);
+        for (i, s) in [&first, &last, &middle, &middle].iter().enumerate() {
+            w.write_tcp(Duration::from_micros(i as u64), IP, s).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let a = analyze(CaptureReader::new(&bytes[..]).unwrap()).unwrap();
+        assert!(a.error.is_none());
+        a.records
+    }
+
+    #[test]
+    fn lines_show_bth_fields_and_marks() {
+        let r = records();
+        let l0 = line(&r[0].0, r[0].1, Duration::ZERO);
+        assert_eq!(
+            l0,
+            "     1 0.000000000 10.0.0.1:1000 > 10.0.0.2:2000 [P.] seq 100 ack 7 win 512 len 10 \
+             | RDMA_WRITE_FIRST msn 4 off 0 seg 0 M rkey 0x11 addr 0x1000 icrc ok"
+        );
+        let l1 = line(&r[1].0, r[1].1, Duration::ZERO);
+        assert!(
+            l1.ends_with("RDMA_WRITE_LAST_WITH_IMMEDIATE msn 4 off 20 seg 2 rkey 0x11 addr 0x1014 imm 0xabc icrc ok"),
+            "{l1}"
+        );
+        let l2 = line(&r[2].0, r[2].1, Duration::ZERO);
+        assert!(l2.ends_with("icrc ok [out-of-order]"), "{l2}");
+        let l3 = line(&r[3].0, r[3].1, Duration::ZERO);
+        assert!(l3.ends_with("icrc ok [retransmission]"), "{l3}");
+    }
+
+    #[test]
+    fn json_records_are_flat_objects() {
+        let r = records();
+        let j = json_record(&r[2].0, r[2].1);
+        assert!(
+            j.starts_with("{\"frame\":3,\"time\":\"0.000002000\""),
+            "{j}"
+        );
+        assert!(
+            j.contains(
+                "\"opcode\":\"RDMA_WRITE_MIDDLE\",\"msn\":4,\"offset\":10,\"seg\":1,\"m\":true"
+            ),
+            "{j}"
+        );
+        assert!(j.contains("\"class\":\"write\""), "{j}");
+        assert!(
+            j.ends_with("\"out_of_order\":true,\"retransmission\":false}"),
+            "{j}"
+        );
+        assert_eq!(json_str("a\"b\\\n\u{1}"), "\"a\\\"b\\\\\\n\\u0001\"");
+    }
+
+    #[test]
+    fn summary_and_message_table() {
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        let mut b = Bth::new(Opcode::SendOnly);
+        b.timestamps = Some(Timestamps { tsval: 1, tsecr: 2 });
+        w.write_tcp(Duration::ZERO, IP, &seg(1, b, b"hello"))
+            .unwrap();
+        let bytes = w.finish().unwrap();
+        let a = analyze(CaptureReader::new(&bytes[..]).unwrap()).unwrap();
+        let t = summary_text(&a.summary, &a.messages);
+        assert!(t.contains("  messages               1 (send 1)\n"), "{t}");
+        assert!(t.contains("  ICRC errors            0\n"), "{t}");
+        let j = summary_json(&a.summary, None);
+        assert!(j.starts_with("{\"summary\":{\"packets\":1,"), "{j}");
+        let m = messages_text(&a.messages);
+        assert!(m.contains("10.0.0.1:1000 > 10.0.0.2:2000"), "{m}");
+        assert!(
+            m.contains(" send          0      1         5         5"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn flag_letters() {
+        assert_eq!(flags(TcpFlags::SYN | TcpFlags::ACK), "S.");
+        assert_eq!(flags(TcpFlags(0)), "none");
+        assert_eq!(flags(TcpFlags::FIN | TcpFlags::PSH | TcpFlags::ACK), "FP.");
+    }
+}

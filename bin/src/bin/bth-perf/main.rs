@@ -1,0 +1,213 @@
+//! `bth-perf`: throughput and latency of tcp-bth over the io_uring TUN data path, between two
+//! network namespaces (like ib_send_bw / iperf3).
+
+use bth_tools::topology::{self, TwoNs};
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+use std::time::Duration;
+use tcp_bth::perf::{Client, PerfConfig, PerfOp, PerfReport, Server};
+use tcp_bth::tun::{Driver, Endpoint};
+use tcp_bth::wire::IpPair;
+use tcp_bth::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "bth-perf",
+    version,
+    about = "Measure tcp-bth over the io_uring TUN data path between two network namespaces",
+    long_about = "Measure tcp-bth over the io_uring TUN data path between two network namespaces.\n\n\
+        `bth-perf server` creates the namespaces <PREFIX>-a and <PREFIX>-b (joined by a veth pair, \
+        or by the userspace impairment relay with --relay-loss/--relay-reorder), puts our stack on a \
+        TUN device in <PREFIX>-a and waits for one client run; it deletes the namespaces when it \
+        exits. `bth-perf client` (same workload flags) runs our stack in <PREFIX>-b, connects, and \
+        prints Gbit/s, messages/s and latency percentiles. Needs root (CAP_NET_ADMIN) and iproute2."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Set up the namespaces and serve one run.
+    Server(ServerArgs),
+    /// Connect to the server and run the workload.
+    Client(Workload),
+}
+
+#[derive(Args, Clone)]
+struct Workload {
+    /// send, write (RDMA WRITE with immediate), read, or mixed.
+    #[arg(long, default_value = "send")]
+    op: PerfOp,
+    /// Message size in bytes (1..=16777215).
+    #[arg(long, default_value_t = 65536)]
+    size: u32,
+    /// Number of messages.
+    #[arg(long, default_value_t = 2000)]
+    count: u64,
+    /// Work requests kept outstanding.
+    #[arg(long, default_value_t = 16)]
+    depth: usize,
+    /// Check every byte received.
+    #[arg(long)]
+    verify: bool,
+    /// Namespace name prefix.
+    #[arg(long, default_value = "bthperf")]
+    prefix: String,
+    /// TCP port of the server.
+    #[arg(long, default_value_t = 4791)]
+    port: u16,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+}
+
+#[derive(Args)]
+struct ServerArgs {
+    #[command(flatten)]
+    w: Workload,
+    /// Join the namespaces with the impairment relay instead of veth; loss probability.
+    #[arg(long)]
+    relay_loss: Option<f64>,
+    /// With the relay: reordering probability (up to 100 µs extra delay).
+    #[arg(long)]
+    relay_reorder: Option<f64>,
+    /// Relay seed.
+    #[arg(long, default_value_t = 1)]
+    relay_seed: u64,
+}
+
+fn perf_config(w: &Workload) -> Result<PerfConfig, String> {
+    if w.size == 0 || w.size > tcp_bth::wire::MAX_MESSAGE_LEN {
+        return Err("--size must be 1..=16777215".into());
+    }
+    if w.depth == 0 || w.count == 0 {
+        return Err("--depth and --count must be positive".into());
+    }
+    Ok(PerfConfig {
+        op: w.op,
+        size: w.size,
+        count: w.count,
+        depth: w.depth,
+        verify: w.verify,
+        seed: 1,
+    })
+}
+
+fn print_report(role: &str, r: &PerfReport) {
+    println!(
+        "{role}: {} messages, {} bytes in {:.3} s: {:.3} Gbit/s, {:.0} messages/s",
+        r.messages,
+        r.bytes,
+        r.elapsed.as_secs_f64(),
+        r.gbps(),
+        r.msgs_per_sec()
+    );
+    if let (Some(p50), Some(p99), Some(p999)) =
+        (r.percentile(0.5), r.percentile(0.99), r.percentile(0.999))
+    {
+        println!("{role}: latency p50 {p50:?}  p99 {p99:?}  p99.9 {p999:?} (post to completion)");
+    }
+    if r.verified > 0 {
+        println!("{role}: {} messages verified byte for byte", r.verified);
+    }
+    for e in r.errors.iter().take(5) {
+        println!("{role}: error: {e}");
+    }
+}
+
+fn run_server(a: &ServerArgs) -> Result<(), String> {
+    let cfg = perf_config(&a.w)?;
+    let relay = (a.relay_loss.is_some() || a.relay_reorder.is_some()).then(|| {
+        tcp_bth::sim::LinkConfig::default()
+            .with_delay(Duration::from_micros(10))
+            .with_bandwidth_bps(0)
+            .with_loss(a.relay_loss.unwrap_or(0.0))
+            .with_reorder(a.relay_reorder.unwrap_or(0.0), Duration::from_micros(100))
+            .with_seed(a.relay_seed)
+    });
+    let mut ns = TwoNs::create(&a.w.prefix, relay).map_err(|e| e.to_string())?;
+    println!(
+        "server: namespaces {} and {} ready; stack at {}:{} (run `bth-perf client` now)",
+        ns.a,
+        ns.b,
+        topology::A_STACK,
+        a.w.port
+    );
+    let tun = topology::stack_tun(&ns.a, true).map_err(|e| e.to_string())?;
+    let mut d = Driver::new(tun, topology::A_STACK).map_err(|e| e.to_string())?;
+    let conn_cfg = Config {
+        local_port: a.w.port,
+        ..Config::default()
+    };
+    let mut server = Server::new(cfg);
+    let timeout = Duration::from_secs(a.w.timeout);
+    let res = d.run(Endpoint::Listen(conn_cfg), timeout, |c, now| {
+        server.step(c, now)
+    });
+    if let Some(s) = ns.stop_relay() {
+        println!(
+            "relay: dropped {} / reordered {} packets",
+            s.a_to_b.dropped() + s.b_to_a.dropped(),
+            s.a_to_b.reordered + s.b_to_a.reordered
+        );
+    }
+    res.map_err(|e| e.to_string())?;
+    print_report("server", &server.report);
+    if server.report.errors.is_empty() {
+        Ok(())
+    } else {
+        Err("the run had errors".into())
+    }
+}
+
+fn run_client(w: &Workload) -> Result<(), String> {
+    let cfg = perf_config(w)?;
+    let ns = TwoNs::existing(&w.prefix).map_err(|e| e.to_string())?;
+    let tun = topology::stack_tun(&ns.b, false).map_err(|e| e.to_string())?;
+    let mut d = Driver::new(tun, topology::B_STACK).map_err(|e| e.to_string())?;
+    let conn_cfg = Config {
+        local_port: 40000 + (std::process::id() % 20000) as u16,
+        remote_port: w.port,
+        ip: IpPair::V4 {
+            src: topology::B_STACK.octets(),
+            dst: topology::A_STACK.octets(),
+        },
+        ..Config::default()
+    };
+    let mut client = Client::new(cfg);
+    let conn = d
+        .run(
+            Endpoint::Connect(conn_cfg),
+            Duration::from_secs(w.timeout),
+            |c, now| client.step(c, now),
+        )
+        .map_err(|e| e.to_string())?;
+    print_report("client", &client.report);
+    let s = conn.recovery_stats();
+    println!(
+        "client: {} segments sent, {} retransmitted ({} spurious); {} io_uring enters for {} packets out",
+        s.segments_sent, s.retransmits, s.spurious_retransmits, d.stats.enters, d.stats.packets_out
+    );
+    if client.report.errors.is_empty() {
+        Ok(())
+    } else {
+        Err("the run had errors".into())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match &cli.cmd {
+        Cmd::Server(a) => run_server(a),
+        Cmd::Client(w) => run_client(w),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bth-perf: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

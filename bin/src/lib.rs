@@ -1,0 +1,3 @@
+//! Shared pieces of the command-line tools.
+
+pub mod topology;

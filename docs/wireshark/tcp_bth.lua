@@ -1,0 +1,291 @@
+-- tcp_bth.lua: a Wireshark / tshark dissector for the tcp_bth TCP option
+-- (TCP option kind 254, RFC 6994 experiment ID 0xEFAB), which carries a compact RDMA Base
+-- Transport Header in every segment of a tcp-bth connection. Wire format: docs/option.md.
+--
+-- Use with tshark (from the repository root):
+--
+--   tshark -X lua_script:docs/wireshark/tcp_bth.lua -r file.pcap \
+--          -T fields -e frame.number -e tcp_bth.opcode -e tcp_bth.msn -e tcp_bth.offset
+--
+--   tshark -X lua_script:docs/wireshark/tcp_bth.lua -r file.pcap -Y 'tcp_bth.icrc.status == 0'
+--   tshark -X lua_script:docs/wireshark/tcp_bth.lua -r file.pcap -O tcp_bth     (detail view)
+--
+-- or with Wireshark: copy this file into the personal Lua plugins folder (Help > About
+-- Wireshark > Folders > Personal Lua Plugins, e.g. ~/.local/lib/wireshark/plugins/) and reload
+-- (Analyze > Reload Lua Plugins, Ctrl+Shift+L). Captures: `bth demo --pcap FILE`, or tcpdump.
+--
+-- Wireshark does not let a Lua script hook one TCP option kind, so this is a postdissector:
+-- after the TCP dissector has run it takes the bytes of each `tcp.options` field, walks the
+-- option list (EOL, NOP, kind/length), and for kind 254 with ExID 0xEFAB adds a "TCP BTH"
+-- tree with the fields below. Payload bytes for the ICRC check are found from the TCP header
+-- position (`tcp.options` starts 20 bytes into it), `tcp.hdr_len` and `tcp.len`.
+--
+-- Fields (all filterable):
+--   tcp_bth.len  tcp_bth.exid  tcp_bth.flags  tcp_bth.version  tcp_bth.t  tcp_bth.m
+--   tcp_bth.rtr  tcp_bth.rtr_ack  tcp_bth.rsvd  tcp_bth.opcode  tcp_bth.msn  tcp_bth.offset
+--   tcp_bth.seg  tcp_bth.icrc  tcp_bth.icrc.status (0 bad, 1 good, 2 unverified)
+--   tcp_bth.tsval  tcp_bth.tsecr  tcp_bth.imm  tcp_bth.rkey  tcp_bth.addr
+-- Expert infos: tcp_bth.len_inconsistent (length disagrees with the T flag and the opcode),
+--   tcp_bth.truncated, tcp_bth.unknown_opcode, tcp_bth.version, tcp_bth.m_inconsistent,
+--   tcp_bth.icrc_bad.
+--
+-- Tested with tshark 4.0 (Lua 5.2); uses the `bit32` or `bit` library, or Lua 5.3+ operators.
+
+local bitops = bit32 or bit
+if not bitops then
+    -- Lua 5.3+ without the compatibility libraries: native operators, compiled at run time
+    -- so that older Lua versions can still parse this file.
+    bitops = load([[
+        return {
+            band = function(a, b) return a & b end,
+            bxor = function(a, b) return a ~ b end,
+            rshift = function(a, n) return (a & 0xFFFFFFFF) >> n end,
+        }
+    ]])()
+end
+local band, bxor, rshift = bitops.band, bitops.bxor, bitops.rshift
+
+local KIND = 254
+local EXID_HI, EXID_LO = 0xEF, 0xAB
+
+-- opcode -> name, position ("F"irst, "M"iddle, "L"ast, "O"nly) and extension length
+local OPCODES = {
+    [0x00] = { "SEND_FIRST", "F", 0 },
+    [0x01] = { "SEND_MIDDLE", "M", 0 },
+    [0x02] = { "SEND_LAST", "L", 0 },
+    [0x03] = { "SEND_LAST_WITH_IMMEDIATE", "L", 4 },
+    [0x04] = { "SEND_ONLY", "O", 0 },
+    [0x05] = { "SEND_ONLY_WITH_IMMEDIATE", "O", 4 },
+    [0x06] = { "RDMA_WRITE_FIRST", "F", 12 },
+    [0x07] = { "RDMA_WRITE_MIDDLE", "M", 12 },
+    [0x08] = { "RDMA_WRITE_LAST", "L", 12 },
+    [0x09] = { "RDMA_WRITE_LAST_WITH_IMMEDIATE", "L", 16 },
+    [0x0A] = { "RDMA_WRITE_ONLY", "O", 12 },
+    [0x0B] = { "RDMA_WRITE_ONLY_WITH_IMMEDIATE", "O", 16 },
+    [0x0C] = { "RDMA_READ_REQUEST", "O", 0 },
+    [0x0D] = { "RDMA_READ_RESPONSE_FIRST", "F", 0 },
+    [0x0E] = { "RDMA_READ_RESPONSE_MIDDLE", "M", 0 },
+    [0x0F] = { "RDMA_READ_RESPONSE_LAST", "L", 0 },
+    [0x10] = { "RDMA_READ_RESPONSE_ONLY", "O", 0 },
+    [0x11] = { "ACKNOWLEDGE", "O", 0 },
+    [0xFF] = { "HELLO", "O", 0 },
+}
+local opcode_names = {}
+for v, d in pairs(OPCODES) do
+    opcode_names[v] = d[1]
+end
+
+local p = Proto("tcp_bth", "TCP BTH")
+
+local F = {
+    len = ProtoField.uint8("tcp_bth.len", "Length", base.DEC),
+    exid = ProtoField.uint16("tcp_bth.exid", "Experiment ID", base.HEX),
+    flags = ProtoField.uint8("tcp_bth.flags", "Flags", base.HEX),
+    version = ProtoField.uint8("tcp_bth.version", "Version", base.DEC, nil, 0x03),
+    t = ProtoField.bool("tcp_bth.t", "T (timestamps present)", 8, nil, 0x04),
+    m = ProtoField.bool("tcp_bth.m", "M (more segments)", 8, nil, 0x08),
+    rtr = ProtoField.bool("tcp_bth.rtr", "R (rtr: MSN and offset carry a receive credit)", 8, nil, 0x10),
+    rtr_ack = ProtoField.bool("tcp_bth.rtr_ack", "A (rtr_ack)", 8, nil, 0x20),
+    rsvd = ProtoField.uint8("tcp_bth.rsvd", "Reserved", base.HEX, nil, 0xC0),
+    opcode = ProtoField.uint8("tcp_bth.opcode", "Opcode", base.HEX, opcode_names),
+    msn = ProtoField.uint16("tcp_bth.msn", "MSN", base.DEC),
+    offset = ProtoField.uint24("tcp_bth.offset", "Message byte offset", base.DEC),
+    seg = ProtoField.uint8("tcp_bth.seg", "Segment number", base.DEC),
+    icrc = ProtoField.uint32("tcp_bth.icrc", "ICRC", base.HEX),
+    icrc_status = ProtoField.uint8("tcp_bth.icrc.status", "ICRC status", base.DEC,
+        { [0] = "Bad", [1] = "Good", [2] = "Unverified" }),
+    tsval = ProtoField.uint32("tcp_bth.tsval", "TSval", base.DEC),
+    tsecr = ProtoField.uint32("tcp_bth.tsecr", "TSecr", base.DEC),
+    imm = ProtoField.uint32("tcp_bth.imm", "Immediate data", base.HEX),
+    rkey = ProtoField.uint32("tcp_bth.rkey", "R_Key", base.HEX),
+    addr = ProtoField.uint64("tcp_bth.addr", "Remote address", base.HEX),
+}
+p.fields = F
+
+local E = {
+    len = ProtoExpert.new("tcp_bth.len_inconsistent",
+        "tcp_bth option length inconsistent with its T flag and opcode",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    truncated = ProtoExpert.new("tcp_bth.truncated", "tcp_bth option shorter than 16 bytes",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    opcode = ProtoExpert.new("tcp_bth.unknown_opcode", "Unknown tcp_bth opcode",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    version = ProtoExpert.new("tcp_bth.version", "Unsupported tcp_bth version",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    more = ProtoExpert.new("tcp_bth.m_inconsistent", "M bit contradicts the opcode",
+        expert.group.MALFORMED, expert.severity.WARN),
+    icrc = ProtoExpert.new("tcp_bth.icrc_bad", "ICRC does not match option header and payload",
+        expert.group.CHECKSUM, expert.severity.ERROR),
+}
+p.experts = { E.len, E.truncated, E.opcode, E.version, E.more, E.icrc }
+
+-- CRC32C (Castagnoli, reflected polynomial 0x82F63B78), table driven.
+local CRC_TABLE = {}
+for i = 0, 255 do
+    local c = i
+    for _ = 1, 8 do
+        if band(c, 1) ~= 0 then
+            c = bxor(rshift(c, 1), 0x82F63B78)
+        else
+            c = rshift(c, 1)
+        end
+    end
+    CRC_TABLE[i] = c
+end
+
+local function crc32c_update(crc, bytes)
+    for i = 0, bytes:len() - 1 do
+        crc = bxor(rshift(crc, 8), CRC_TABLE[band(bxor(crc, bytes:get_index(i)), 0xFF)])
+    end
+    return crc
+end
+
+local function u32(x)
+    return x % 4294967296 -- the `bit` library returns signed 32-bit numbers
+end
+
+local f_options = Field.new("tcp.options")
+local f_hdr_len = Field.new("tcp.hdr_len")
+local f_len = Field.new("tcp.len")
+
+-- payload: a ByteArray, or nil when the capture does not hold the whole payload
+local function dissect_option(r, olen, payload, pinfo, tree)
+    local sub = tree:add(p, r)
+    sub:add(F.len, r:range(1, 1))
+    sub:add(F.exid, r:range(2, 2))
+    if olen < 16 then
+        sub:add_proto_expert_info(E.truncated, string.format("tcp_bth option of %d bytes", olen))
+        sub:append_text(string.format(" (truncated: %d bytes)", olen))
+        return
+    end
+    local flags_r = r:range(4, 1)
+    local flags = flags_r:uint()
+    local ft = sub:add(F.flags, flags_r)
+    ft:add(F.version, flags_r)
+    ft:add(F.t, flags_r)
+    ft:add(F.m, flags_r)
+    ft:add(F.rtr, flags_r)
+    ft:add(F.rtr_ack, flags_r)
+    ft:add(F.rsvd, flags_r)
+    local op_r = r:range(5, 1)
+    local op = op_r:uint()
+    local oi = sub:add(F.opcode, op_r)
+    local msn = r:range(6, 2):uint()
+    local off = r:range(8, 3):uint()
+    sub:add(F.msn, r:range(6, 2))
+    sub:add(F.offset, r:range(8, 3))
+    sub:add(F.seg, r:range(11, 1))
+    local icrc_item = sub:add(F.icrc, r:range(12, 4))
+
+    local version = band(flags, 0x03)
+    local ts = band(flags, 0x04) ~= 0
+    local more = band(flags, 0x08) ~= 0
+    if version ~= 0 then
+        ft:add_proto_expert_info(E.version, string.format("tcp_bth version %d", version))
+    end
+    local def = OPCODES[op]
+    local name = def and def[1] or string.format("opcode 0x%02x", op)
+    sub:append_text(string.format(": %s, MSN %d, offset %d", name, msn, off))
+    pinfo.cols.info:append(string.format(" [BTH %s msn=%d off=%d]", name, msn, off))
+    if not def then
+        oi:add_proto_expert_info(E.opcode, string.format("Unknown tcp_bth opcode 0x%02x", op))
+    else
+        local expected = 16 + (ts and 8 or 0) + def[3]
+        if olen ~= expected then
+            sub:add_proto_expert_info(E.len, string.format(
+                "tcp_bth option length %d, but T=%d and opcode %s call for %d",
+                olen, ts and 1 or 0, def[1], expected))
+        end
+        local want_more = def[2] == "F" or def[2] == "M"
+        if more ~= want_more then
+            ft:add_proto_expert_info(E.more, string.format(
+                "M=%d on %s", more and 1 or 0, def[1]))
+        end
+    end
+
+    local at = 16
+    if ts and olen >= at + 8 then
+        sub:add(F.tsval, r:range(at, 4))
+        sub:add(F.tsecr, r:range(at + 4, 4))
+        at = at + 8
+    end
+    local ext = def and def[3] or 0
+    if ext == 4 and olen >= at + 4 then
+        sub:add(F.imm, r:range(at, 4))
+    elseif ext >= 12 and olen >= at + ext then
+        sub:add(F.rkey, r:range(at, 4))
+        sub:add(F.addr, r:range(at + 4, 8))
+        if ext == 16 then
+            sub:add(F.imm, r:range(at + 12, 4))
+        end
+    end
+
+    -- ICRC: CRC32C over option bytes 4..11 (flags .. mbo_seg) followed by the payload.
+    local status = 2
+    if payload then
+        local crc = crc32c_update(0xFFFFFFFF, r:range(4, 8):bytes())
+        crc = u32(bxor(crc32c_update(crc, payload), 0xFFFFFFFF))
+        status = (crc == r:range(12, 4):uint()) and 1 or 0
+        if status == 0 then
+            icrc_item:add_proto_expert_info(E.icrc, string.format(
+                "ICRC 0x%08x, payload calls for 0x%08x", r:range(12, 4):uint(), crc))
+            icrc_item:append_text(" [incorrect]")
+        else
+            icrc_item:append_text(" [correct]")
+        end
+    end
+    sub:add(F.icrc_status, status):set_generated()
+end
+
+function p.dissector(tvb, pinfo, tree)
+    local opts = { f_options() }
+    if #opts == 0 then
+        return
+    end
+    local hdr_lens = { f_hdr_len() }
+    local lens = { f_len() }
+    for i, fi in ipairs(opts) do
+        local r = fi.range
+        local bytes = r:bytes()
+        local n = bytes:len()
+
+        -- The payload for the ICRC, when the TCP header fields pair up with this option area
+        -- and the capture holds every payload byte.
+        local payload = nil
+        if #hdr_lens == #opts and #lens == #opts then
+            local src = fi.source
+            local plen = lens[i].value
+            local poff = fi.offset - 20 + hdr_lens[i].value
+            if plen == 0 then
+                payload = ByteArray.new()
+            elseif src and poff >= 0 and poff + plen <= src:len() then
+                payload = src:range(poff, plen):bytes()
+            end
+        end
+
+        local at = 0
+        while at < n do
+            local kind = bytes:get_index(at)
+            if kind == 0 then
+                break -- EOL
+            elseif kind == 1 then
+                at = at + 1 -- NOP
+            else
+                if at + 1 >= n then
+                    break
+                end
+                local olen = bytes:get_index(at + 1)
+                if olen < 2 or at + olen > n then
+                    break -- the TCP dissector reports bad option lengths itself
+                end
+                if kind == KIND and olen >= 4 and bytes:get_index(at + 2) == EXID_HI
+                    and bytes:get_index(at + 3) == EXID_LO then
+                    dissect_option(r:range(at, olen), olen, payload, pinfo, tree)
+                end
+                at = at + olen
+            end
+        end
+    end
+end
+
+register_postdissector(p)

@@ -1,0 +1,103 @@
+//! A userspace impairment relay between two TUN devices (one per namespace): what the kernel
+//! routes into one comes out of the other after the seeded loss, reordering, duplication,
+//! corruption and delay of a [`SimLink`] run on the real clock. The same relay carries kernel
+//! TCP and our stack, so both see the same impairments (this machine has no netem).
+
+use super::TunDevice;
+use crate::sim::{Direction, LinkConfig, LinkStats, SimLink};
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub struct Relay {
+    a: TunDevice,
+    b: TunDevice,
+    link: SimLink,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RelayStats {
+    pub a_to_b: LinkStats,
+    pub b_to_a: LinkStats,
+}
+
+impl Relay {
+    /// Packets read from `a` go to `b` (Direction::AtoB) and back.
+    pub fn new(a: TunDevice, b: TunDevice, link: LinkConfig) -> io::Result<Relay> {
+        let link = SimLink::try_new(link)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        a.set_nonblocking()?;
+        b.set_nonblocking()?;
+        Ok(Relay { a, b, link })
+    }
+
+    /// Forward until `stop` is set.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<RelayStats> {
+        let start = Instant::now();
+        let mut buf = vec![0u8; 65536];
+        while !stop.load(Ordering::Relaxed) {
+            let now = start.elapsed();
+            let wait = self
+                .link
+                .next_arrival()
+                .map_or(Duration::from_millis(20), |t| t.saturating_sub(now))
+                .min(Duration::from_millis(20));
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.a.raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.b.raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let ms = wait.as_micros().div_ceil(1000) as libc::c_int;
+            // SAFETY: poll(2) on two descriptors we own, with a bounded timeout.
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            let now = start.elapsed();
+            for (dir, fd) in [
+                (Direction::AtoB, self.a.raw_fd()),
+                (Direction::BtoA, self.b.raw_fd()),
+            ] {
+                while let Some(n) = read_nonblocking(fd, &mut buf)? {
+                    self.link.send(now, dir, buf[..n].to_vec());
+                }
+            }
+            while let Some((dir, pkt)) = self.link.poll(start.elapsed()) {
+                let fd = match dir {
+                    Direction::AtoB => self.b.raw_fd(),
+                    Direction::BtoA => self.a.raw_fd(),
+                };
+                // A full TUN queue drops the packet, as a congested link would.
+                // SAFETY: write(2) of a buffer we own.
+                let _ = unsafe { libc::write(fd, pkt.as_ptr().cast(), pkt.len()) };
+            }
+        }
+        Ok(RelayStats {
+            a_to_b: self.link.stats(Direction::AtoB),
+            b_to_a: self.link.stats(Direction::BtoA),
+        })
+    }
+}
+
+fn read_nonblocking(fd: i32, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: read(2) into a buffer we own.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n >= 0 {
+        return Ok(Some(n as usize));
+    }
+    let e = io::Error::last_os_error();
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+        _ => Err(e),
+    }
+}
