@@ -48,6 +48,9 @@ pub struct PerfConfig {
     /// Check every byte (costs a pattern fill and a compare per message).
     pub verify: bool,
     pub seed: u64,
+    /// Plain TCP byte stream (the connection is opened without tcp_bth): the client writes
+    /// `count * size` bytes, the server reads them. No per-message latency.
+    pub plain: bool,
 }
 
 const HELLO_LEN: usize = 24;
@@ -144,15 +147,24 @@ impl Client {
             }
             return true;
         }
-        if !matches!(c.mode(), Mode::Bth { .. }) {
-            if c.mode() == Mode::Plain {
+        match (c.mode(), self.cfg.plain) {
+            (Mode::Pending, _) => return false,
+            (Mode::Plain, true) => return self.step_plain(c, now),
+            (Mode::Bth { .. }, false) => {}
+            (Mode::Plain, false) => {
                 self.report
                     .errors
                     .push("peer does not speak tcp_bth".into());
                 c.abort();
                 return true;
             }
-            return false;
+            (Mode::Bth { .. }, true) => {
+                self.report
+                    .errors
+                    .push("tcp_bth negotiated in plain mode".into());
+                c.abort();
+                return true;
+            }
         }
         if !self.hello_posted {
             self.hello_posted = c.post_recv(u64::MAX, vec![0u8; HELLO_LEN]).is_ok();
@@ -171,6 +183,29 @@ impl Client {
         }
         if self.done >= self.cfg.count && !self.closed {
             self.report.elapsed = now - self.started.unwrap_or(now);
+            c.close();
+            self.closed = true;
+        }
+        self.closed && matches!(c.state(), State::TimeWait | State::Closed)
+    }
+
+    /// Byte stream: keep the send queue topped up with whole messages until all are queued,
+    /// close once everything is acknowledged.
+    fn step_plain(&mut self, c: &mut Connection, now: Duration) -> bool {
+        let started = *self.started.get_or_insert(now);
+        let size = u64::from(self.cfg.size);
+        while self.next < self.cfg.count && c.send_backlog() < size * self.cfg.depth as u64 {
+            let data = payload(&self.cfg, self.next);
+            if c.send_bytes(&data).is_err() {
+                break;
+            }
+            self.next += 1;
+        }
+        let total = size * self.cfg.count;
+        if self.next == self.cfg.count && c.send_backlog() == 0 && !self.closed {
+            self.report.messages = self.cfg.count;
+            self.report.bytes = total;
+            self.report.elapsed = now - started;
             c.close();
             self.closed = true;
         }
@@ -275,6 +310,8 @@ pub struct Server {
     cfg: PerfConfig,
     setup: bool,
     started: Duration,
+    /// Plain mode: bytes received so far, and the part of a message not yet complete.
+    stream: Vec<u8>,
     write_rkey: u32,
     posted: u64,
     recv_done: u64,
@@ -287,6 +324,7 @@ impl Server {
             cfg,
             setup: false,
             started: Duration::ZERO,
+            stream: Vec::new(),
             write_rkey: 0,
             posted: 0,
             recv_done: 0,
@@ -308,15 +346,17 @@ impl Server {
             }
             return true;
         }
-        if !matches!(c.mode(), Mode::Bth { .. }) {
-            if c.mode() == Mode::Plain {
+        match (c.mode(), self.cfg.plain) {
+            (Mode::Pending, _) => return false,
+            (Mode::Plain, true) => return self.step_plain(c, now),
+            (Mode::Bth { .. }, false) => {}
+            _ => {
                 self.report
                     .errors
-                    .push("peer does not speak tcp_bth".into());
+                    .push("client and server disagree on --plain".into());
                 c.abort();
                 return true;
             }
-            return false;
         }
         if !self.setup {
             if let Err(e) = self.set_up(c) {
@@ -338,6 +378,42 @@ impl Server {
         }
         while let Some(comp) = c.poll_completion() {
             self.on_completion(c, comp);
+        }
+        if c.state() == State::CloseWait {
+            self.report.elapsed = now - self.started;
+            c.close();
+        }
+        matches!(c.state(), State::TimeWait | State::Closed)
+    }
+
+    fn step_plain(&mut self, c: &mut Connection, now: Duration) -> bool {
+        if !self.setup {
+            self.setup = true;
+            self.started = now;
+        }
+        let size = self.cfg.size as usize;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = c.recv_bytes(&mut buf);
+            if n == 0 {
+                break;
+            }
+            self.report.bytes += n as u64;
+            if !self.cfg.verify {
+                self.report.messages = self.report.bytes / size as u64;
+                continue;
+            }
+            self.stream.extend_from_slice(&buf[..n]);
+            while self.stream.len() >= size {
+                let i = self.report.messages;
+                if self.stream[..size] == payload(&self.cfg, i)[..] {
+                    self.report.verified += 1;
+                } else {
+                    self.report.errors.push(format!("message {i} differs"));
+                }
+                self.stream.drain(..size);
+                self.report.messages += 1;
+            }
         }
         if c.state() == State::CloseWait {
             self.report.elapsed = now - self.started;

@@ -35,6 +35,7 @@ fn run(
         depth: 8,
         verify: true,
         seed: 3,
+        plain: false,
     };
     let prefix = format!(
         "bt{}x{}",
@@ -128,7 +129,7 @@ fn bth_between_namespaces_through_the_impairment_relay() {
     if !can_run_netns_tests() {
         return;
     }
-    let total = total_bytes(256 << 20);
+    let total = total_bytes(1 << 30);
     let link = LinkConfig::default()
         .with_delay(Duration::from_micros(20))
         .with_bandwidth_bps(0)

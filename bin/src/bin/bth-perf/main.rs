@@ -52,6 +52,9 @@ struct Workload {
     /// Check every byte received.
     #[arg(long)]
     verify: bool,
+    /// Plain TCP byte stream (no tcp_bth option): both sides must agree.
+    #[arg(long)]
+    plain: bool,
     /// Namespace name prefix.
     #[arg(long, default_value = "bthperf")]
     prefix: String,
@@ -92,6 +95,7 @@ fn perf_config(w: &Workload) -> Result<PerfConfig, String> {
         depth: w.depth,
         verify: w.verify,
         seed: 1,
+        plain: w.plain,
     })
 }
 
@@ -139,6 +143,7 @@ fn run_server(a: &ServerArgs) -> Result<(), String> {
     let mut d = Driver::new(tun, topology::A_STACK).map_err(|e| e.to_string())?;
     let conn_cfg = Config {
         local_port: a.w.port,
+        bth: !a.w.plain,
         ..Config::default()
     };
     let mut server = Server::new(cfg);
@@ -168,6 +173,7 @@ fn run_client(w: &Workload) -> Result<(), String> {
     let tun = topology::stack_tun(&ns.b, false).map_err(|e| e.to_string())?;
     let mut d = Driver::new(tun, topology::B_STACK).map_err(|e| e.to_string())?;
     let conn_cfg = Config {
+        bth: !w.plain,
         local_port: 40000 + (std::process::id() % 20000) as u16,
         remote_port: w.port,
         ip: IpPair::V4 {
