@@ -462,7 +462,7 @@ fn pcapng_ts(units: u64, tsresol: u8, offset_secs: u64) -> Option<Duration> {
         if p <= 9 {
             units * 10u128.pow(9 - p)
         } else {
-            units / 10u128.checked_pow(p - 9)?
+            10u128.checked_pow(p - 9).map_or(0, |d| units / d)
         }
     } else {
         let n = u32::from(tsresol & 0x7F);
@@ -542,6 +542,10 @@ pub enum Checksum {
     },
     /// The capture cut the segment short: nothing to verify against.
     Unverified,
+    /// The field holds only the pseudo-header sum: the packet was captured on the sending host
+    /// before the NIC (or the loopback device) filled in the checksum (checksum offload).
+    /// Not an error.
+    Offloaded,
 }
 
 /// The message part of a data segment (a BTH segment whose opcode belongs to a message class
@@ -624,6 +628,9 @@ pub enum Outcome {
     NotTcp(String),
     /// Link, IP or TCP header that cannot be parsed.
     Malformed(String),
+    /// The capture's snap length cut the packet inside its headers: not decodable, not an
+    /// error of the packet.
+    Truncated(String),
 }
 
 /// One packet of a capture, decoded.
@@ -730,6 +737,35 @@ fn ip_pair(src: IpAddr, dst: IpAddr) -> Option<IpPair> {
     }
 }
 
+/// The folded (not complemented) sum of the TCP pseudo header: what a sender leaves in the
+/// checksum field for the NIC to complete under checksum offload.
+fn pseudo_header_sum(ip: IpPair, tcp_len: usize) -> u16 {
+    let mut sum: u64 = 0;
+    let mut add = |b: &[u8]| {
+        for w in b.chunks(2) {
+            sum += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+    };
+    match ip {
+        IpPair::V4 { src, dst } => {
+            add(&src);
+            add(&dst);
+            add(&[0, 6]);
+            add(&(tcp_len as u16).to_be_bytes());
+        }
+        IpPair::V6 { src, dst } => {
+            add(&src);
+            add(&dst);
+            add(&(tcp_len as u32).to_be_bytes());
+            add(&[0, 0, 0, 6]);
+        }
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    sum as u16
+}
+
 /// What the IP layer yields: addresses, TCP bytes, IPv4 header checksum verdict.
 struct IpPart<'a> {
     src: IpAddr,
@@ -800,6 +836,17 @@ pub fn decode(frame: u64, pkt: &RawPacket) -> Decoded {
 }
 
 fn decode_outcome(pkt: &RawPacket) -> Outcome {
+    match decode_layers(pkt) {
+        Outcome::Malformed(why) if pkt.is_truncated() => Outcome::Truncated(format!(
+            "{why} (the capture kept {} of {} bytes)",
+            pkt.data.len(),
+            pkt.orig_len
+        )),
+        o => o,
+    }
+}
+
+fn decode_layers(pkt: &RawPacket) -> Outcome {
     let truncated = pkt.is_truncated();
     let l3 = match link_payload(pkt.linktype, &pkt.data) {
         Err(m) => return Outcome::Malformed(m),
@@ -845,7 +892,11 @@ fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, 
         match TcpRepr::parse(b, Some(pair)) {
             Ok(t) => (Checksum::Good, Ok(t.options)),
             Err(SegmentError::Checksum { expected, got }) => (
-                Checksum::Bad { expected, got },
+                if got == pseudo_header_sum(pair, b.len()) {
+                    Checksum::Offloaded
+                } else {
+                    Checksum::Bad { expected, got }
+                },
                 TcpOptions::parse(&b[20..header_len]),
             ),
             Err(SegmentError::Options(e)) => (Checksum::Good, Err(e)),
@@ -1037,7 +1088,8 @@ pub struct Summary {
     pub malformed: u64,
     /// Packets that are not TCP (skipped).
     pub not_tcp: u64,
-    /// Packets the capture cut short (checksum and ICRC not verified).
+    /// Packets the capture cut short (checksum and ICRC not verified; not decoded at all when
+    /// the cut is inside the headers).
     pub truncated: u64,
 }
 
@@ -1066,6 +1118,10 @@ impl Analyzer {
             }
             Outcome::Malformed(_) => {
                 s.malformed += 1;
+                return Marks::default();
+            }
+            Outcome::Truncated(_) => {
+                s.truncated += 1;
                 return Marks::default();
             }
             Outcome::Segment(seg) => seg,
@@ -1207,4 +1263,476 @@ pub fn analyze<R: Read>(mut reader: CaptureReader<R>) -> Result<Analysis, ReadEr
         flows: an.flows,
         error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Extension, Reth, Timestamps};
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+    use pcap_file::pcapng::PcapNgWriter;
+    use pcap_file::DataLink;
+    use std::borrow::Cow;
+
+    const V4: IpPair = IpPair::V4 {
+        src: [192, 0, 2, 1],
+        dst: [192, 0, 2, 2],
+    };
+    const V6: IpPair = IpPair::V6 {
+        src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        dst: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+    };
+
+    fn segment(ip: IpPair, seq: u32, bth: Option<Bth>, payload: &[u8]) -> Vec<u8> {
+        let bth = bth.map(|mut b| {
+            b.seal(payload);
+            b
+        });
+        TcpRepr {
+            src_port: 1000,
+            dst_port: 2000,
+            seq,
+            ack: 9,
+            flags: TcpFlags::ACK,
+            window: 100,
+            urgent: 0,
+            options: TcpOptions {
+                bth,
+                ..TcpOptions::default()
+            },
+            payload,
+        }
+        .to_vec(ip)
+        .unwrap()
+    }
+
+    fn send(msn: u16, opcode: Opcode, offset: u32) -> Bth {
+        let mut b = Bth::new(opcode);
+        b.msn = msn;
+        b.mbo = offset;
+        b.timestamps = Some(Timestamps { tsval: 1, tsecr: 2 });
+        b
+    }
+
+    fn raw(linktype: u32, data: Vec<u8>) -> RawPacket {
+        RawPacket {
+            ts: Duration::ZERO,
+            linktype,
+            orig_len: data.len() as u32,
+            data,
+        }
+    }
+
+    fn write(packets: &[(IpPair, Vec<u8>)]) -> Vec<u8> {
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        for (i, (ip, s)) in packets.iter().enumerate() {
+            w.write_tcp(Duration::new(1, i as u32 * 1000 + 7), *ip, s)
+                .unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn writer_builds_a_correct_ipv4_header() {
+        let seg = segment(V4, 1, Some(send(0, Opcode::SendOnly, 0)), b"payload");
+        let file = write(&[(V4, seg.clone()), (V4, seg.clone())]);
+        assert_eq!(file[..4], 0xA1B2_3C4Du32.to_ne_bytes());
+        assert_eq!(file[20..24], LINKTYPE_RAW.to_ne_bytes());
+        let pkts: Vec<RawPacket> = CaptureReader::new(&file[..])
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(pkts.len(), 2);
+        assert_eq!(pkts[1].ts, Duration::new(1, 1007));
+        let (h, rest) = etherparse::Ipv4Header::from_slice(&pkts[0].data).unwrap();
+        assert_eq!(h.header_checksum, h.calc_header_checksum());
+        assert_eq!(
+            (h.time_to_live, h.protocol, h.dont_fragment),
+            (64, etherparse::IpNumber::TCP, true)
+        );
+        assert_eq!(usize::from(h.total_len), 20 + seg.len());
+        assert_eq!(rest, &seg[..]);
+        let (h2, _) = etherparse::Ipv4Header::from_slice(&pkts[1].data).unwrap();
+        assert_eq!(h2.identification, h.identification.wrapping_add(1));
+    }
+
+    #[test]
+    fn ipv6_round_trip_decodes_and_verifies() {
+        let seg = segment(V6, 5, Some(send(3, Opcode::SendOnly, 0)), b"abc");
+        let file = write(&[(V6, seg)]);
+        let a = analyze(CaptureReader::new(&file[..]).unwrap()).unwrap();
+        let s = a.records[0].0.segment().unwrap();
+        assert_eq!(s.src.to_string(), "[2001:db8::1]:1000");
+        assert_eq!(
+            (s.checksum, s.ip_checksum_ok, s.icrc_ok),
+            (Checksum::Good, None, Some(true))
+        );
+        assert_eq!(s.data.unwrap().msn, 3);
+    }
+
+    #[test]
+    fn writer_refuses_what_does_not_fit() {
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        let e = w
+            .write_tcp(Duration::ZERO, V4, &vec![0; 70_000])
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = w
+            .write_tcp(Duration::from_secs(1 << 33), V4, &[0; 20])
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(w.packets(), 0);
+    }
+
+    #[test]
+    fn bad_checksums_and_icrc_are_reported_not_fatal() {
+        let mut seg = segment(V4, 1, Some(send(0, Opcode::SendOnly, 0)), b"payload");
+        *seg.last_mut().unwrap() ^= 1;
+        let mut ip = etherparse::Ipv4Header::new(
+            seg.len() as u16,
+            64,
+            etherparse::IpNumber::TCP,
+            [192, 0, 2, 1],
+            [192, 0, 2, 2],
+        )
+        .unwrap();
+        ip.header_checksum = ip.calc_header_checksum() ^ 0x100;
+        let mut pkt = ip.to_bytes().to_vec();
+        pkt.extend_from_slice(&seg);
+        let d = decode(1, &raw(LINKTYPE_RAW, pkt));
+        let s = d.segment().unwrap();
+        assert!(matches!(s.checksum, Checksum::Bad { .. }));
+        assert_eq!(s.ip_checksum_ok, Some(false));
+        assert_eq!(s.icrc_ok, Some(false));
+        let mut an = Analyzer::new();
+        an.add(&d);
+        assert_eq!(
+            (an.summary().checksum_errors, an.summary().icrc_errors),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn offloaded_checksum_is_recognised() {
+        let mut seg = segment(V4, 1, None, b"xy");
+        let partial = pseudo_header_sum(V4, seg.len());
+        seg[16..18].copy_from_slice(&partial.to_be_bytes());
+        let file = write(&[(V4, seg)]);
+        let a = analyze(CaptureReader::new(&file[..]).unwrap()).unwrap();
+        assert_eq!(
+            a.records[0].0.segment().unwrap().checksum,
+            Checksum::Offloaded
+        );
+        assert_eq!(a.summary.checksum_errors, 0);
+    }
+
+    fn ip_packet(seg: &[u8]) -> Vec<u8> {
+        let file = write(&[(V4, seg.to_vec())]);
+        CaptureReader::new(&file[..])
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .data
+    }
+
+    #[test]
+    fn link_layers() {
+        let seg = segment(V4, 1, Some(send(0, Opcode::SendOnly, 0)), b"x");
+        let ip = ip_packet(&seg);
+        let with = |head: &[u8]| [head, &ip[..]].concat();
+        let mut eth = vec![0u8; 12];
+        eth.extend_from_slice(&[0x81, 0x00, 0, 5, 0x08, 0x00]); // one VLAN tag
+        let mut sll = vec![0u8; 14];
+        sll.extend_from_slice(&[0x08, 0x00]);
+        let mut sll2 = vec![0x08, 0x00];
+        sll2.extend_from_slice(&[0; 18]);
+        for (lt, head) in [
+            (LINKTYPE_RAW, vec![]),
+            (LINKTYPE_IPV4, vec![]),
+            (LINKTYPE_ETHERNET, eth),
+            (LINKTYPE_LINUX_SLL, sll),
+            (LINKTYPE_LINUX_SLL2, sll2),
+            (LINKTYPE_NULL, 2u32.to_le_bytes().to_vec()),
+            (LINKTYPE_NULL, 2u32.to_be_bytes().to_vec()),
+            (LINKTYPE_LOOP, 2u32.to_be_bytes().to_vec()),
+        ] {
+            let d = decode(1, &raw(lt, with(&head)));
+            let s = d
+                .segment()
+                .unwrap_or_else(|| panic!("{lt}: {:?}", d.outcome));
+            assert_eq!(s.icrc_ok, Some(true), "{lt}");
+        }
+        let mut arp = vec![0u8; 12];
+        arp.extend_from_slice(&[0x08, 0x06, 0, 0]);
+        assert_eq!(
+            decode(1, &raw(LINKTYPE_ETHERNET, arp)).outcome,
+            Outcome::NotTcp("ARP".into())
+        );
+        assert!(matches!(
+            decode(1, &raw(LINKTYPE_ETHERNET, vec![0; 13])).outcome,
+            Outcome::Malformed(_)
+        ));
+        assert!(matches!(
+            decode(1, &raw(999, vec![0; 40])).outcome,
+            Outcome::NotTcp(_)
+        ));
+        assert!(matches!(
+            decode(1, &raw(LINKTYPE_RAW, vec![])).outcome,
+            Outcome::Malformed(_)
+        ));
+    }
+
+    #[test]
+    fn truncated_packets_are_decoded_as_far_as_they_go() {
+        let seg = segment(V4, 1, Some(send(0, Opcode::SendFirst, 0)), &[7; 100]);
+        let ip = ip_packet(&seg);
+        let mut p = raw(LINKTYPE_RAW, ip[..80].to_vec());
+        p.orig_len = ip.len() as u32;
+        let d = decode(1, &p);
+        let s = d.segment().unwrap();
+        assert!(s.truncated);
+        assert_eq!(
+            (s.payload_len, s.checksum, s.icrc_ok),
+            (100, Checksum::Unverified, None)
+        );
+        assert_eq!(s.data.unwrap().len, 100);
+        p.data.truncate(30);
+        assert!(matches!(decode(1, &p).outcome, Outcome::Truncated(_)));
+    }
+
+    #[test]
+    fn protocol_violations_and_bad_options_are_malformed() {
+        // SEND_MIDDLE at offset 0.
+        let d = decode(
+            1,
+            &raw(
+                LINKTYPE_RAW,
+                ip_packet(&segment(V4, 1, Some(send(0, Opcode::SendMiddle, 0)), b"z")),
+            ),
+        );
+        assert!(d.segment().unwrap().problem.is_some());
+        // An option whose length disagrees with its flags (T cleared, checksum fixed up).
+        let mut seg = segment(V4, 1, Some(send(0, Opcode::SendOnly, 0)), b"z");
+        seg[24] &= !0x04;
+        if let Err(SegmentError::Checksum { expected, .. }) = TcpRepr::parse(&seg, Some(V4)) {
+            seg[16..18].copy_from_slice(&expected.to_be_bytes());
+        }
+        let d = decode(1, &raw(LINKTYPE_RAW, ip_packet(&seg)));
+        let s = d.segment().unwrap();
+        assert_eq!(s.checksum, Checksum::Good);
+        assert!(s.is_malformed() && s.bth().is_none());
+        let mut an = Analyzer::new();
+        an.add(&d);
+        assert_eq!(an.summary().malformed, 1);
+    }
+
+    fn decoded(frame: u64, seg: Vec<u8>) -> Decoded {
+        decode(frame, &raw(LINKTYPE_RAW, ip_packet(&seg)))
+    }
+
+    #[test]
+    fn marks_and_messages_follow_the_stream_across_wrap() {
+        let base = u32::MAX - 5; // the message straddles the 2^32 wrap
+        let mut w = send(9, Opcode::RdmaWriteFirst, 0);
+        w.ext = Extension::Reth(Reth {
+            rkey: 1,
+            addr: 0x5000,
+        });
+        let first = segment(V4, base, Some(w), &[1; 10]);
+        w.opcode = Opcode::RdmaWriteLastWithImmediate;
+        w.mbo = 10;
+        w.ext = Extension::RethImmediate(
+            Reth {
+                rkey: 1,
+                addr: 0x500a,
+            },
+            77,
+        );
+        let last = segment(V4, base.wrapping_add(10), Some(w), &[2; 6]);
+        let mut an = Analyzer::new();
+        let marks: Vec<Marks> = [
+            decoded(1, last.clone()),
+            decoded(2, first.clone()),
+            decoded(3, first),
+            decoded(4, last),
+        ]
+        .iter()
+        .map(|d| an.add(d))
+        .collect();
+        let m = |o, r| Marks {
+            out_of_order: o,
+            retransmission: r,
+        };
+        assert_eq!(
+            marks,
+            vec![
+                m(false, false),
+                m(true, false),
+                m(true, true),
+                m(true, true)
+            ]
+        );
+        let s = an.summary();
+        assert_eq!(
+            (
+                s.data_segments,
+                s.messages,
+                s.out_of_order,
+                s.retransmissions
+            ),
+            (4, 1, 3, 2)
+        );
+        let (k, info) = an.messages().iter().next().unwrap();
+        assert_eq!((k.class, k.msn), (MsgClass::Write, 9));
+        assert_eq!(
+            (
+                info.len,
+                info.segments,
+                info.misplaced,
+                info.write_addr,
+                info.imm
+            ),
+            (Some(16), 4, 0, Some(0x5000), Some(77))
+        );
+    }
+
+    #[test]
+    fn pcapng_with_nanosecond_interface_is_read() {
+        let seg = segment(V4, 1, Some(send(0, Opcode::SendOnly, 0)), b"ng");
+        let ip = ip_packet(&seg);
+        let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+        let mut idb = InterfaceDescriptionBlock::new(DataLink::RAW, 65535);
+        idb.options.push(InterfaceDescriptionOption::IfTsResol(9));
+        w.write_pcapng_block(idb).unwrap();
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp: Duration::from_nanos(1_500_000_123), // raw units: nanoseconds here
+            original_len: ip.len() as u32,
+            data: Cow::Borrowed(&ip),
+            options: vec![],
+        })
+        .unwrap();
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp: Duration::ZERO,
+            original_len: ip.len() as u32,
+            data: Cow::Borrowed(&ip),
+            options: vec![],
+        })
+        .unwrap();
+        let mut bytes = w.into_inner();
+        // Make the last packet name an interface the file never described (the writer refuses
+        // to): its block starts `trailer length` bytes before the end, the id 8 bytes in.
+        let n = bytes.len();
+        let len = u32::from_ne_bytes(bytes[n - 4..].try_into().unwrap()) as usize;
+        bytes[n - len + 8..n - len + 12].copy_from_slice(&3u32.to_ne_bytes());
+        let r = CaptureReader::new(&bytes[..]).unwrap();
+        assert_eq!(r.format(), Format::PcapNg);
+        let a = analyze(r).unwrap();
+        assert!(a.error.is_none());
+        assert_eq!(a.records[0].0.ts, Duration::new(1, 500_000_123));
+        assert_eq!(a.records[0].0.segment().unwrap().icrc_ok, Some(true));
+        assert!(matches!(a.records[1].0.outcome, Outcome::Malformed(_)));
+    }
+
+    #[test]
+    fn pcapng_time_stamp_units() {
+        assert_eq!(
+            pcapng_ts(1_500_000, 6, 0),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(pcapng_ts(3, 0, 10), Some(Duration::from_secs(13)));
+        assert_eq!(
+            pcapng_ts(1 << 20, 0x80 | 20, 0),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            pcapng_ts(u64::MAX, 12, 0).map(|d| d.as_secs()),
+            Some(18_446_744)
+        );
+        assert_eq!(pcapng_ts(5, 127, 0), Some(Duration::ZERO));
+        assert_eq!(pcapng_ts(5, 0xFF, 0), Some(Duration::ZERO));
+        assert_eq!(pcapng_ts(u64::MAX, 0, 1), None);
+    }
+
+    #[test]
+    fn big_endian_microsecond_pcap_is_read() {
+        let seg = segment(V4, 1, None, b"be");
+        let ip = ip_packet(&seg);
+        let mut f = Vec::new();
+        f.extend_from_slice(&0xA1B2_C3D4u32.to_be_bytes());
+        f.extend_from_slice(&[0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+        f.extend_from_slice(&65535u32.to_be_bytes());
+        f.extend_from_slice(&LINKTYPE_RAW.to_be_bytes());
+        f.extend_from_slice(&7u32.to_be_bytes());
+        f.extend_from_slice(&1_500_000u32.to_be_bytes()); // out of range: carried
+        f.extend_from_slice(&(ip.len() as u32).to_be_bytes());
+        f.extend_from_slice(&(ip.len() as u32).to_be_bytes());
+        f.extend_from_slice(&ip);
+        let a = analyze(CaptureReader::new(&f[..]).unwrap()).unwrap();
+        assert!(a.error.is_none(), "{:?}", a.error);
+        assert_eq!(a.records[0].0.ts, Duration::from_millis(8500));
+        assert_eq!(a.records[0].0.segment().unwrap().checksum, Checksum::Good);
+    }
+
+    #[test]
+    fn not_a_capture() {
+        assert!(matches!(
+            CaptureReader::new(&b""[..]),
+            Err(ReadError::Empty)
+        ));
+        assert!(matches!(
+            CaptureReader::new(&b"GET / HTTP/1.1"[..]),
+            Err(ReadError::UnknownFormat(_))
+        ));
+        assert!(matches!(
+            CaptureReader::new(&0xA1B2_C3D4u32.to_le_bytes()[..]),
+            Err(ReadError::Header { .. })
+        ));
+    }
+
+    #[test]
+    fn tap_writes_both_directions_and_reports_errors() {
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::Error::other("disk full"))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Err(io::Error::other("disk full"))
+            }
+        }
+        let a = segment(V4, 1, None, b"a");
+        let b = segment(V4.reversed(), 1, None, b"b");
+        let shared = Arc::new(Mutex::new(Vec::new()));
+        #[derive(Clone)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, d: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(d);
+                Ok(d.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let (mut tap, handle) = PcapWriter::new(Sink(shared.clone()))
+            .unwrap()
+            .shared_tap(V4);
+        tap(Duration::from_millis(1), Direction::AtoB, &a);
+        tap(Duration::from_millis(2), Direction::BtoA, &b);
+        assert_eq!(handle.finish().unwrap(), 2);
+        let bytes = shared.lock().unwrap().clone();
+        let an = analyze(CaptureReader::new(&bytes[..]).unwrap()).unwrap();
+        assert_eq!(an.summary.checksum_errors, 0, "B->A uses the reversed pair");
+        assert_eq!(an.flows.len(), 2);
+
+        // Buffered: the error surfaces at the latest when the handle flushes.
+        let (mut tap, handle) = PcapWriter::new(Full)
+            .map_or_else(|_| panic!("header write is buffered"), |w| w.shared_tap(V4));
+        tap(Duration::ZERO, Direction::AtoB, &a);
+        assert!(handle.finish().is_err());
+    }
 }

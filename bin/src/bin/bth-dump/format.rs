@@ -111,6 +111,9 @@ fn problems(seg: &Segment) -> Vec<String> {
     if seg.truncated {
         v.push("truncated by capture (not verified)".into());
     }
+    if seg.checksum == Checksum::Offloaded {
+        v.push("checksum offloaded".into());
+    }
     v
 }
 
@@ -120,6 +123,9 @@ pub fn line(d: &Decoded, m: Marks, t0: Duration) -> String {
     let seg = match &d.outcome {
         Outcome::NotTcp(why) => return format!("{:>6} {ts} not TCP: {why}", d.frame),
         Outcome::Malformed(why) => return format!("{:>6} {ts} MALFORMED: {why}", d.frame),
+        Outcome::Truncated(why) => {
+            return format!("{:>6} {ts} truncated by capture: {why}", d.frame)
+        }
         Outcome::Segment(s) => s,
     };
     let mut s = format!(
@@ -206,6 +212,7 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
     let seg = match &d.outcome {
         Outcome::NotTcp(why) => return o.str("not_tcp", why).done(),
         Outcome::Malformed(why) => return o.str("malformed", why).done(),
+        Outcome::Truncated(why) => return o.str("truncated", why).done(),
         Outcome::Segment(s) => s,
     };
     o.str("src", &seg.src.to_string())
@@ -221,6 +228,7 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
                 Checksum::Good => "good",
                 Checksum::Bad { .. } => "bad",
                 Checksum::Unverified => "unverified",
+                Checksum::Offloaded => "offloaded",
             },
         );
     if let Some(ok) = seg.ip_checksum_ok {

@@ -11,6 +11,13 @@ use std::time::Duration;
 use tcp_bth::capture::{decode, Analyzer, CaptureReader};
 
 const COUNTS: &str = "\
+Each line: frame number, time, source > destination, TCP flags (S F R P U E W, `.` = ACK), seq,
+ack, window (unscaled), payload length, then after `|` the BTH: opcode, and for data `msn`,
+`off` (byte offset in the message), `seg` (segment index); for the SYN hello `first-msn` and
+`max-msg`; on segments with R set `credit-msn` and `grant` (4 KiB units); then the flags M, R,
+A, the immediate, rkey and remote address when present, and `icrc ok` / `ICRC BAD`. A line
+ends with [out-of-order] or [retransmission] and with any error found.
+
 Definitions used in the summary:
   packets            packet records in the file
   TCP segments       packets that decode as TCP (checksum errors included)
@@ -27,16 +34,20 @@ Definitions used in the summary:
   retransmissions    a segment with payload carrying at least one byte already seen in the
                      same direction (a retransmission is usually also out of order)
   ICRC errors        BTH segments whose ICRC does not match their option header and payload
-  checksum errors    TCP checksum (over the IP pseudo header) or IPv4 header checksum wrong
+  checksum errors    TCP checksum (over the IP pseudo header) or IPv4 header checksum wrong.
+                     A TCP checksum field holding just the pseudo-header sum is a packet
+                     captured on its sending host before checksum offload filled it in: shown
+                     as [checksum offloaded], not an error
   malformed          link, IP or TCP header that cannot be parsed, options refused (e.g. a
                      tcp_bth option whose length disagrees with its flags and opcode), or a
                      BTH breaking a protocol rule (FIRST/ONLY not at offset 0, a READ request
                      payload that is not 16 bytes)
   not TCP            other packets (ARP, UDP, ICMP, IP fragments, unsupported link types):
                      counted and skipped
+  truncated          packets the capture's snap length cut short: decoded as far as they go,
+                     checksum and ICRC not verified (not decoded if cut inside the headers)
 Sequence numbers are per direction (source address:port > destination address:port) and
-unwrapped across 2^32. Packets cut short by the capture's snap length are decoded as far as
-they go; their checksum and ICRC are not verified.
+unwrapped across 2^32.
 
 Exit status: 0 when the file was read to its end (whatever it contains), 1 when it cannot be
 read or ends in the middle of a record (the summary of what came before is still printed),
