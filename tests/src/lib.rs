@@ -2,6 +2,7 @@
 //! and driving them with a hand on every packet.
 
 pub mod netns;
+pub mod tunpair;
 
 use std::time::Duration;
 use tcp_bth::sim::{pair_configs, Direction, LinkConfig, Pair};

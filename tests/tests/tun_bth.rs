@@ -3,19 +3,16 @@
 //! reordering). Mixed SEND / WRITE-with-immediate / READ messages, every byte verified.
 
 use bth_tests::netns::can_run_netns_tests;
-use bth_tools::topology::{self, TwoNs};
+use bth_tests::tunpair::run_perf;
+use bth_tools::topology::TwoNs;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tcp_bth::perf::{Client, PerfConfig, PerfOp, PerfReport, Server};
+use tcp_bth::perf::{PerfConfig, PerfOp, PerfReport};
 use tcp_bth::sim::LinkConfig;
-use tcp_bth::tun::{Driver, Endpoint};
-use tcp_bth::wire::IpPair;
-use tcp_bth::{Config, Mode};
 
 static N: AtomicU32 = AtomicU32::new(0);
 
-/// Total bytes moved by each test; BTH_TUN_BYTES overrides (the CI run uses the default, 1 GiB
-/// over veth).
+/// Total bytes moved by each test: 1 GiB by default (CI), BTH_TUN_BYTES overrides it.
 fn total_bytes(default: u64) -> u64 {
     std::env::var("BTH_TUN_BYTES")
         .ok()
@@ -43,59 +40,8 @@ fn run(
         N.fetch_add(1, Ordering::SeqCst)
     );
     let mut ns = TwoNs::create(&prefix, relay).expect("namespaces");
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let server = {
-        let (name, cfg) = (ns.a.clone(), cfg.clone());
-        std::thread::spawn(move || {
-            let tun = topology::stack_tun(&name, true).expect("tun a");
-            let mut d = Driver::new(tun, topology::A_STACK).expect("driver a");
-            ready_tx.send(()).unwrap();
-            let mut s = Server::new(cfg);
-            let c = d
-                .run(
-                    Endpoint::Listen(Config {
-                        local_port: 4791,
-                        ..Config::default()
-                    }),
-                    Duration::from_secs(600),
-                    |c, now| s.step(c, now),
-                )
-                .expect("server run");
-            assert!(matches!(c.mode(), Mode::Bth { .. }));
-            s.report
-        })
-    };
-    ready_rx.recv().unwrap();
-    let client = {
-        let (name, cfg) = (ns.b.clone(), cfg.clone());
-        std::thread::spawn(move || {
-            let tun = topology::stack_tun(&name, false).expect("tun b");
-            let mut d = Driver::new(tun, topology::B_STACK).expect("driver b");
-            let mut cl = Client::new(cfg);
-            let conn_cfg = Config {
-                local_port: 40001,
-                remote_port: 4791,
-                ip: IpPair::V4 {
-                    src: topology::B_STACK.octets(),
-                    dst: topology::A_STACK.octets(),
-                },
-                ..Config::default()
-            };
-            let c = d
-                .run(
-                    Endpoint::Connect(conn_cfg),
-                    Duration::from_secs(600),
-                    |c, now| cl.step(c, now),
-                )
-                .expect("client run");
-            assert!(matches!(c.mode(), Mode::Bth { .. }));
-            cl.report
-        })
-    };
-    let c = client.join().expect("client thread");
-    let s = server.join().expect("server thread");
-    let relay_stats = ns.stop_relay();
-    (c, s, relay_stats)
+    let (c, s) = run_perf(&ns, &cfg);
+    (c, s, ns.stop_relay())
 }
 
 fn check(c: &PerfReport, s: &PerfReport, total: u64) {

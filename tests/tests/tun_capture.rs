@@ -1,0 +1,211 @@
+//! A capture of a real tcp_bth transfer: tcpdump on the veth between two namespaces while our
+//! stack talks to our stack over the TUN data path; the Rust decoder (what bth-dump prints) must
+//! report exactly the messages, MSNs, offsets and sizes that were sent, and tshark must read the
+//! file without malformed packets or checksum errors, also with our Lua dissector.
+
+use bth_tests::netns::can_run_netns_tests;
+use bth_tests::tunpair::run_perf;
+use bth_tools::topology::{self, TwoNs};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tcp_bth::capture::analyze_file;
+use tcp_bth::perf::{PerfConfig, PerfOp};
+use tcp_bth::wire::MsgClass;
+
+struct Cleanup(std::path::PathBuf);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn capture_of_a_bth_transfer_decodes_to_what_was_sent() {
+    if !can_run_netns_tests() {
+        return;
+    }
+    if Command::new("tcpdump").arg("--version").output().is_err() {
+        println!("skipped: tcpdump not installed");
+        return;
+    }
+    let ns = TwoNs::create(&format!("bc{}", std::process::id()), None).expect("namespaces");
+    let file = std::env::temp_dir().join(format!("bth-tun-{}.pcap", std::process::id()));
+    let _cleanup = Cleanup(file.clone());
+    let mut dump = Command::new("ip")
+        // Immediate mode: libpcap would otherwise hold the last packets in its ring buffer
+        // for up to a second, and they would be lost when tcpdump is stopped.
+        .args([
+            "netns",
+            "exec",
+            &ns.a,
+            "tcpdump",
+            "--immediate-mode",
+            "-B",
+            "32768",
+            "-i",
+            "bthv0",
+            "-U",
+            "-s",
+            "0",
+            "-w",
+        ])
+        .arg(&file)
+        .arg("tcp")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tcpdump");
+    // tcpdump needs a moment to open the interface before traffic starts.
+    let t0 = std::time::Instant::now();
+    while std::fs::metadata(&file).map_or(true, |m| m.len() == 0)
+        && t0.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+
+    let size = 20_000u32;
+    let count = 60u64;
+    let cfg = PerfConfig {
+        op: PerfOp::Mixed,
+        size,
+        count,
+        depth: 4,
+        verify: true,
+        seed: 5,
+        plain: false,
+    };
+    let (c, s) = run_perf(&ns, &cfg);
+    assert!(
+        c.errors.is_empty() && s.errors.is_empty(),
+        "{:?} {:?}",
+        c.errors,
+        s.errors
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // SIGTERM lets tcpdump flush and close the file.
+    let _ = Command::new("kill").arg(dump.id().to_string()).status();
+    let _ = dump.wait();
+
+    let a = analyze_file(&file).expect("read capture");
+    assert!(a.error.is_none(), "capture read error: {:?}", a.error);
+    let sum = &a.summary;
+    assert_eq!(sum.checksum_errors, 0);
+    assert_eq!(sum.icrc_errors, 0);
+    assert_eq!(sum.malformed, 0);
+    assert!(sum.bth_segments > 0 && sum.data_segments > 0);
+
+    // Client (B, 10.99.2.2) to server (A, 10.99.1.2): message i is SEND, WRITE, READ in turn.
+    let from_client = |k: &tcp_bth::capture::MessageKey| k.src.ip() == topology::B_STACK;
+    let count_of = |class: MsgClass, client: bool| {
+        a.messages
+            .iter()
+            .filter(|(k, _)| k.class == class && from_client(k) == client)
+            .map(|(_, m)| m)
+            .collect::<Vec<_>>()
+    };
+    let per_kind = count / 3;
+    let sends = count_of(MsgClass::Send, true);
+    let writes = count_of(MsgClass::Write, true);
+    let reads = count_of(MsgClass::ReadRequest, true);
+    let responses = count_of(MsgClass::ReadResponse, false);
+    let hello = count_of(MsgClass::Send, false);
+    assert_eq!(
+        (
+            sends.len(),
+            writes.len(),
+            reads.len(),
+            responses.len(),
+            hello.len()
+        ),
+        (
+            per_kind as usize,
+            per_kind as usize,
+            per_kind as usize,
+            per_kind as usize,
+            1
+        )
+    );
+    for m in sends.iter().chain(&writes).chain(&responses) {
+        assert_eq!(
+            m.len,
+            Some(u64::from(size)),
+            "message length in the capture"
+        );
+        assert_eq!(m.misplaced, 0, "offsets agree with sequence numbers");
+    }
+    for m in &reads {
+        assert_eq!(m.read_len, Some(size));
+    }
+    assert_eq!(hello[0].len, Some(24));
+    // Each WRITE carries its message index as immediate: 1, 4, 7, ...
+    let mut imms: Vec<u32> = writes.iter().filter_map(|m| m.imm).collect();
+    imms.sort();
+    assert_eq!(
+        imms,
+        (0..per_kind as u32).map(|k| 3 * k + 1).collect::<Vec<_>>()
+    );
+
+    // tshark reads it cleanly, and our dissector finds the same data segments.
+    if Command::new("tshark").arg("--version").output().is_err() {
+        println!("skipped: tshark not installed (tshark half of the test)");
+        return;
+    }
+    let out = Command::new("tshark")
+        // `-d ... data`: tshark's SMPP heuristic otherwise claims our random payload and calls
+        // it malformed; that is about the payload, not our packets.
+        .args([
+            "-n",
+            "-d",
+            "tcp.port==4791,data",
+            "-o",
+            "tcp.check_checksum:TRUE",
+        ])
+        .args(["-o", "ip.check_checksum:TRUE", "-r"])
+        .arg(&file)
+        .args([
+            "-Y",
+            "tcp.checksum.status != 1 || ip.checksum.status != 1 || _ws.malformed",
+        ])
+        .output()
+        .expect("tshark");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "tshark flags packets: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/wireshark/tcp_bth.lua");
+    let out = Command::new("tshark")
+        .args(["-n", "-X", &format!("lua_script:{lua}"), "-r"])
+        .arg(&file)
+        .args([
+            "-Y",
+            "tcp_bth && tcp.len > 0",
+            "-T",
+            "fields",
+            "-e",
+            "tcp_bth.msn",
+            "-e",
+            "tcp_bth.offset",
+        ])
+        .output()
+        .expect("tshark with the dissector");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count();
+    assert_eq!(
+        rows as u64, sum.data_segments,
+        "dissector and decoder see the same data segments"
+    );
+}
