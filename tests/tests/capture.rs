@@ -66,39 +66,11 @@ fn config(capture: &Path, seed: u64) -> WorkloadConfig {
     }
 }
 
-/// Message kinds and sizes in posting order: a mirror of the private `plan` in
-/// `tcp-bth/src/sim/workload.rs` (same generator, same formulas). The test checks the mirror
-/// against the run's own totals, so a change there fails loudly here rather than silently.
+/// Message kinds and sizes in posting order, as the workload plans them.
 fn planned(cfg: &WorkloadConfig) -> Vec<(Kind, u32)> {
-    let mut rng = cfg.seed ^ 0xD1B5_4A32_D192_ED03;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
-    let total: u32 = cfg.mix.iter().sum::<u32>().max(1);
-    let (lo, hi) = (
-        f64::from(cfg.min_size.max(1)),
-        f64::from(cfg.max_size.max(cfg.min_size).max(1)),
-    );
-    (0..cfg.messages)
-        .map(|_| {
-            let pick = (next() % u64::from(total)) as u32;
-            let kind = if pick < cfg.mix[0] {
-                Kind::Send
-            } else if pick < cfg.mix[0] + cfg.mix[1] {
-                Kind::WriteImm
-            } else {
-                Kind::Read
-            };
-            let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
-            let size = (lo * (hi / lo).powf(u)).round().clamp(lo, hi) as u32;
-            if kind == Kind::Read {
-                next(); // the READ source offset
-            }
-            (kind, size)
-        })
+    workload::plan(cfg)
+        .iter()
+        .map(|p| (p.kind, p.size))
         .collect()
 }
 

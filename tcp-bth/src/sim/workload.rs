@@ -101,14 +101,17 @@ pub fn fill(seed: u64, i: u64, buf: &mut [u8]) {
     }
 }
 
-struct Plan {
-    kind: Kind,
-    size: u32,
+/// One planned message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    pub kind: Kind,
+    pub size: u32,
     /// WRITE: offset in B's target region; READ: offset in B's source region.
-    offset: u64,
+    pub offset: u64,
 }
 
-fn plan(cfg: &WorkloadConfig) -> Vec<Plan> {
+/// The messages a run posts, in posting order (deterministic from the config's seed).
+pub fn plan(cfg: &WorkloadConfig) -> Vec<Plan> {
     let mut rng = cfg.seed ^ 0xD1B5_4A32_D192_ED03;
     let mut next = || {
         rng ^= rng << 13;
