@@ -1,0 +1,105 @@
+//! The IP layer of a captured packet: addresses, the TCP bytes inside, header checksums.
+
+use crate::wire::IpPair;
+use std::net::IpAddr;
+
+pub(super) fn ip_pair(src: IpAddr, dst: IpAddr) -> Option<IpPair> {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => Some(IpPair::V4 {
+            src: s.octets(),
+            dst: d.octets(),
+        }),
+        (IpAddr::V6(s), IpAddr::V6(d)) => Some(IpPair::V6 {
+            src: s.octets(),
+            dst: d.octets(),
+        }),
+        _ => None,
+    }
+}
+
+/// The folded (not complemented) sum of the TCP pseudo header: what a sender leaves in the
+/// checksum field for the NIC to complete under checksum offload.
+pub(super) fn pseudo_header_sum(ip: IpPair, tcp_len: usize) -> u16 {
+    let mut sum: u64 = 0;
+    let mut add = |b: &[u8]| {
+        for w in b.chunks(2) {
+            sum += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+    };
+    match ip {
+        IpPair::V4 { src, dst } => {
+            add(&src);
+            add(&dst);
+            add(&[0, 6]);
+            add(&(tcp_len as u16).to_be_bytes());
+        }
+        IpPair::V6 { src, dst } => {
+            add(&src);
+            add(&dst);
+            add(&(tcp_len as u32).to_be_bytes());
+            add(&[0, 0, 0, 6]);
+        }
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// What the IP layer yields: addresses, TCP bytes, IPv4 header checksum verdict.
+pub(super) struct IpPart<'a> {
+    pub(super) src: IpAddr,
+    pub(super) dst: IpAddr,
+    pub(super) tcp: &'a [u8],
+    pub(super) ip_checksum_ok: Option<bool>,
+}
+
+fn ip_number_name(n: etherparse::IpNumber) -> String {
+    match n.keyword_str() {
+        Some(k) => format!("IP protocol {k}"),
+        None => format!("IP protocol {}", n.0),
+    }
+}
+
+fn ipv4_checksum_ok(h: etherparse::Ipv4HeaderSlice<'_>) -> bool {
+    h.to_header().calc_header_checksum() == h.header_checksum()
+}
+
+/// Ok(Ok(ip part)), Ok(Err(skip reason)), Err(malformed).
+pub(super) fn ip_layer(l3: &[u8], truncated: bool) -> Result<Result<IpPart<'_>, String>, String> {
+    if l3.is_empty() {
+        return Err("empty IP packet".into());
+    }
+    if !truncated {
+        let ip = etherparse::IpSlice::from_slice(l3).map_err(|e| format!("IP: {e}"))?;
+        let p = ip.payload();
+        if p.fragmented {
+            return Ok(Err("IP fragment (not reassembled)".into()));
+        }
+        if p.ip_number != etherparse::IpNumber::TCP {
+            return Ok(Err(ip_number_name(p.ip_number)));
+        }
+        let ip_checksum_ok = ip.ipv4().map(|v4| ipv4_checksum_ok(v4.header()));
+        return Ok(Ok(IpPart {
+            src: ip.source_addr(),
+            dst: ip.destination_addr(),
+            tcp: p.payload,
+            ip_checksum_ok,
+        }));
+    }
+    let (ip, _ext_err) = etherparse::LaxIpSlice::from_slice(l3).map_err(|e| format!("IP: {e}"))?;
+    let p = ip.payload();
+    if p.fragmented {
+        return Ok(Err("IP fragment (not reassembled)".into()));
+    }
+    if p.ip_number != etherparse::IpNumber::TCP {
+        return Ok(Err(ip_number_name(p.ip_number)));
+    }
+    let ip_checksum_ok = ip.ipv4().map(|v4| ipv4_checksum_ok(v4.header()));
+    Ok(Ok(IpPart {
+        src: ip.source_addr(),
+        dst: ip.destination_addr(),
+        tcp: p.payload,
+        ip_checksum_ok,
+    }))
+}

@@ -1,0 +1,42 @@
+//! Packet captures of tcp-bth traffic.
+//!
+//! * Writing: [`PcapWriter`] wraps TCP segments (as the stack emits them) in an IPv4 or IPv6
+//!   header and writes them to a libpcap file with link type RAW (101), readable by tcpdump,
+//!   Wireshark/tshark (with `docs/wireshark/tcp_bth.lua` for the option) and `bth-dump`.
+//!   [`PcapWriter::tap`] turns one into a [`Tap`](crate::sim::pair::Tap) for the simulated pair.
+//! * Reading: [`CaptureReader`] reads pcap and pcapng files (any byte order, micro- or
+//!   nanosecond timestamps) and yields [`RawPacket`]s; [`decode`] turns one into a [`Decoded`]
+//!   record (IP, TCP with checksum verification, the `tcp_bth` option, ICRC); an [`Analyzer`]
+//!   follows the records of a capture and keeps the counts `bth-dump` prints (out-of-order
+//!   segments, retransmissions, messages, errors). [`analyze_file`] does all three.
+//!
+//! Capture files are untrusted input: nothing here panics on their contents. A packet that
+//! cannot be decoded becomes a [`Outcome::Malformed`] record; a file whose framing breaks
+//! (truncated record, bad block) ends the read with an error after the packets before it.
+//!
+//! This is the one module of the crate that touches the file system (`PcapWriter::create`,
+//! `CaptureReader::open`): the stack itself stays sans-IO.
+
+// writer.rs: writing pcap files; reader.rs: reading pcap and pcapng files; link.rs and ip.rs:
+// unwrapping a captured packet down to its TCP segment; decode.rs: decoding that segment;
+// analyze.rs: following a whole capture.
+mod analyze;
+mod decode;
+mod ip;
+mod link;
+mod reader;
+#[cfg(test)]
+mod test_util;
+mod writer;
+
+pub use analyze::{
+    analyze, analyze_file, Analysis, Analyzer, FlowInfo, FlowKey, Marks, MessageInfo, MessageKey,
+    Summary,
+};
+pub use decode::{decode, Checksum, DataSeg, Decoded, Outcome, Segment};
+pub use link::{
+    LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2,
+    LINKTYPE_LOOP, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_UNKNOWN,
+};
+pub use reader::{CaptureReader, Format, RawPacket, ReadError};
+pub use writer::{CaptureHandle, PcapWriter, SNAPLEN, TTL};
