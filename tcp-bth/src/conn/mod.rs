@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 use thiserror::Error;
 
-/// RFC 9293 connection states (LISTEN lives in [`crate::Listener`]).
+/// RFC 9293 connection states. LISTEN is the driver's job: it hands a SYN to [`Connection::accept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     SynSent,
