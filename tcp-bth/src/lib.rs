@@ -12,6 +12,7 @@ pub mod config;
 pub mod conn;
 pub mod describe;
 pub mod isn;
+pub mod listener;
 pub mod perf;
 pub mod ranges;
 pub mod rtt;
@@ -20,3 +21,4 @@ pub mod tun;
 
 pub use config::Config;
 pub use conn::{Completion, ConnError, Connection, Mode, State, Stats, WcOp};
+pub use listener::{Listener, ListenerConfig, ListenerStats};

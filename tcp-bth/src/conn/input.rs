@@ -237,7 +237,10 @@ impl Connection {
         }
         if f.fin() {
             let fin_off = seg_off + seg.payload.len() as i64;
-            if fin_off >= self.rcv_nxt as i64 {
+            // Once the peer's FIN has been consumed (RCV.NXT is past it), a FIN elsewhere is
+            // bogus: it must not move RCV.NXT over sequence space the peer never sent.
+            let consumed = self.peer_fin.is_some_and(|p| self.rcv_nxt > p);
+            if fin_off >= self.rcv_nxt as i64 && !consumed {
                 self.peer_fin = Some(fin_off as u64);
             }
             self.ack_now = true;

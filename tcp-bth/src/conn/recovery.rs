@@ -266,9 +266,11 @@ impl Recovery {
     /// RTO: everything outstanding is presumed lost (RFC 8985 §6.3 / RFC 6298 §5.4).
     pub fn on_rto(&mut self) {
         for s in self.sent.iter_mut() {
-            if !s.sacked {
-                s.lost = true;
-            }
+            // RFC 2018 §8 / RFC 6675 §5.1: after a timeout, forget SACK information. A receiver
+            // may renege, and a forged SACK block must not pin a segment as "delivered" forever
+            // (it would never be retransmitted: the connection would stall until it timed out).
+            s.sacked = false;
+            s.lost = true;
         }
         self.pipe = 0;
         self.stats.rto_losses += 1;
@@ -331,5 +333,23 @@ mod tests {
         assert_eq!(a.spurious, 1);
         assert_eq!(r.pipe(), 0);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn rto_forgets_sack_so_reneged_or_forged_blocks_are_retransmitted() {
+        let mut r = Recovery::new();
+        r.on_send(0, 100, ms(0), 0);
+        r.on_send(100, 200, ms(0), 0);
+        r.on_send(200, 300, ms(0), 0);
+        // A SACK for [100, 200) that the receiver never really kept (reneged or forged).
+        r.on_ack(0, &[(100, 200)], None, ms(1), None);
+        r.on_rto();
+        let mut resent = Vec::new();
+        while let Some((s, _)) = r.next_lost() {
+            r.on_retransmit(s, ms(300), 300);
+            resent.push(s);
+        }
+        assert_eq!(resent, vec![0, 100, 200]);
+        assert_eq!(r.pipe(), 300);
     }
 }

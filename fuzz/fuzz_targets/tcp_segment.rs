@@ -1,0 +1,8 @@
+//! The TCP segment parser (with and without checksum), the option-area parser, and the BTH →
+//! message-fragment interpretation.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    tcp_bth_fuzz::check_tcp_segment(data);
+});
