@@ -1,3 +1,5 @@
 //! Shared pieces of the command-line tools.
 
+pub mod compare;
 pub mod topology;
+pub mod tunpair;

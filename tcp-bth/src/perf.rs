@@ -22,7 +22,13 @@ pub enum PerfOp {
     Read,
     /// SEND, WRITE, READ in turn.
     Mixed,
+    /// Request/response: the client SENDs a message and waits for the server's small SEND
+    /// back ([`REPLY_LEN`] bytes); a message completes when its reply arrives.
+    SendRecv,
 }
+
+/// Length of the server's reply in [`PerfOp::SendRecv`].
+pub const REPLY_LEN: usize = 8;
 
 impl std::str::FromStr for PerfOp {
     type Err = String;
@@ -32,7 +38,10 @@ impl std::str::FromStr for PerfOp {
             "write" => Ok(PerfOp::Write),
             "read" => Ok(PerfOp::Read),
             "mixed" => Ok(PerfOp::Mixed),
-            _ => Err(format!("{s}: expected send, write, read or mixed")),
+            "sendrecv" | "rr" => Ok(PerfOp::SendRecv),
+            _ => Err(format!(
+                "{s}: expected send, write, read, mixed or sendrecv"
+            )),
         }
     }
 }
@@ -81,6 +90,11 @@ pub struct PerfReport {
     pub latencies: Vec<Duration>,
     pub verified: u64,
     pub errors: Vec<String>,
+    /// Client: when message `i` was posted (`posted[i]`, driver time). Server: when message `i`
+    /// completed at the receiver (`arrived[i]`, driver time; SEND and WRITE with immediate).
+    /// For one-way latencies across the two sides (`bth-compare`).
+    pub posted: Vec<Duration>,
+    pub arrived: Vec<(u64, Duration)>,
 }
 
 impl PerfReport {
@@ -118,6 +132,8 @@ pub struct Client {
     hello: Option<[u64; 4]>,
     next: u64,
     done: u64,
+    /// Request/response: reply buffers posted so far.
+    replies_posted: u64,
     posted_at: std::collections::HashMap<u64, Duration>,
     started: Option<Duration>,
     closed: bool,
@@ -132,6 +148,7 @@ impl Client {
             hello: None,
             next: 0,
             done: 0,
+            replies_posted: 0,
             posted_at: Default::default(),
             started: None,
             closed: false,
@@ -172,8 +189,32 @@ impl Client {
         while let Some(comp) = c.poll_completion() {
             self.on_completion(comp, now);
         }
+        if self.hello.is_some() && self.cfg.op == PerfOp::SendRecv {
+            // Reply buffers go out one turn before their requests: the stack carries receive
+            // credit only on pure ACKs, and a request posted in the same turn would take the
+            // pending ACK with it (the server would wait for a persist probe to learn the
+            // credit). The credit ACK's write completion starts the next turn at once.
+            let mut fresh = false;
+            while self.replies_posted < self.cfg.count
+                && self.replies_posted < self.done + self.cfg.depth as u64
+            {
+                if let Err(e) = c.post_recv(self.replies_posted, vec![0u8; REPLY_LEN]) {
+                    self.report.errors.push(e.to_string());
+                    c.abort();
+                    return true;
+                }
+                self.replies_posted += 1;
+                fresh = true;
+            }
+            if fresh {
+                return false;
+            }
+        }
         if let Some(h) = self.hello {
-            while self.next < self.cfg.count && (self.next - self.done) < self.cfg.depth as u64 {
+            while self.next < self.cfg.count
+                && (self.next - self.done) < self.cfg.depth as u64
+                && (self.cfg.op != PerfOp::SendRecv || self.next < self.replies_posted)
+            {
                 if let Err(e) = self.post(c, h, now) {
                     self.report.errors.push(e);
                     c.abort();
@@ -222,7 +263,7 @@ impl Client {
                     .map_err(|e| e.to_string())?;
             }
             op => {
-                let wr_op = if op == PerfOp::Send {
+                let wr_op = if matches!(op, PerfOp::Send | PerfOp::SendRecv) {
                     WrOp::Send {
                         imm: Some(i as u32),
                     }
@@ -242,6 +283,7 @@ impl Client {
             }
         }
         self.posted_at.insert(i, now);
+        self.report.posted.push(now);
         self.next += 1;
         Ok(())
     }
@@ -267,6 +309,10 @@ impl Client {
             return;
         }
         let i = comp.wr_id;
+        if self.cfg.op == PerfOp::SendRecv && comp.op != WcOp::Recv {
+            // The request's own completion: the message completes with its reply.
+            return;
+        }
         if let Some(t) = self.posted_at.remove(&i) {
             self.report.latencies.push(now.saturating_sub(t));
         }
@@ -315,6 +361,8 @@ pub struct Server {
     write_rkey: u32,
     posted: u64,
     recv_done: u64,
+    /// Request/response: replies owed, sent on the next turn (see [`Server::step`]).
+    replies: Vec<u64>,
     pub report: PerfReport,
 }
 
@@ -328,14 +376,19 @@ impl Server {
             write_rkey: 0,
             posted: 0,
             recv_done: 0,
+            replies: Vec::new(),
             report: PerfReport::default(),
         }
     }
 
+    /// SENDs the client will make (O(1): this runs every driver turn).
     fn sends_expected(&self) -> u64 {
-        (0..self.cfg.count)
-            .filter(|&i| op_of(&self.cfg, i) == PerfOp::Send)
-            .count() as u64
+        match self.cfg.op {
+            PerfOp::Send | PerfOp::SendRecv => self.cfg.count,
+            // Message i is a SEND when i % 3 == 0.
+            PerfOp::Mixed => self.cfg.count.div_ceil(3),
+            PerfOp::Write | PerfOp::Read => 0,
+        }
     }
 
     /// One driver turn; true when the run is over.
@@ -367,6 +420,39 @@ impl Server {
             self.setup = true;
             self.started = now;
         }
+        // Replies owed from the previous turn. They wait one turn on purpose: the stack carries
+        // receive credit (rtr) only on pure ACKs, and a data segment takes the pending ACK with
+        // it, so a reply sent in the same turn as the re-posted buffer would swallow the credit
+        // for the next request (the client would wait for its persist probe, ~200 ms). One turn
+        // later the credit ACK has left (its write completion ends the driver's wait).
+        for i in std::mem::take(&mut self.replies) {
+            let reply = WorkRequest {
+                wr_id: i,
+                op: WrOp::Send {
+                    imm: Some(i as u32),
+                },
+                sg_list: vec![Bytes::from(vec![0u8; REPLY_LEN])],
+            };
+            if let Err(e) = c.post_send(reply) {
+                self.report.errors.push(format!("reply {i}: {e}"));
+            }
+        }
+        self.post_recvs(c);
+        while let Some(comp) = c.poll_completion() {
+            self.on_completion(c, comp, now);
+        }
+        // Re-post at once for what just completed: with depth 1 (request/response) the next
+        // message may arrive before the next turn.
+        self.post_recvs(c);
+        if c.state() == State::CloseWait {
+            self.report.elapsed = now - self.started;
+            c.close();
+        }
+        matches!(c.state(), State::TimeWait | State::Closed)
+    }
+
+    /// Keep `depth` receive buffers posted for the SENDs still expected.
+    fn post_recvs(&mut self, c: &mut Connection) {
         let sends = self.sends_expected();
         while self.posted < sends && self.posted - self.recv_done < self.cfg.depth as u64 {
             if c.post_recv(self.posted, vec![0u8; self.cfg.size as usize])
@@ -376,14 +462,6 @@ impl Server {
             }
             self.posted += 1;
         }
-        while let Some(comp) = c.poll_completion() {
-            self.on_completion(c, comp);
-        }
-        if c.state() == State::CloseWait {
-            self.report.elapsed = now - self.started;
-            c.close();
-        }
-        matches!(c.state(), State::TimeWait | State::Closed)
     }
 
     fn step_plain(&mut self, c: &mut Connection, now: Duration) -> bool {
@@ -446,7 +524,7 @@ impl Server {
         Ok(())
     }
 
-    fn on_completion(&mut self, c: &Connection, comp: Completion) {
+    fn on_completion(&mut self, c: &Connection, comp: Completion, now: Duration) {
         if comp.status != WcStatus::Success {
             self.report.errors.push(format!(
                 "completion {:?} failed: {:?}",
@@ -464,6 +542,10 @@ impl Server {
         };
         self.report.messages += 1;
         self.report.bytes += u64::from(comp.byte_len);
+        self.report.arrived.push((i, now));
+        if self.cfg.op == PerfOp::SendRecv {
+            self.replies.push(i);
+        }
         if !self.cfg.verify {
             return;
         }

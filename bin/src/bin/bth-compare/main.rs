@@ -1,0 +1,123 @@
+//! `bth-compare`: the same message workload over Linux kernel TCP and over tcp-bth (io_uring
+//! TUN path) between two network namespaces, interleaved runs, a Markdown table, a JSON file of
+//! every run and SVG charts.
+
+use bth_tools::compare::{self, render, RunRecord, Stack};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "bth-compare",
+    version,
+    about = "Compare tcp-bth with kernel TCP on the same message workloads",
+    long_about = "Compare tcp-bth with kernel TCP on the same message workloads.\n\n\
+        For each cell (workload, message size, link) it creates two network namespaces (joined \
+        by veth, or by the userspace impairment relay for reordering/loss cells), then runs \
+        kernel TCP (tokio sockets, 4-byte length prefix + payload) and our stack (perf apps on \
+        the io_uring TUN path) alternately, and deletes the namespaces. Prints a Markdown table, \
+        writes every raw run as JSON and SVG charts. Needs root (CAP_NET_ADMIN) and iproute2, \
+        except with --dry-run."
+)]
+struct Cli {
+    /// A small subset (4 cells, 2 runs per stack, small byte counts): under 3 minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Print the plan and exit (no root needed).
+    #[arg(long)]
+    dry_run: bool,
+    /// Runs per stack per cell (default: 3, or 2 with --quick).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Only cells whose id contains this string.
+    #[arg(long)]
+    only: Option<String>,
+    /// Where to write the JSON file of every run.
+    #[arg(long, default_value = "bth-compare.json")]
+    json: PathBuf,
+    /// Directory for the SVG charts.
+    #[arg(long, default_value = "bth-compare-charts")]
+    charts: PathBuf,
+    /// Relay seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut plan = compare::plan(cli.quick);
+    if let Some(r) = cli.runs {
+        plan.runs = r.max(1);
+    }
+    if let Some(f) = &cli.only {
+        plan.cells.retain(|c| c.id.contains(f.as_str()));
+    }
+    if cli.dry_run {
+        print!("{}", plan.describe());
+        return ExitCode::SUCCESS;
+    }
+    if !tcp_bth::tun::have_net_admin() {
+        eprintln!("bth-compare: needs root (CAP_NET_ADMIN and /dev/net/tun); try --dry-run");
+        return ExitCode::FAILURE;
+    }
+    let started = Instant::now();
+    let bar = ProgressBar::new(plan.total_runs() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    let mut records: Vec<RunRecord> = Vec::new();
+    let pid = std::process::id();
+    for (i, cell) in plan.cells.iter().enumerate() {
+        bar.set_message(cell.id.clone());
+        let prefix = format!("bthcmp{pid}-{i}");
+        let res = compare::run_cell(cell, plan.runs, &prefix, cli.seed, |r| {
+            bar.inc(1);
+            if let Some(e) = &r.error {
+                let who = if r.stack == Stack::Ours {
+                    "ours"
+                } else {
+                    "kernel"
+                };
+                bar.println(format!("{} run {} ({who}) failed: {e}", r.cell, r.run));
+            }
+        });
+        match res {
+            Ok(mut r) => records.append(&mut r),
+            Err(e) => {
+                bar.finish_and_clear();
+                eprintln!("bth-compare: setting up {}: {e}", cell.id);
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let results = compare::summarize(&plan, &records);
+    println!("{}", render::markdown(&results));
+    if let Err(e) = std::fs::write(&cli.json, render::json(&plan, &records, &results)) {
+        eprintln!("bth-compare: writing {}: {e}", cli.json.display());
+        return ExitCode::FAILURE;
+    }
+    println!("raw runs: {}", cli.json.display());
+    match render::charts(&results, &cli.charts) {
+        Ok(files) => {
+            for f in files {
+                println!("chart: {}", f.display());
+            }
+        }
+        Err(e) => {
+            eprintln!("bth-compare: charts: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    println!(
+        "{} runs in {:.0} s",
+        records.len(),
+        started.elapsed().as_secs_f64()
+    );
+    ExitCode::SUCCESS
+}

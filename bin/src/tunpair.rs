@@ -1,0 +1,197 @@
+//! Our stack against our stack over the io_uring TUN data path, in a two-namespace topology
+//! ([`TwoNs`]): server in namespace A, client in B, one thread each. Shared by the integration
+//! tests (`bth_tests::tunpair`) and `bth-compare`.
+
+use crate::topology::{self, TwoNs};
+use std::io;
+use std::time::{Duration, Instant};
+use tcp_bth::perf::{Client, PerfConfig, PerfReport, Server};
+use tcp_bth::tun::{Driver, Endpoint};
+use tcp_bth::wire::IpPair;
+use tcp_bth::{Config, Connection, Mode};
+
+/// Retransmission counters of one side (from `Connection::recovery_stats`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Retrans {
+    pub segments_sent: u64,
+    pub retransmits: u64,
+    pub spurious: u64,
+}
+
+/// What one side measured besides its [`PerfReport`].
+#[derive(Debug, Clone)]
+pub struct SideRun {
+    pub report: PerfReport,
+    pub retrans: Retrans,
+    /// user + system CPU of the side's thread while it drove the connection.
+    pub cpu: Duration,
+    /// `Instant` of driver time zero (so driver times of both sides can be compared).
+    pub base: Instant,
+    /// Largest number of received bytes held outside posted buffers seen at the end of any
+    /// driver turn: the byte-stream receive queue (`readable_bytes`, plain mode only), plus
+    /// payload bytes placement copied anywhere but their final place
+    /// (`bytes_copied - bytes_placed`).
+    pub held_max: u64,
+    /// Segments placed while an earlier hole was open (direct out-of-order placement).
+    pub ooo_placed: u64,
+}
+
+/// Client and server of one run.
+#[derive(Debug, Clone)]
+pub struct PairRun {
+    pub client: SideRun,
+    pub server: SideRun,
+}
+
+/// user + system CPU time of the calling thread.
+pub fn thread_cpu() -> Duration {
+    // SAFETY: rusage is plain old data; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Per-turn bookkeeping around an app's `step`.
+struct Watch {
+    base: Option<Instant>,
+    held_max: u64,
+}
+
+impl Watch {
+    fn new() -> Watch {
+        Watch {
+            base: None,
+            held_max: 0,
+        }
+    }
+
+    fn turn(&mut self, c: &Connection, now: Duration) {
+        // The driver computes `now` at the top of its turn, so `Instant::now() - now` is never
+        // earlier than the driver's start; the smallest value seen is the closest estimate.
+        let b = Instant::now() - now;
+        self.base = Some(self.base.map_or(b, |x| x.min(b)));
+        let p = c.placement_counters();
+        let held = c.readable_bytes() as u64 + p.bytes_copied.saturating_sub(p.bytes_placed);
+        self.held_max = self.held_max.max(held);
+    }
+
+    fn finish(self, report: PerfReport, c: &Connection, cpu: Duration) -> SideRun {
+        let r = c.recovery_stats();
+        SideRun {
+            report,
+            retrans: Retrans {
+                segments_sent: r.segments_sent,
+                retransmits: r.retransmits,
+                spurious: r.spurious_retransmits,
+            },
+            cpu,
+            base: self.base.unwrap_or_else(Instant::now),
+            held_max: self.held_max,
+            ooo_placed: c.stats().ooo_placed,
+        }
+    }
+}
+
+/// The stack's TUN device; retried for a while because the previous run's device (same name)
+/// goes away only when the kernel has torn down that run's io_uring, which it does
+/// asynchronously (TUNSETIFF answers EBUSY until then).
+fn stack_tun(ns: &str, side_a: bool) -> io::Result<tcp_bth::tun::TunDevice> {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        match topology::stack_tun(ns, side_a) {
+            Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+            r => return r,
+        }
+    }
+}
+
+fn check_mode(c: &Connection, cfg: &PerfConfig, side: &str) -> io::Result<()> {
+    if matches!(c.mode(), Mode::Bth { .. }) == cfg.plain {
+        return Err(io::Error::other(format!(
+            "{side}: negotiated {:?} but plain = {}",
+            c.mode(),
+            cfg.plain
+        )));
+    }
+    Ok(())
+}
+
+/// Run one perf exchange between our stack in A (server, port 4791) and B (client); `limit`
+/// bounds each side's run.
+pub fn run_pair(ns: &TwoNs, cfg: &PerfConfig, limit: Duration) -> io::Result<PairRun> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = {
+        let (name, cfg) = (ns.a.clone(), cfg.clone());
+        std::thread::spawn(move || -> io::Result<SideRun> {
+            let set_up = stack_tun(&name, true).and_then(|tun| Driver::new(tun, topology::A_STACK));
+            let mut d = match set_up {
+                Ok(d) => {
+                    let _ = ready_tx.send(Ok(()));
+                    d
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return Err(e);
+                }
+            };
+            let conn_cfg = Config {
+                local_port: 4791,
+                bth: !cfg.plain,
+                ..Config::default()
+            };
+            let mut s = Server::new(cfg.clone());
+            let mut w = Watch::new();
+            let cpu0 = thread_cpu();
+            let c = d.run(Endpoint::Listen(conn_cfg), limit, |c, now| {
+                w.turn(c, now);
+                s.step(c, now)
+            })?;
+            let cpu = thread_cpu() - cpu0;
+            check_mode(&c, &cfg, "server")?;
+            Ok(w.finish(s.report, &c, cpu))
+        })
+    };
+    ready_rx
+        .recv()
+        .map_err(|_| io::Error::other("server thread died"))?
+        .map_err(io::Error::other)?;
+    let client = {
+        let (name, cfg) = (ns.b.clone(), cfg.clone());
+        std::thread::spawn(move || -> io::Result<SideRun> {
+            let tun = stack_tun(&name, false)?;
+            let mut d = Driver::new(tun, topology::B_STACK)?;
+            let conn_cfg = Config {
+                local_port: 40001,
+                remote_port: 4791,
+                bth: !cfg.plain,
+                ip: IpPair::V4 {
+                    src: topology::B_STACK.octets(),
+                    dst: topology::A_STACK.octets(),
+                },
+                ..Config::default()
+            };
+            let mut cl = Client::new(cfg.clone());
+            let mut w = Watch::new();
+            let cpu0 = thread_cpu();
+            let c = d.run(Endpoint::Connect(conn_cfg), limit, |c, now| {
+                w.turn(c, now);
+                cl.step(c, now)
+            })?;
+            let cpu = thread_cpu() - cpu0;
+            check_mode(&c, &cfg, "client")?;
+            Ok(w.finish(cl.report, &c, cpu))
+        })
+    };
+    let c = client
+        .join()
+        .map_err(|_| io::Error::other("client thread panicked"))?;
+    let s = server
+        .join()
+        .map_err(|_| io::Error::other("server thread panicked"))?;
+    Ok(PairRun {
+        client: c?,
+        server: s?,
+    })
+}

@@ -1,0 +1,148 @@
+//! `bth-compare` through its library: the plan, rendering a synthetic result set, and (with
+//! CAP_NET_ADMIN) one small real cell end to end over both stacks.
+
+use bth_tools::compare::{self, render, Link, RunRecord, Stack, Workload};
+use std::time::Duration;
+
+#[test]
+fn quick_plan_is_small_and_interleaves_both_stacks() {
+    let p = compare::plan(true);
+    assert_eq!(p.runs, 2);
+    assert!(!p.cells.is_empty() && p.cells.len() <= 6);
+    assert_eq!(p.total_runs(), p.cells.len() * 4);
+    let ids: std::collections::HashSet<_> = p.cells.iter().map(|c| c.id.clone()).collect();
+    assert_eq!(ids.len(), p.cells.len(), "cell ids are unique");
+    assert!(p.cells.iter().all(|c| c.bytes() <= 64 << 20));
+    assert!(p
+        .cells
+        .iter()
+        .any(|c| matches!(c.link, Link::Relay { reorder, .. } if reorder > 0.0)));
+    let d = p.describe();
+    assert!(d.contains("16 runs"), "{d}");
+    for c in &p.cells {
+        assert!(d.contains(&c.id));
+    }
+    let full = compare::plan(false);
+    for s in compare::SIZES {
+        assert!(full
+            .cells
+            .iter()
+            .any(|c| c.size == s && c.workload == Workload::Bulk && c.link == Link::Veth));
+    }
+    for (reorder, loss) in compare::IMPAIRMENTS {
+        assert!(full
+            .cells
+            .iter()
+            .any(|c| c.link == Link::Relay { reorder, loss }));
+    }
+}
+
+fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
+    let lat: Vec<Duration> = (1..=1000).map(Duration::from_micros).collect();
+    RunRecord {
+        cell: cell.into(),
+        stack,
+        run,
+        error: None,
+        messages: 1000,
+        bytes: 1_000_000_000,
+        elapsed_s: 8.0 / gbps,
+        gbps,
+        msgs_per_sec: 1000.0 * gbps / 8.0,
+        p50_us: Some(500.0),
+        p99_us: Some(990.0),
+        p999_us: Some(999.0),
+        cpu_client_s: 2.0,
+        cpu_server_s: 1.0,
+        retrans: 3,
+        spurious: (stack == Stack::Ours).then_some(1),
+        rx_held_max: if stack == Stack::Ours { 0 } else { 1 << 20 },
+        kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
+        ooo_placed: (stack == Stack::Ours).then_some(7),
+        latencies: lat,
+    }
+}
+
+#[test]
+fn renders_a_synthetic_result_set() {
+    let plan = compare::plan(true);
+    let mut runs = Vec::new();
+    for c in &plan.cells {
+        for run in 0..plan.runs {
+            runs.push(synthetic(&c.id, Stack::Kernel, run, 4.0 + run as f64));
+            runs.push(synthetic(&c.id, Stack::Ours, run, 2.0 + run as f64));
+        }
+    }
+    // One failed run is reported, not averaged in.
+    let mut bad = synthetic(&plan.cells[0].id, Stack::Ours, 9, 100.0);
+    bad.error = Some("timed out".into());
+    runs.push(bad);
+    let results = compare::summarize(&plan, &runs);
+    assert_eq!(results.len(), plan.cells.len());
+    let r0 = &results[0];
+    assert_eq!((r0.ours.runs_ok, r0.ours.runs_failed), (2, 1));
+    assert!((r0.kernel.gbps - 4.5).abs() < 1e-9, "median of 4 and 5");
+    assert!((r0.ratio().unwrap() - 2.5 / 4.5).abs() < 1e-9);
+    assert!((r0.ours.cpu_client_s_per_gb - 2.0).abs() < 1e-9);
+    assert_eq!(r0.ours.rx_held_max, 0);
+    assert_eq!(r0.kernel.rx_held_max, 1 << 20);
+    assert_eq!(r0.ours.p99_us, Some(990.0));
+
+    let md = render::markdown(&results);
+    assert_eq!(md.lines().count(), 2 + 2 * plan.cells.len(), "{md}");
+    assert!(md.contains("| kernel |") && md.contains("| ours |"));
+    assert!(md.contains("0.56×"), "{md}");
+    assert!(md.contains("2 (1 failed)"), "{md}");
+
+    let js = render::json(&plan, &runs, &results);
+    assert!(js.starts_with('{') && js.ends_with('}'));
+    assert_eq!(
+        js.matches("\"elapsed_s\"").count(),
+        runs.len(),
+        "every raw run"
+    );
+    assert!(js.contains("\"stack\": \"kernel\"") && js.contains("\"error\": \"timed out\""));
+
+    let dir = std::env::temp_dir().join(format!("bth-compare-test-{}", std::process::id()));
+    let files = render::charts(&results, &dir).expect("charts");
+    assert!(!files.is_empty());
+    for f in &files {
+        let svg = std::fs::read_to_string(f).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("kernel TCP"),
+            "{}",
+            f.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn one_small_real_cell_end_to_end() {
+    if !bth_tests::netns::can_run_netns_tests() {
+        return;
+    }
+    let mut plan = compare::plan(true);
+    plan.cells.retain(|c| c.id == "bulk-4KiB-veth");
+    plan.runs = 1;
+    let cell = &mut plan.cells[0];
+    cell.count = 300;
+    let prefix = format!("bthcmpt{}", std::process::id());
+    let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
+    assert!(!std::path::Path::new(&format!("/run/netns/{prefix}-a")).exists());
+    assert_eq!(runs.len(), 2);
+    assert_eq!((runs[0].stack, runs[1].stack), (Stack::Kernel, Stack::Ours));
+    for r in &runs {
+        assert_eq!(r.error, None, "{:?}", r.stack);
+        assert_eq!(r.messages, 300);
+        assert_eq!(r.bytes, 300 * 4096);
+        assert!(r.gbps > 0.0 && r.p99_us.is_some());
+        assert!(r.cpu_client_s > 0.0 || r.cpu_server_s > 0.0);
+    }
+    assert_eq!(
+        runs[1].rx_held_max, 0,
+        "ours holds nothing outside posted buffers"
+    );
+    let results = compare::summarize(&plan, &runs);
+    assert!(render::markdown(&results).contains("bulk-4KiB-veth"));
+}
