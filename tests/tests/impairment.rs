@@ -228,3 +228,32 @@ fn same_seed_gives_the_same_run() {
         (other.segments_sent, other.link_dropped, other.virtual_time)
     );
 }
+
+#[test]
+fn new_credit_reaches_the_sender_even_while_the_receiver_sends_data() {
+    // B posts a receive in the same turn as it sends data: the credit must still go out at once
+    // (on a pure ACK after the data), not wait for the persist probe (≥ 200 ms here).
+    let (a, b) = configs(30, |_, _| {});
+    let mut p = established(a, b, quiet_link());
+    p.a.post_recv(1, vec![0; 1 << 20]).unwrap();
+    p.run_until(Duration::from_millis(5), |_| false);
+    p.a.post_send(send_wr(7, pattern(1, 4000))).unwrap();
+    p.run_until(Duration::from_millis(5), |_| false);
+    assert_eq!(p.a.stats().bytes_sent, 0, "no credit yet");
+    let start = p.now;
+    p.b().post_send(send_wr(8, pattern(2, 1 << 20))).unwrap();
+    p.b().post_recv(2, vec![0; 4000]).unwrap();
+    let mut done = false;
+    p.run_until(Duration::from_secs(2), |p| {
+        while let Some(c) = p.b().poll_completion() {
+            done |= c.op == WcOp::Recv;
+        }
+        done
+    });
+    assert!(done, "A's SEND never arrived");
+    let took = p.now - start;
+    assert!(
+        took < Duration::from_millis(50),
+        "credit waited {took:?} (persist probe?)"
+    );
+}

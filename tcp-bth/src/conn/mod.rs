@@ -208,6 +208,9 @@ pub struct Connection {
 
     // Control.
     ack_now: bool,
+    /// A receive was posted since our last pure ACK: the new credit must reach the peer, and
+    /// only pure ACKs carry it (a data segment's MSN field is its own).
+    credit_owed: bool,
     rst_pending: Option<(u32, u32, bool)>,
     /// Persist probe to send: (seq, ack).
     probe_pending: Option<(u32, u32)>,
@@ -310,6 +313,7 @@ impl Connection {
             plain_ooo: BTreeMap::new(),
             plain_ooo_bytes: 0,
             ack_now: false,
+            credit_owed: false,
             rst_pending: None,
             probe_pending: None,
             last_challenge: None,
@@ -459,6 +463,7 @@ impl Connection {
             .post_recv(wr_id, buf)
             .map_err(|e| ConnError::Recv(e.to_string()))?;
         self.ack_now = true;
+        self.credit_owed = true;
         Ok(())
     }
 

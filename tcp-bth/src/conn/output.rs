@@ -190,8 +190,9 @@ impl Connection {
     fn build_data(&mut self, now: Duration, desc: SegmentDesc) -> Vec<u8> {
         let seq = self.seq_of(desc.stream_offset);
         let ack = self.rcv_seq_of(self.rcv_nxt);
-        // A data segment carries the ACK too.
-        self.ack_now = false;
+        // A data segment carries the ACK too, but not our receive credit: if credit is owed, the
+        // pure ACK still goes out after the data.
+        self.ack_now = self.credit_owed;
         self.build(
             now,
             TcpFlags::ACK | TcpFlags::PSH,
@@ -216,6 +217,7 @@ impl Connection {
                         // Pure ACK / FIN / RST: advertise our receive credit (rtr).
                         let mut a = Bth::new(ACK_OPCODE);
                         a.rtr = true;
+                        self.credit_owed = false;
                         a.msn = self.placement_credit_msn();
                         a.mbo = bth_cc::ReceiverAdmission::grant_for(self.rcv_window());
                         a.ext = Extension::None;
