@@ -116,6 +116,15 @@ impl PerfReport {
         }
     }
 
+    /// Whether the connection is closed or failed; a failure is recorded as an error.
+    fn connection_ended(&mut self, c: &Connection) -> bool {
+        if let Some(e) = c.error() {
+            self.errors.push(e.to_string());
+            return true;
+        }
+        c.state() == State::Closed
+    }
+
     /// Latency at quantile `q` in 0..=1.
     pub fn percentile(&self, q: f64) -> Option<Duration> {
         if self.latencies.is_empty() {
@@ -158,10 +167,7 @@ impl Client {
 
     /// One driver turn; true when the run is over (closed).
     pub fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
-        if c.state() == State::Closed || c.error().is_some() {
-            if let Some(e) = c.error() {
-                self.report.errors.push(e.to_string());
-            }
+        if self.report.connection_ended(c) {
             return true;
         }
         match (c.mode(), self.cfg.plain) {
@@ -393,10 +399,7 @@ impl Server {
 
     /// One driver turn; true when the run is over.
     pub fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
-        if c.state() == State::Closed || c.error().is_some() {
-            if let Some(e) = c.error() {
-                self.report.errors.push(e.to_string());
-            }
+        if self.report.connection_ended(c) {
             return true;
         }
         match (c.mode(), self.cfg.plain) {
