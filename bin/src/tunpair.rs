@@ -27,10 +27,9 @@ pub struct SideRun {
     pub cpu: Duration,
     /// `Instant` of driver time zero (so driver times of both sides can be compared).
     pub base: Instant,
-    /// Largest number of received bytes held outside posted buffers seen at the end of any
-    /// driver turn: the byte-stream receive queue (`readable_bytes`, plain mode only), plus
-    /// payload bytes placement copied anywhere but their final place
-    /// (`bytes_copied - bytes_placed`).
+    /// Largest number of received payload bytes held outside posted buffers seen at the end of
+    /// any driver turn, summed over the connection's staging structures
+    /// ([`Connection::rx_held`]: byte-stream queue and out-of-order store).
     pub held_max: u64,
     /// Segments placed while an earlier hole was open (direct out-of-order placement).
     pub ooo_placed: u64,
@@ -72,9 +71,7 @@ impl Watch {
         // earlier than the driver's start; the smallest value seen is the closest estimate.
         let b = Instant::now() - now;
         self.base = Some(self.base.map_or(b, |x| x.min(b)));
-        let p = c.placement_counters();
-        let held = c.readable_bytes() as u64 + p.bytes_copied.saturating_sub(p.bytes_placed);
-        self.held_max = self.held_max.max(held);
+        self.held_max = self.held_max.max(c.rx_held().total());
     }
 
     fn finish(self, report: PerfReport, c: &Connection, cpu: Duration) -> SideRun {

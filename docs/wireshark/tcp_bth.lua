@@ -4,11 +4,15 @@
 --
 -- Use with tshark (from the repository root):
 --
---   tshark -X lua_script:docs/wireshark/tcp_bth.lua -r file.pcap \
+--   tshark -X lua_script:docs/wireshark/tcp_bth.lua -r file.pcap -d tcp.port==4791,data \
 --          -T fields -e frame.number -e tcp_bth.opcode -e tcp_bth.msn -e tcp_bth.offset
 --
 --   tshark -X lua_script:docs/wireshark/tcp_bth.lua -r file.pcap -Y 'tcp_bth.icrc.status == 0'
 --   tshark -X lua_script:docs/wireshark/tcp_bth.lua -r file.pcap -O tcp_bth     (detail view)
+--
+-- `-d tcp.port==4791,data` (first example) makes tshark decode port 4791, the port bth-perf,
+-- bth-compare and `bth demo` use, as plain data, so its SMPP heuristic cannot claim the random
+-- payload there and report it as malformed SMPP (tests/tests/capture.rs passes the same flag).
 --
 -- Preference: tcp_bth.check_icrc (default TRUE) verifies each ICRC in Lua, which takes about
 -- 3 s per 10 MB of payload; for large captures add `-o tcp_bth.check_icrc:FALSE`.

@@ -96,27 +96,40 @@ fn insert(
     added
 }
 
-/// Copy the payload bytes of the new sub-range `[a, b)` (message offsets) into `dst`, where
-/// `dst[0]` is message offset `base`. Indices are checked, so a broken invariant skips the copy
-/// (and shows up as bytes_copied != bytes_placed) instead of panicking.
-fn copy_new(dst: &mut [u8], base: u32, payload: &[u8], start: u32, a: u32, b: u32) -> u64 {
-    let (Some(da), Some(db), Some(sa), Some(sb)) = (
-        a.checked_sub(base),
-        b.checked_sub(base),
-        a.checked_sub(start),
-        b.checked_sub(start),
-    ) else {
-        return 0;
-    };
-    match (
-        dst.get_mut(da as usize..db as usize),
-        payload.get(sa as usize..sb as usize),
-    ) {
-        (Some(d), Some(s)) => {
-            d.copy_from_slice(s);
-            s.len() as u64
+/// The one place placement writes payload bytes, and the counter of what it wrote. It counts
+/// at the copy itself, not from what coverage reports as new, so a second or repeated copy of
+/// the same bytes shows up as `bytes_copied > bytes_placed` (tests check both against their own
+/// arithmetic of the unique bytes sent).
+#[derive(Default)]
+struct CopyMeter {
+    bytes: u64,
+}
+
+impl CopyMeter {
+    fn copy(&mut self, dst: &mut [u8], src: &[u8]) {
+        dst.copy_from_slice(src);
+        self.bytes += src.len() as u64;
+    }
+
+    /// Copy the payload bytes of the new sub-range `[a, b)` (message offsets) into `dst`, where
+    /// `dst[0]` is message offset `base` and `payload[0]` is message offset `start`. Indices are
+    /// checked, so a broken invariant skips the copy (and shows up as bytes_copied !=
+    /// bytes_placed) instead of panicking.
+    fn copy_new(&mut self, dst: &mut [u8], base: u32, payload: &[u8], start: u32, a: u32, b: u32) {
+        let (Some(da), Some(db), Some(sa), Some(sb)) = (
+            a.checked_sub(base),
+            b.checked_sub(base),
+            a.checked_sub(start),
+            b.checked_sub(start),
+        ) else {
+            return;
+        };
+        if let (Some(d), Some(s)) = (
+            dst.get_mut(da as usize..db as usize),
+            payload.get(sa as usize..sb as usize),
+        ) {
+            self.copy(d, s);
         }
-        _ => 0,
     }
 }
 
@@ -174,7 +187,7 @@ pub(crate) fn place_segment(
     // covered (they passed the same checks when they arrived), except a WRITE whose region has
     // since gone: that case asks coverage explicitly.
     let payload = seg.payload;
-    let mut copied = 0u64;
+    let mut meter = CopyMeter::default();
     let added = match dest {
         Dest::Buffer(buf) => {
             if end as usize > buf.len() {
@@ -185,14 +198,14 @@ pub(crate) fn place_segment(
                 return PlaceOutcome::LengthError;
             }
             insert(&mut track.cov, ranges_in_use, start, end, |a, b| {
-                copied += copy_new(buf, 0, payload, start, a, b);
+                meter.copy_new(buf, 0, payload, start, a, b);
             })
         }
         Dest::Region(regions, reth) => {
             // The whole segment is checked before any byte of it is written.
             match regions.remote_write_target(reth.rkey, reth.addr, u64::from(n)) {
                 Ok(dst) => insert(&mut track.cov, ranges_in_use, start, end, |a, b| {
-                    copied += copy_new(dst, start, payload, start, a, b);
+                    meter.copy_new(dst, start, payload, start, a, b);
                 }),
                 Err(_) if track.cov.covers(start, end) => {
                     track.update_finished();
@@ -209,11 +222,13 @@ pub(crate) fn place_segment(
         }
     };
     track.update_finished();
+    // Credited before the duplicate check: a copy made for a segment that brought nothing new
+    // must still show.
+    counters.bytes_copied += meter.bytes;
     if added == 0 {
         return books.duplicate(seg);
     }
     counters.bytes_placed += u64::from(added);
-    counters.bytes_copied += copied;
     counters.duplicate_bytes += u64::from(n.saturating_sub(added));
     PlaceOutcome::Placed { new_bytes: added }
 }

@@ -70,7 +70,8 @@ pub struct Counters {
     pub segments: u64,
     /// Payload bytes that reached their final place (each message byte counted once).
     pub bytes_placed: u64,
-    /// Bytes moved by `copy_from_slice`; equals `bytes_placed` (the one-copy invariant).
+    /// Payload bytes written into receive buffers and regions, counted at the copy itself
+    /// (`msg.rs`, `CopyMeter`); equals `bytes_placed` when every byte is copied exactly once.
     pub bytes_copied: u64,
     /// Segments that brought nothing new.
     pub duplicate_segments: u64,

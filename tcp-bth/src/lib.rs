@@ -20,5 +20,5 @@ pub mod sim;
 pub mod tun;
 
 pub use config::Config;
-pub use conn::{Completion, ConnError, Connection, Mode, State, Stats, WcOp};
+pub use conn::{Completion, ConnError, Connection, Mode, RxHeld, State, Stats, WcOp};
 pub use listener::{Listener, ListenerConfig, ListenerStats};

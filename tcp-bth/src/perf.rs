@@ -196,10 +196,16 @@ impl Client {
             self.on_completion(comp, now);
         }
         if self.hello.is_some() && self.cfg.op == PerfOp::SendRecv {
-            // Reply buffers go out one turn before their requests: the stack carries receive
-            // credit only on pure ACKs, and a request posted in the same turn would take the
-            // pending ACK with it (the server would wait for a persist probe to learn the
-            // credit). The credit ACK's write completion starts the next turn at once.
+            // Reply buffers are posted one driver turn before their requests (`return false`
+            // below). This was a workaround: receive credit travels only on segments without
+            // payload, and a request sent in the same turn used to take the pending ACK, and the
+            // credit with it, so the server learnt of the buffer only from its persist probe.
+            // The stack no longer does that: with `credit_owed` set, `poll_transmit` sends the
+            // credit ACK after the data in the same round (`build_data` in conn/output.rs; test
+            // `new_credit_reaches_the_sender_even_while_the_receiver_sends_data`). So the extra
+            // turn is no longer needed; it has not been removed, and both runs recorded in
+            // docs/results.md were measured with it. It costs one driver turn before each
+            // request is posted (the credit ACK's write completion ends that turn's wait).
             let mut fresh = false;
             while self.replies_posted < self.cfg.count
                 && self.replies_posted < self.done + self.cfg.depth as u64
@@ -423,11 +429,16 @@ impl Server {
             self.setup = true;
             self.started = now;
         }
-        // Replies owed from the previous turn. They wait one turn on purpose: the stack carries
-        // receive credit (rtr) only on pure ACKs, and a data segment takes the pending ACK with
-        // it, so a reply sent in the same turn as the re-posted buffer would swallow the credit
-        // for the next request (the client would wait for its persist probe, ~200 ms). One turn
-        // later the credit ACK has left (its write completion ends the driver's wait).
+        // Replies owed from the previous turn: a reply is posted one driver turn after its
+        // request completed, after the receive buffer for the next request was re-posted. This
+        // was a workaround: receive credit (rtr) travels only on segments without payload, and a
+        // reply sent in the same turn as the re-posted buffer used to take the pending ACK, and
+        // the credit with it (the client then waited for its persist probe, ~200 ms). The stack
+        // no longer does that: with `credit_owed` set, `poll_transmit` sends the credit ACK after
+        // the reply in the same round (`build_data` in conn/output.rs). So the delay is no longer
+        // needed; it has not been removed, and both runs recorded in docs/results.md were
+        // measured with it. It adds one driver turn to every request/response round trip (the
+        // credit ACK's write completion ends the wait of the turn in between).
         for i in std::mem::take(&mut self.replies) {
             let reply = WorkRequest {
                 wr_id: i,

@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests: building connected pairs over the simulated link
 //! and driving them with a hand on every packet.
 
+pub mod gate;
 pub mod netns;
+pub mod rss;
 pub mod tunpair;
 
 use std::time::Duration;

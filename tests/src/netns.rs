@@ -1,5 +1,5 @@
-//! Network namespaces for tests: unique names per run, always removed (Drop), and a clear skip
-//! line when the process lacks the rights.
+//! Network namespaces for tests: unique names per run, always removed (Drop). Whether the
+//! process may create them is the test harness's question (`crate::gate`).
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -47,17 +47,4 @@ fn run(args: &[&str]) -> std::io::Result<()> {
         )));
     }
     Ok(())
-}
-
-/// True when namespace/TUN tests can run; otherwise prints why they are skipped.
-pub fn can_run_netns_tests() -> bool {
-    if !tcp_bth::tun::have_net_admin() {
-        println!("skipped: needs CAP_NET_ADMIN (root with /dev/net/tun)");
-        return false;
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        println!("skipped: needs the ip command (iproute2)");
-        return false;
-    }
-    true
 }

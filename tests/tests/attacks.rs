@@ -1,6 +1,7 @@
 //! Attack resistance: remote memory protection (rkey, rights, bounds, deregistration while
 //! segments are in flight), RFC 5961 blind-injection defences, bounded state whatever the peer
-//! sends, a SYN flood against the `Listener`, and ISN unpredictability. See docs/reliability.md.
+//! sends, `Listener` half-open expiry, and ISN unpredictability. See docs/reliability.md. (The SYN
+//! flood against the `Listener` is in syn_flood_memory.rs: it measures RSS, so it runs alone.)
 
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, MrHandle, WcStatus};
@@ -780,142 +781,7 @@ fn hammering_acks_with_sacks_and_credit_keeps_the_sender_bounded() {
     assert!(p.run_until(30 * SEC, |p| p.b().send_backlog() == 0));
 }
 
-// ---- SYN flood against the Listener ----
-
-fn statm_rss_kib() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = s
-        .split_whitespace()
-        .nth(1)
-        .and_then(|x| x.parse().ok())
-        .unwrap_or(0);
-    pages * 4
-}
-
-#[test]
-fn syn_flood_keeps_listener_bounded_and_a_real_client_connects() {
-    let (a_cfg, b_cfg) = pair_configs(60);
-    let lcfg = ListenerConfig::default();
-    let mut l = Listener::new(b_cfg.clone(), lcfg.clone());
-    let b_addr = match b_cfg.ip {
-        IpPair::V4 { src, .. } => src,
-        _ => unreachable!(),
-    };
-    let mut now = Duration::from_secs(1);
-    let mut x: u64 = 0xDEAD_BEEF;
-    let mut rnd = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let flood = |l: &mut Listener, now: Duration, r: u64| {
-        let src = [198, 18, (r >> 8) as u8, r as u8];
-        let ip = IpPair::V4 { src, dst: b_addr };
-        let syn = TcpRepr {
-            src_port: (r >> 16) as u16 | 1024,
-            dst_port: B_PORT,
-            seq: (r >> 32) as u32,
-            ack: 0,
-            flags: TcpFlags::SYN,
-            window: 65535,
-            urgent: 0,
-            options: TcpOptions {
-                mss: Some(1460),
-                ..TcpOptions::default()
-            },
-            payload: &[],
-        }
-        .to_vec(ip)
-        .unwrap();
-        l.handle_segment(now, ip, &syn);
-    };
-    let mut rss = Vec::new();
-    let mut client: Option<Connection> = None;
-    let mut accepted = None;
-    let mut sent_by_listener = 0u64;
-    for i in 0..100_000u64 {
-        now += Duration::from_micros(10); // 100k SYN/s
-        flood(&mut l, now, rnd());
-        if l.poll_timeout().is_some_and(|t| t <= now) {
-            l.handle_timeout(now);
-        }
-        // The legitimate client connects in the middle of the flood.
-        if i == 50_000 {
-            client = Some(Connection::connect(a_cfg.clone(), now));
-        }
-        if let Some(c) = client.as_mut() {
-            while let Some(seg) = c.poll_transmit(now) {
-                l.handle_segment(now, a_cfg.ip, &seg);
-            }
-        }
-        while let Some((ip, seg)) = l.poll_transmit(now) {
-            sent_by_listener += 1;
-            if ip == a_cfg.ip.reversed() {
-                if let Some(c) = client.as_mut() {
-                    c.handle_segment(now, &seg);
-                }
-            }
-        }
-        if let Some(conn) = l.accept() {
-            accepted = Some(conn);
-        }
-        assert!(l.syn_queue_len() <= lcfg.syn_queue);
-        assert!(l.order_len() <= 2 * lcfg.syn_queue + 1);
-        assert!(l.tx_queue_len() <= lcfg.max_tx_queue);
-        assert!(l.backlog_len() <= lcfg.backlog);
-        if i % 10_000 == 9_999 {
-            rss.push(statm_rss_kib());
-        }
-    }
-    let st = l.stats();
-    eprintln!(
-        "listener stats: {st:?}; rss samples (KiB): {rss:?}; segments out {sent_by_listener}"
-    );
-    assert!(st.syns >= 99_000, "{st:?}");
-    assert!(st.syn_evicted >= 100_000 - lcfg.syn_queue as u64 - 1000);
-    let client = client.unwrap();
-    assert_eq!(
-        client.state(),
-        State::Established,
-        "legitimate client connected"
-    );
-    let mut server = accepted.expect("accepted the legitimate connection");
-    assert_eq!(server.state(), State::Established);
-    assert!(matches!(server.mode(), Mode::Bth { .. }));
-    // RSS after the queue filled (sample 2 on) stays flat: bounded state.
-    let growth = rss.last().unwrap().saturating_sub(rss[1]);
-    assert!(
-        growth < 16 * 1024,
-        "RSS grew {growth} KiB during the flood: {rss:?}"
-    );
-    // And the accepted connection carries data.
-    let mut a = client;
-    server.post_recv(1, vec![0u8; 3000]).unwrap();
-    a.post_send(send_wr(9, &pattern(5, 3000))).unwrap();
-    let mut got = None;
-    for _ in 0..10_000 {
-        now += Duration::from_micros(20);
-        while let Some(s) = a.poll_transmit(now) {
-            server.handle_segment(now, &s);
-        }
-        while let Some(s) = server.poll_transmit(now) {
-            a.handle_segment(now, &s);
-        }
-        for c in [&mut a, &mut server] {
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                c.handle_timeout(now);
-            }
-        }
-        if let Some(c) = server.poll_completion() {
-            got = Some(c);
-            break;
-        }
-    }
-    let got = got.expect("SEND delivered over the accepted connection");
-    assert_eq!(got.status, WcStatus::Success);
-    assert_eq!(got.buf.unwrap(), pattern(5, 3000));
-}
+// ---- Listener (the SYN-flood test is alone in tests/tests/syn_flood_memory.rs: it measures RSS) ----
 
 #[test]
 fn listener_expires_half_open_connections() {

@@ -127,7 +127,6 @@ fn in_msn_order(
     v
 }
 
-#[test]
 fn decoded_capture_matches_what_the_workload_sent() {
     for seed in [7, 20, 35] {
         check_decoded_capture(run(seed));
@@ -295,13 +294,6 @@ fn check_decoded_capture(r: Run) {
 // tshark
 // ---------------------------------------------------------------------------------------------
 
-fn tshark_available() -> bool {
-    Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// Runs tshark; returns stdout, failing on a non-zero exit or a Lua error.
 fn tshark(args: &[&str]) -> String {
     let out = Command::new("tshark")
@@ -344,12 +336,7 @@ fn bad_rows(path: &str) -> String {
     ])
 }
 
-#[test]
 fn tshark_reads_the_capture_cleanly() {
-    if !tshark_available() {
-        println!("skipped: tshark not installed");
-        return;
-    }
     let r = run(7);
     let path = r.file.path().to_str().expect("utf-8 temp path");
     let listing = tshark(&["-r", path, AS_DATA[0], AS_DATA[1]]);
@@ -468,12 +455,7 @@ fn lua_fields(path: &str, extra: &[&str]) -> BTreeMap<u64, Option<LuaBth>> {
         .collect()
 }
 
-#[test]
 fn lua_dissector_agrees_with_the_rust_decoder() {
-    if !tshark_available() {
-        println!("skipped: tshark not installed");
-        return;
-    }
     let r = run(7);
     let path = r.file.path().to_str().unwrap();
     let lua = lua_fields(path, &[]);
@@ -552,8 +534,9 @@ fn bth_segment(seq: u32, payload: &[u8]) -> Vec<u8> {
     .unwrap()
 }
 
-#[test]
-fn both_decoders_flag_a_bad_length_and_a_bad_icrc() {
+/// Three crafted segments: 1 well formed, 2 a length that contradicts the flags (ICRC re-sealed),
+/// 3 a payload changed under a correct TCP checksum (only the ICRC catches it).
+fn crafted_capture() -> TempFile {
     let file = TempFile::new("crafted");
     let mut w = PcapWriter::create(file.path()).unwrap();
     // 1: well formed.
@@ -574,7 +557,11 @@ fn both_decoders_flag_a_bad_length_and_a_bad_icrc() {
     fix_checksum(&mut s, A);
     w.write_tcp(Duration::from_micros(2), A, &s).unwrap();
     drop(w);
+    file
+}
 
+fn rust_decoder_flags_a_bad_length_and_a_bad_icrc() {
+    let file = crafted_capture();
     let a = analyze_file(file.path()).unwrap();
     assert_eq!(a.summary.packets, 3);
     assert_eq!(a.summary.checksum_errors, 0);
@@ -586,11 +573,10 @@ fn both_decoders_flag_a_bad_length_and_a_bad_icrc() {
     };
     assert!(seg(1).options.is_err());
     assert_eq!((seg(0).icrc_ok, seg(2).icrc_ok), (Some(true), Some(false)));
+}
 
-    if !tshark_available() {
-        println!("skipped: tshark not installed");
-        return;
-    }
+fn lua_dissector_flags_a_bad_length_and_a_bad_icrc() {
+    let file = crafted_capture();
     let path = file.path().to_str().unwrap();
     let script = lua_script();
     let experts = |filter: &str| -> Vec<u64> {
@@ -615,7 +601,6 @@ fn both_decoders_flag_a_bad_length_and_a_bad_icrc() {
     assert_eq!(experts("tcp_bth.icrc.status == 1"), vec![1, 2]);
 }
 
-#[test]
 fn reader_survives_damaged_files() {
     let mut w = PcapWriter::new(Vec::new()).unwrap();
     for i in 0..4u32 {
@@ -657,3 +642,12 @@ fn reader_survives_damaged_files() {
     assert_eq!(a.summary.bth_segments, 4);
     assert!(a.error.is_none());
 }
+
+bth_tests::test_main!(
+    decoded_capture_matches_what_the_workload_sent,
+    tshark_reads_the_capture_cleanly[Tshark],
+    lua_dissector_agrees_with_the_rust_decoder[Tshark],
+    rust_decoder_flags_a_bad_length_and_a_bad_icrc,
+    lua_dissector_flags_a_bad_length_and_a_bad_icrc[Tshark],
+    reader_survives_damaged_files,
+);

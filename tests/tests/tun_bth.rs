@@ -2,7 +2,6 @@
 //! this test creates: joined by veth, and through the userspace impairment relay (loss and
 //! reordering). Mixed SEND / WRITE-with-immediate / READ messages, every byte verified.
 
-use bth_tests::netns::can_run_netns_tests;
 use bth_tests::tunpair::run_perf;
 use bth_tools::topology::TwoNs;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -54,11 +53,7 @@ fn check(c: &PerfReport, s: &PerfReport, total: u64) {
     assert!(c.verified > 0 && s.verified > 0);
 }
 
-#[test]
 fn bth_between_namespaces_over_veth() {
-    if !can_run_netns_tests() {
-        return;
-    }
     let total = total_bytes(1 << 30);
     let (c, s, _) = run(None, total);
     check(&c, &s, total);
@@ -70,11 +65,7 @@ fn bth_between_namespaces_over_veth() {
     );
 }
 
-#[test]
 fn bth_between_namespaces_through_the_impairment_relay() {
-    if !can_run_netns_tests() {
-        return;
-    }
     let total = total_bytes(1 << 30);
     let link = LinkConfig::default()
         .with_delay(Duration::from_micros(20))
@@ -95,3 +86,8 @@ fn bth_between_namespaces_through_the_impairment_relay() {
         "relay reordered nothing"
     );
 }
+
+bth_tests::test_main!(
+    bth_between_namespaces_over_veth[NetAdmin],
+    bth_between_namespaces_through_the_impairment_relay[NetAdmin],
+);

@@ -3,7 +3,7 @@
 //! ignores our BTH SYN option, so both connections fall back to plain TCP; bulk data both ways
 //! is checked byte for byte and both close in order.
 
-use bth_tests::netns::{can_run_netns_tests, Netns};
+use bth_tests::netns::Netns;
 use bth_tests::{drain_bytes, pattern};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -50,11 +50,7 @@ fn serve_exchange(
     matches!(c.state(), State::TimeWait | State::Closed)
 }
 
-#[test]
 fn kernel_client_to_our_server() {
-    if !can_run_netns_tests() {
-        return;
-    }
     let ns = Netns::new("kc").expect("netns");
     let name = ns.name.clone();
     let to_us = pattern(1, 2 << 20);
@@ -112,11 +108,7 @@ fn kernel_client_to_our_server() {
     drop(ns);
 }
 
-#[test]
 fn our_client_to_kernel_server() {
-    if !can_run_netns_tests() {
-        return;
-    }
     let ns = Netns::new("ks").expect("netns");
     let name = ns.name.clone();
     let to_kernel = pattern(3, 2 << 20);
@@ -186,3 +178,8 @@ fn our_client_to_kernel_server() {
     );
     drop(ns);
 }
+
+bth_tests::test_main!(
+    kernel_client_to_our_server[NetAdmin],
+    our_client_to_kernel_server[NetAdmin],
+);

@@ -76,6 +76,10 @@ pub struct Cell {
     /// Our client's outstanding work requests (bulk); 1 for request/response.
     pub depth: usize,
     pub link: Link,
+    /// Our stack runs as a plain TCP byte stream (`tcp_bth` off on both sides), the fallback
+    /// a peer without the option gets: received data then waits in the stack's receive queue
+    /// and out-of-order store, which the rx-held column measures.
+    pub plain: bool,
 }
 
 impl Cell {
@@ -103,7 +107,15 @@ impl Cell {
             count,
             depth,
             link,
+            plain: false,
         }
+    }
+
+    /// The same cell with our stack in plain byte-stream mode (id suffix `-plain`).
+    fn plain(mut self) -> Cell {
+        self.plain = true;
+        self.id += "-plain";
+        self
     }
 
     pub fn bytes(&self) -> u64 {
@@ -122,7 +134,7 @@ impl Cell {
             depth: self.depth,
             verify: false,
             seed: 1,
-            plain: false,
+            plain: self.plain,
         }
     }
 }
@@ -177,6 +189,7 @@ pub fn plan(quick: bool) -> Plan {
                 Cell::new(Bulk, 1 << 20, 16, Link::Veth),
                 Cell::new(RequestResponse, 4096, 500, Link::Veth),
                 Cell::new(Bulk, 1 << 20, 16, relay((0.10, 0.0))),
+                Cell::new(Bulk, 1 << 20, 16, relay((0.10, 0.0))).plain(),
             ],
         };
     }
@@ -206,6 +219,9 @@ pub fn plan(quick: bool) -> Plan {
     for imp in IMPAIRMENTS {
         cells.push(Cell::new(RequestResponse, 4096, 3_000, relay(imp)));
     }
+    // Our fallback byte stream beside BTH, in order and with holes: what staging costs.
+    cells.push(Cell::new(Bulk, 1 << 20, 256, Link::Veth).plain());
+    cells.push(Cell::new(Bulk, 1 << 20, 128, relay((0.10, 0.0))).plain());
     Plan {
         quick,
         runs: 3,
@@ -262,8 +278,10 @@ pub struct RunRecord {
     pub retrans: u64,
     /// Ours only: retransmissions later found unnecessary.
     pub spurious: Option<u64>,
-    /// Receive-side bytes held outside posted buffers (max over the run). Ours: byte-stream
-    /// queue plus bytes placement staged; kernel: SO_MEMINFO rmem_alloc of the receiving socket.
+    /// Receive-side bytes held outside posted buffers (max over the run). Ours: the receiving
+    /// connection's staging structures (`Connection::rx_held`: byte-stream queue and
+    /// out-of-order store; both 0 with `tcp_bth`, where segments are placed directly); kernel:
+    /// SO_MEMINFO rmem_alloc of the receiving socket.
     pub rx_held_max: u64,
     /// Kernel only: largest SIOCINQ (unread in-order payload bytes) on the receiving socket.
     pub kernel_max_inq: Option<u64>,

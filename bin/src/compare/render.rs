@@ -26,6 +26,7 @@ fn bytes(b: u64) -> String {
 fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
     let name = match s.stack {
         super::Stack::Kernel => "kernel",
+        super::Stack::Ours if c.cell.plain => "ours (plain)",
         super::Stack::Ours => "ours",
     };
     let runs = if s.runs_failed > 0 {
@@ -164,7 +165,8 @@ fn series(
 ) -> [(&'static str, Series); 2] {
     let mut k = Vec::new();
     let mut o = Vec::new();
-    for c in results {
+    // Plain-mode cells are our fallback, not the proposal: kept out of the charts.
+    for c in results.iter().filter(|c| !c.cell.plain) {
         let Some(x) = keep(c) else { continue };
         if c.kernel.runs_ok > 0 {
             if let Some(v) = y(&c.kernel) {

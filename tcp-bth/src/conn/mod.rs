@@ -148,6 +148,21 @@ pub struct Stats {
     pub bytes_sent: u64,
 }
 
+/// Received payload held outside posted buffers, by structure ([`Connection::rx_held`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RxHeld {
+    /// In-order bytes waiting for the application to read them (plain mode).
+    pub stream_queue: u64,
+    /// Bytes that arrived beyond a hole, waiting for it to fill (plain mode).
+    pub ooo_store: u64,
+}
+
+impl RxHeld {
+    pub fn total(&self) -> u64 {
+        self.stream_queue + self.ooo_store
+    }
+}
+
 const MAX_CHUNK: usize = 64 * 1024;
 
 pub struct Connection {
@@ -385,6 +400,17 @@ impl Connection {
 
     pub fn placement_counters(&self) -> bth_placement::Counters {
         self.placement.counters()
+    }
+
+    /// Received payload bytes held right now outside the application's posted buffers and
+    /// registered regions, by the structure holding them. With `tcp_bth` placement writes every
+    /// segment straight into its destination and nothing stages payload, so both stay 0 there;
+    /// in plain mode they are the byte-stream queue and the out-of-order store.
+    pub fn rx_held(&self) -> RxHeld {
+        RxHeld {
+            stream_queue: self.plain_rx.len() as u64,
+            ooo_store: self.plain_ooo_bytes as u64,
+        }
     }
 
     pub fn cwnd(&self) -> u64 {

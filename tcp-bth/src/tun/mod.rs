@@ -183,14 +183,48 @@ pub fn enter_netns(name: &str) -> io::Result<()> {
         .map_err(|e| io::Error::other(format!("setns {name}: {e}")))
 }
 
-/// Whether this process may create TUN devices and namespaces (CAP_NET_ADMIN, approximated by
-/// being able to open /dev/net/tun and being root).
-pub fn have_net_admin() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    root && std::fs::OpenOptions::new()
+/// Capability bits (linux/capability.h) the namespace and TUN set-up needs: CAP_NET_ADMIN for
+/// TUNSETIFF, links and routes, CAP_SYS_ADMIN for `ip netns add` (it bind-mounts the namespace).
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_SYS_ADMIN: u32 = 21;
+
+/// Why this process cannot create TUN devices and network namespaces, or `None` when it can.
+/// Reads the effective capability set, not the uid: root with capabilities dropped (e.g. under
+/// `capsh --drop=cap_net_admin`) cannot, and says so.
+pub fn net_admin_missing() -> Option<String> {
+    let status = match std::fs::read_to_string("/proc/self/status") {
+        Ok(s) => s,
+        Err(e) => return Some(format!("cannot read /proc/self/status: {e}")),
+    };
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+    let Some(cap_eff) = cap_eff else {
+        return Some("no CapEff line in /proc/self/status".into());
+    };
+    let missing: Vec<&str> = [
+        (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
+        (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| cap_eff & (1 << bit) == 0)
+    .map(|(_, name)| name)
+    .collect();
+    if !missing.is_empty() {
+        return Some(format!("needs {} (run as root)", missing.join(" and ")));
+    }
+    match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/net/tun")
-        .is_ok()
+    {
+        Ok(_) => None,
+        Err(e) => Some(format!("cannot open /dev/net/tun: {e}")),
+    }
+}
+
+/// Whether this process may create TUN devices and namespaces: see [`net_admin_missing`].
+pub fn have_net_admin() -> bool {
+    net_admin_missing().is_none()
 }

@@ -59,8 +59,8 @@ fn main() -> ExitCode {
         print!("{}", plan.describe());
         return ExitCode::SUCCESS;
     }
-    if !tcp_bth::tun::have_net_admin() {
-        eprintln!("bth-compare: needs root (CAP_NET_ADMIN and /dev/net/tun); try --dry-run");
+    if let Some(why) = tcp_bth::tun::net_admin_missing() {
+        eprintln!("bth-compare: {why}; try --dry-run to see the plan without root");
         return ExitCode::FAILURE;
     }
     let started = Instant::now();
