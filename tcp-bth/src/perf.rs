@@ -252,6 +252,8 @@ impl Client {
             if c.send_bytes(&data).is_err() {
                 break;
             }
+            // Handed to the stack, as `post_send` is in BTH mode: latencies compare alike.
+            self.report.posted.push(now);
             self.next += 1;
         }
         let total = size * self.cfg.count;
@@ -491,8 +493,13 @@ impl Server {
                 break;
             }
             self.report.bytes += n as u64;
+            // Message i has arrived once its last byte has been read.
+            let whole = self.report.bytes / size as u64;
+            for i in self.report.arrived.len() as u64..whole {
+                self.report.arrived.push((i, now));
+            }
             if !self.cfg.verify {
-                self.report.messages = self.report.bytes / size as u64;
+                self.report.messages = whole;
                 continue;
             }
             self.stream.extend_from_slice(&buf[..n]);
