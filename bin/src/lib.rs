@@ -1,5 +1,6 @@
 //! Shared pieces of the command-line tools.
 
 pub mod compare;
+pub mod perf;
 pub mod topology;
 pub mod tunpair;

@@ -14,8 +14,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use tcp_bth::sim::LinkConfig;
-use tcp_bth::tun::{enter_netns, Relay, RelayStats, TunConfig, TunDevice};
+use tcp_bth_io::sim::LinkConfig;
+use tcp_bth_io::tun::{enter_netns, Relay, RelayStats, TunConfig, TunDevice};
 
 pub const A_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 pub const B_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);

@@ -2,13 +2,13 @@
 //! ([`TwoNs`]): server in namespace A, client in B, one thread each. Shared by the integration
 //! tests (`bth_tests::tunpair`) and `bth-compare`.
 
+use crate::perf::{Client, PerfConfig, PerfReport, Server};
 use crate::topology::{self, TwoNs};
 use std::io;
 use std::time::{Duration, Instant};
-use tcp_bth::perf::{Client, PerfConfig, PerfReport, Server};
-use tcp_bth::tun::{Driver, Endpoint};
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, Mode};
+use tcp_bth_io::tun::{Driver, Endpoint};
 
 /// Retransmission counters of one side (from `Connection::recovery_stats`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -94,7 +94,7 @@ impl Watch {
 /// The stack's TUN device; retried for a while because the previous run's device (same name)
 /// goes away only when the kernel has torn down that run's io_uring, which it does
 /// asynchronously (TUNSETIFF answers EBUSY until then).
-fn stack_tun(ns: &str, side_a: bool) -> io::Result<tcp_bth::tun::TunDevice> {
+fn stack_tun(ns: &str, side_a: bool) -> io::Result<tcp_bth_io::tun::TunDevice> {
     let until = Instant::now() + Duration::from_secs(5);
     loop {
         match topology::stack_tun(ns, side_a) {

@@ -66,6 +66,8 @@
 //! leaves at least 2 MSS, RFC 9438 §4.6), `ssthresh() >= 2 * mss()` always, and an ACK never
 //! shrinks cwnd. These hold for arbitrary event sequences (see the property tests).
 
+#![forbid(unsafe_code)]
+
 mod admission;
 mod cubic;
 mod newreno;

@@ -10,6 +10,8 @@
 //!
 //! Sans-IO: no sockets, clocks or threads; nothing here panics on caller input.
 
+#![forbid(unsafe_code)]
+
 mod framer;
 mod message;
 mod request;

@@ -1,6 +1,6 @@
 //! `conn_receive`: the receive path of an established tcp_bth connection.
 //!
-//! B is built with [`tcp_bth::sim::Pair`] over a quiet link and `establish`ed, then given
+//! B is built with [`tcp_bth_io::sim::Pair`] over a quiet link and `establish`ed, then given
 //! registered regions (a writable target, a read-only source, and a **canary** registered
 //! without REMOTE_WRITE) and posted receive buffers. The fuzz input is decoded op by op (a tiny
 //! fixed-width format, so the corpus generator can write meaningful seeds) into segments built
@@ -14,12 +14,12 @@ use arbitrary::Unstructured;
 use bth_placement::Access;
 use bytes::Bytes;
 use std::time::Duration;
-use tcp_bth::sim::{pair_configs, LinkConfig, Pair};
 use tcp_bth::wire::{
     Bth, Extension, ExtensionKind, IpPair, MessageKind, Opcode, Position, ReadRequest, Reth,
     SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps,
 };
 use tcp_bth::{ConnError, Connection, State};
+use tcp_bth_io::sim::{pair_configs, LinkConfig, Pair};
 
 /// Payload bytes per segment A would send (MSS 1460 − 40 bytes of options).
 pub const CHUNK: u32 = 1420;
@@ -56,6 +56,8 @@ pub struct Harness {
     pub b: Connection,
     pub ip_a: IpPair,
     pub now: Duration,
+    /// A's TSval clock at `now` when A was dropped (A's segments are synthesised after that).
+    a_tsval_base: (Duration, u32),
     target: Option<(u32, u64)>,
     /// rkeys of deregistered target regions, with the Vec handed back (must never change).
     dead: Vec<(u32, u64, Vec<u8>, Vec<u8>)>,
@@ -87,6 +89,7 @@ impl Harness {
         let mut p = Pair::new(a, b, LinkConfig::default());
         assert!(p.establish(Duration::from_secs(5)), "handshake");
         let now = p.now;
+        let a_tsval_base = (now, p.a.tsval_at(now));
         let mut b = p.b.take().expect("B exists");
         let t = b
             .register_mr(
@@ -115,6 +118,7 @@ impl Harness {
             b,
             ip_a,
             now,
+            a_tsval_base,
             target: Some((t.rkey, t.addr)),
             dead: Vec::new(),
             canary: (c.rkey, c.addr),
@@ -149,8 +153,10 @@ impl Harness {
         }
     }
 
+    /// A's TSval at `now`: its clock ticks every microsecond from where it was.
     fn tsval(&self) -> u32 {
-        self.now.as_micros() as u32
+        let (t0, v0) = self.a_tsval_base;
+        v0.wrapping_add(self.now.saturating_sub(t0).as_micros() as u32)
     }
 
     /// Emit a segment from A to B (checksummed for B) and hand it to B.
@@ -164,8 +170,8 @@ impl Harness {
     fn base_repr<'p>(&self, seq: u32, payload: &'p [u8], bth: Option<Bth>) -> TcpRepr<'p> {
         let (una, _, _) = self.b.seq_state();
         TcpRepr {
-            src_port: tcp_bth::sim::pair::A_PORT,
-            dst_port: tcp_bth::sim::pair::B_PORT,
+            src_port: tcp_bth_io::sim::pair::A_PORT,
+            dst_port: tcp_bth_io::sim::pair::B_PORT,
             seq,
             ack: una,
             flags: TcpFlags::ACK,

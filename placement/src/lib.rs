@@ -10,6 +10,8 @@
 //! Sans-IO: no sockets, threads or clocks. Inputs are validated segments
 //! ([`tcp_bth_wire::Inbound`]) and work requests; outputs are [`PlaceOutcome`]s and [`Cqe`]s.
 
+#![forbid(unsafe_code)]
+
 mod complete;
 mod coverage;
 mod cqe;

@@ -121,4 +121,20 @@ impl Placement {
     pub fn outstanding_reads(&self) -> usize {
         self.reads.entries.len()
     }
+
+    /// Take back the READ registered last, if it is `request_msn` and nothing of its response
+    /// has arrived: for a caller whose own checks, made after registering, refused the READ.
+    /// Returns the sink.
+    pub fn cancel_read(&mut self, request_msn: u16) -> Option<Vec<u8>> {
+        let last = self.reads.next_msn().wrapping_sub(1);
+        let untouched = self
+            .reads
+            .entries
+            .back()
+            .is_some_and(|r| r.track.cov.range_count() == 0 && r.track.failed.is_none());
+        if last != request_msn || !untouched {
+            return None;
+        }
+        self.reads.entries.pop_back().map(|r| r.sink)
+    }
 }

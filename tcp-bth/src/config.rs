@@ -32,6 +32,7 @@ pub struct Config {
     pub max_posted_recvs: usize,
     /// Bound on out-of-order ranges tracked by the receiver.
     pub max_ooo_ranges: usize,
+    /// Secret for ISNs (RFC 6528), the rkey seed and the TSval offset: random by default.
     pub isn_key: IsnKey,
     /// Addresses the TCP checksum covers.
     pub ip: IpPair,
@@ -56,7 +57,8 @@ impl Default for Config {
             max_message_len: crate::wire::MAX_MESSAGE_LEN,
             max_posted_recvs: 4096,
             max_ooo_ranges: 512,
-            isn_key: IsnKey([0x5a; 16]),
+            // Random per Config: ISNs, rkeys and timestamp offsets must not be predictable.
+            isn_key: IsnKey::random(),
             ip: IpPair::V4 {
                 src: [127, 0, 0, 1],
                 dst: [127, 0, 0, 1],

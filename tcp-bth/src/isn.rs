@@ -7,12 +7,40 @@ use siphasher::sip::SipHasher24;
 use std::hash::Hasher;
 use std::time::Duration;
 
-/// Secret key for F; generate it randomly per host (the drivers do), never hard-code it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Secret key for F (and for the rkey seed and the timestamp offset). [`Config::default`]
+/// draws a fresh random one ([`IsnKey::random`]); a fixed key belongs only in tests and
+/// simulations that must repeat.
+///
+/// [`Config::default`]: crate::Config
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct IsnKey(pub [u8; 16]);
 
-pub fn isn(key: &IsnKey, now: Duration, ip: IpPair, local_port: u16, remote_port: u16) -> u32 {
+impl std::fmt::Debug for IsnKey {
+    /// The key is a secret: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IsnKey(..)")
+    }
+}
+
+impl IsnKey {
+    /// 128 random bits from the operating system, through the standard library's
+    /// `RandomState` (seeded from the OS random source once per thread; each instance has a
+    /// distinct key), so the core needs no I/O dependency for it. Two SipHash outputs under
+    /// secret keys are unpredictable without those keys.
+    pub fn random() -> IsnKey {
+        use std::hash::BuildHasher;
+        let mut out = [0u8; 16];
+        for (i, half) in out.chunks_mut(8).enumerate() {
+            let v = std::collections::hash_map::RandomState::new().hash_one(i);
+            half.copy_from_slice(&v.to_le_bytes());
+        }
+        IsnKey(out)
+    }
+}
+
+fn tuple_hash(key: &IsnKey, domain: u8, ip: IpPair, local_port: u16, remote_port: u16) -> u64 {
     let mut h = SipHasher24::new_with_key(&key.0);
+    h.write_u8(domain);
     match ip {
         IpPair::V4 { src, dst } => {
             h.write(&src);
@@ -25,9 +53,20 @@ pub fn isn(key: &IsnKey, now: Duration, ip: IpPair, local_port: u16, remote_port
     }
     h.write_u16(local_port);
     h.write_u16(remote_port);
-    let f = h.finish() as u32;
+    h.finish()
+}
+
+pub fn isn(key: &IsnKey, now: Duration, ip: IpPair, local_port: u16, remote_port: u16) -> u32 {
+    let f = tuple_hash(key, 0, ip, local_port, remote_port) as u32;
     let m = (now.as_micros() / 4) as u32;
     m.wrapping_add(f)
+}
+
+/// Per-connection offset added to the TSval clock (RFC 7323 §7.1 recommends one; Linux does
+/// the same): TSvals then reveal neither the host's uptime nor a clock shared across
+/// connections.
+pub fn ts_offset(key: &IsnKey, ip: IpPair, local_port: u16, remote_port: u16) -> u32 {
+    tuple_hash(key, 1, ip, local_port, remote_port) as u32
 }
 
 #[cfg(test)]

@@ -1,24 +1,28 @@
 //! tcp-bth: TCP with message framing through the `tcp_bth` option.
 //!
+//! This crate is the sans-IO core: the connection state machine ([`Connection`]), the listener,
+//! ISNs and RTT estimation, and [`pair::Wire`], two connections back to back on a virtual clock. Inputs are segments, calls and the current time; outputs are
+//! segments, timers and completions. It opens no socket or file, reads no clock and starts no
+//! thread. The drivers that do (the io_uring TUN data path, the impairment relay, the simulated
+//! link and its pair driver, the tokio API) are in the `tcp-bth-io` crate (`tcp-bth/io/`);
+//! packet captures are in `bth-capture` (`tcp-bth/capture/`).
+//!
 //! The option and segment codec live in the `tcp-bth-wire` crate (under `tcp-bth/wire/`) so that
 //! `framer` and `placement`, which this crate's stack builds on, can use the same types without a
 //! dependency cycle; it is re-exported here as [`wire`].
 
+#![forbid(unsafe_code)]
+
 pub use tcp_bth_wire as wire;
 
-pub mod api;
-pub mod capture;
 pub mod config;
 pub mod conn;
-pub mod describe;
 pub mod isn;
 pub mod listener;
-pub mod perf;
+pub mod pair;
 pub mod ranges;
 pub mod rtt;
-pub mod sim;
-pub mod tun;
 
 pub use config::Config;
-pub use conn::{Completion, ConnError, Connection, Mode, RxHeld, State, Stats, WcOp};
+pub use conn::{Completion, ConnError, Connection, Event, Mode, RxHeld, State, Stats, WcOp};
 pub use listener::{Listener, ListenerConfig, ListenerStats};

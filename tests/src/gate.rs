@@ -4,9 +4,9 @@
 //! libtest decides `#[ignore]` at compile time, but whether this process may create a network
 //! namespace is known only when it runs (root, or root under `capsh --drop=cap_net_admin`, from
 //! the same build). So the test binaries that hold such tests use a libtest-compatible harness
-//! (`harness = false` with [`libtest_mimic`]) and [`test_main!`]: a test whose needs are missing
-//! is reported by cargo as `ignored (needs …)` and counted in the summary line's `ignored`;
-//! under `CI=true` it fails instead, because CI must run everything.
+//! (`harness = false` with [`libtest_mimic`]) and [`test_main!`](crate::test_main!): a test
+//! whose needs are missing is reported by cargo as `ignored (needs …)` and counted in the
+//! summary line's `ignored`; under `CI=true` it fails instead, because CI must run everything.
 //!
 //! Usage, in a test file declared with `harness = false` in tests/Cargo.toml:
 //!
@@ -41,7 +41,7 @@ impl Need {
     /// Why this need is not met here, or `None` when it is.
     pub fn missing(self) -> Option<String> {
         match self {
-            Need::NetAdmin => tcp_bth::tun::net_admin_missing().or_else(|| {
+            Need::NetAdmin => tcp_bth_io::tun::net_admin_missing().or_else(|| {
                 (!command_works("ip", "-V")).then(|| "needs the ip command (iproute2)".into())
             }),
             Need::Tcpdump => (!command_works("tcpdump", "--version"))

@@ -2,9 +2,9 @@
 //! (`bth_tools::topology::TwoNs`): server in namespace A, client in B. The runner itself is
 //! `bth_tools::tunpair::run_pair`, shared with `bth-compare`.
 
+use bth_tools::perf::{PerfConfig, PerfReport};
 use bth_tools::topology::TwoNs;
 use std::time::Duration;
-use tcp_bth::perf::{PerfConfig, PerfReport};
 
 /// Run one perf exchange; returns (client report, server report). Panics on set-up failures.
 pub fn run_perf(ns: &TwoNs, cfg: &PerfConfig) -> (PerfReport, PerfReport) {

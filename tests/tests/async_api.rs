@@ -3,8 +3,8 @@
 use bth_placement::Access;
 use bth_tests::pattern;
 use std::time::Duration;
-use tcp_bth::api::sim_pair;
-use tcp_bth::sim::LinkConfig;
+use tcp_bth_io::api::sim_pair;
+use tcp_bth_io::sim::LinkConfig;
 
 #[tokio::test]
 async fn send_recv_write_read_over_an_impaired_link() {

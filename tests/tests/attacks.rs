@@ -8,12 +8,12 @@ use bth_placement::{Access, MrHandle, WcStatus};
 use bth_tests::*;
 use bytes::Bytes;
 use std::time::Duration;
-use tcp_bth::sim::pair::{A_PORT, B_PORT};
-use tcp_bth::sim::{pair_configs, Pair};
 use tcp_bth::wire::{
     Bth, Extension, IpPair, Opcode, Reth, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps,
 };
 use tcp_bth::{Completion, ConnError, Connection, Listener, ListenerConfig, Mode, State, WcOp};
+use tcp_bth_io::sim::pair::{A_PORT, B_PORT};
+use tcp_bth_io::sim::{pair_configs, Pair};
 
 const SEC: Duration = Duration::from_secs(1);
 const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
@@ -232,7 +232,7 @@ fn write_whose_address_range_wraps_is_refused() {
     let mut b = Bth::new(Opcode::RdmaWriteOnly);
     b.msn = 1; // the setup's WRITE was MSN 0: a reused MSN is a duplicate, dropped unplaced
     b.timestamps = Some(Timestamps {
-        tsval: s.p.now.as_micros() as u32 + 10,
+        tsval: s.p.a.tsval_at(s.p.now).wrapping_add(10),
         tsecr: 0,
     });
     b.ext = Extension::Reth(Reth {
@@ -370,7 +370,7 @@ impl Forge {
             bth: matches!(p.a.mode(), Mode::Bth { .. }),
             op: Opcode::Acknowledge,
             msn: 0,
-            tsval: p.now.as_micros() as u32 + 10,
+            tsval: p.a.tsval_at(p.now).wrapping_add(10),
             sack: None,
         }
     }
@@ -521,7 +521,7 @@ fn blind_syn_with_any_sequence_number_never_resets() {
             let f = Forge {
                 seq: base.seq.wrapping_add(seq),
                 flags: TcpFlags::SYN,
-                tsval: now.as_micros() as u32,
+                tsval: p.a.tsval_at(now),
                 ..Forge::new(&mut p)
             };
             p.b().handle_segment(now, &f.bytes());
@@ -683,7 +683,7 @@ fn out_of_order_ranges_are_bounded_in_plain_mode() {
         let f = Forge {
             seq: base.seq.wrapping_add(100 * (i % 1000 + 1)),
             payload: vec![2u8; 50],
-            tsval: now.as_micros() as u32,
+            tsval: p.a.tsval_at(now),
             ..Forge::new(&mut p)
         };
         p.b().handle_segment(now, &f.bytes());
@@ -740,7 +740,7 @@ fn hammering_acks_with_sacks_and_credit_keeps_the_sender_bounded() {
         now += Duration::from_nanos(100);
         let mut f = Forge::new(&mut p);
         f.ack = una;
-        f.tsval = now.as_micros() as u32;
+        f.tsval = p.a.tsval_at(now);
         f.sack = Some((
             una.wrapping_add(x % 4_000_000),
             una.wrapping_add(x % 4_000_000 + i),
@@ -940,7 +940,7 @@ fn second_fin_does_not_advance_rcv_nxt() {
             let f = Forge {
                 seq: rcv.wrapping_add(k),
                 flags: TcpFlags::ACK | TcpFlags::FIN,
-                tsval: now.as_micros() as u32,
+                tsval: p.a.tsval_at(now),
                 ..Forge::new(&mut p)
             };
             p.b().handle_segment(now, &f.bytes());

@@ -1,22 +1,22 @@
 //! Captures of a workload over the simulated link: the pcap written by the pair's tap is read
-//! back by `tcp_bth::capture` (what `bth-dump` prints) and checked against what the workload
+//! back by `bth_capture` (what `bth-dump` prints) and checked against what the workload
 //! sent; tshark must read it cleanly; the Lua dissector in docs/wireshark must decode the same
 //! BTH fields as the Rust decoder, frame by frame.
 
+use bth_capture::{
+    analyze_file, Analysis, CaptureReader, Checksum, MessageInfo, MessageKey, Outcome, PcapWriter,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tcp_bth::capture::{
-    analyze_file, Analysis, CaptureReader, Checksum, MessageInfo, MessageKey, Outcome, PcapWriter,
-};
-use tcp_bth::sim::pair::{A_IP, A_PORT, B_IP, B_PORT};
-use tcp_bth::sim::workload::{self, Kind, Report, WorkloadConfig};
-use tcp_bth::sim::LinkConfig;
 use tcp_bth::wire::{
     Bth, IpPair, MsgClass, Opcode, SegmentError, TcpFlags, TcpOptions, TcpRepr, Timestamps,
 };
+use tcp_bth_io::sim::pair::{A_IP, A_PORT, B_IP, B_PORT};
+use tcp_bth_io::sim::workload::{self, Kind, Report, WorkloadConfig};
+use tcp_bth_io::sim::LinkConfig;
 
 /// A file in the temporary directory, removed when dropped (also when a test fails).
 struct TempFile(PathBuf);
@@ -622,7 +622,7 @@ fn reader_survives_damaged_files() {
             match p {
                 Ok(p) => {
                     n += 1;
-                    let _ = tcp_bth::capture::decode(n, &p);
+                    let _ = bth_capture::decode(n, &p);
                 }
                 Err(_) => break,
             }
@@ -634,11 +634,11 @@ fn reader_survives_damaged_files() {
             let mut b = good.clone();
             b[at] ^= x;
             if let Ok(r) = CaptureReader::new(&b[..]) {
-                let _ = tcp_bth::capture::analyze(r);
+                let _ = bth_capture::analyze(r);
             }
         }
     }
-    let a = tcp_bth::capture::analyze(CaptureReader::new(&good[..]).unwrap()).unwrap();
+    let a = bth_capture::analyze(CaptureReader::new(&good[..]).unwrap()).unwrap();
     assert_eq!(a.summary.bth_segments, 4);
     assert!(a.error.is_none());
 }

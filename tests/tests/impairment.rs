@@ -5,10 +5,10 @@
 use bth_tests::*;
 use bytes::Bytes;
 use std::time::Duration;
-use tcp_bth::sim::workload::{self, WorkloadConfig};
-use tcp_bth::sim::{Direction, LinkConfig};
 use tcp_bth::wire::TcpRepr;
 use tcp_bth::{Connection, WcOp};
+use tcp_bth_io::sim::workload::{self, WorkloadConfig};
+use tcp_bth_io::sim::{Direction, LinkConfig};
 
 fn impaired(seed: u64, loss: f64, reorder: f64) -> LinkConfig {
     LinkConfig::default()
@@ -143,9 +143,9 @@ fn sender_waits_for_credit_then_resumes_when_buffers_are_posted() {
 #[test]
 fn payload_altered_under_a_valid_checksum_is_caught_by_icrc_and_never_placed() {
     let (a_cfg, b_cfg) = configs(21, |_, _| {});
-    let mut pair = tcp_bth::sim::Pair::new(a_cfg.clone(), b_cfg.clone(), quiet_link());
+    let mut pair = tcp_bth_io::sim::Pair::new(a_cfg.clone(), b_cfg.clone(), quiet_link());
     assert!(pair.establish(Duration::from_secs(1)));
-    let tcp_bth::sim::Pair { a, b, now, .. } = pair;
+    let tcp_bth_io::sim::Pair { a, b, now, .. } = pair;
     let mut w = Wire::new(a, b.unwrap(), now);
     let msg = pattern(9, 3000);
     w.b.post_recv(1, vec![0; 3000]).unwrap();

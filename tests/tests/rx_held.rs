@@ -8,9 +8,9 @@ use bth_framer::{WorkRequest, WrOp};
 use bth_tests::*;
 use bytes::Bytes;
 use std::time::Duration;
-use tcp_bth::sim::{Direction, Pair};
 use tcp_bth::wire::TcpRepr;
 use tcp_bth::{Mode, RxHeld};
+use tcp_bth_io::sim::{Direction, Pair};
 
 const LEN: usize = 20_000;
 

@@ -20,8 +20,8 @@ use bth_tests::*;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
-use tcp_bth::sim::{LinkConfig, Pair};
 use tcp_bth::{State, WcOp};
+use tcp_bth_io::sim::{LinkConfig, Pair};
 
 const PAIRS: usize = 32;
 const DEPTH: usize = 6;

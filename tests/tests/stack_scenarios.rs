@@ -4,9 +4,9 @@
 
 use bth_tests::*;
 use std::time::Duration;
-use tcp_bth::sim::{LinkConfig, SimLink};
 use tcp_bth::wire::{TcpFlags, TcpRepr};
 use tcp_bth::{ConnError, Connection, Mode, State};
+use tcp_bth_io::sim::{LinkConfig, SimLink};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -139,12 +139,12 @@ fn time_wait_lasts_its_period_then_closes() {
 }
 
 /// A segment from A to B with the given flags at `seq` (checksummed for B).
-fn forged(p: &mut tcp_bth::sim::Pair, flags: TcpFlags, seq: u32) -> Vec<u8> {
-    let (a_ip, _) = (tcp_bth::sim::pair_configs(0).0.ip, ());
+fn forged(p: &mut tcp_bth_io::sim::Pair, flags: TcpFlags, seq: u32) -> Vec<u8> {
+    let (a_ip, _) = (tcp_bth_io::sim::pair_configs(0).0.ip, ());
     let (_, _, ack) = p.a.seq_state();
     TcpRepr {
-        src_port: tcp_bth::sim::pair::A_PORT,
-        dst_port: tcp_bth::sim::pair::B_PORT,
+        src_port: tcp_bth_io::sim::pair::A_PORT,
+        dst_port: tcp_bth_io::sim::pair::B_PORT,
         seq,
         ack,
         flags,
@@ -295,15 +295,15 @@ fn paws_drops_a_segment_with_an_old_timestamp() {
     p.a.send_bytes(b"hello").unwrap();
     assert!(p.run_until(SEC, |p| p.b().readable_bytes() == 5));
     let (_, nxt, ack) = p.a.seq_state();
-    let a_ip = tcp_bth::sim::pair_configs(0).0.ip;
+    let a_ip = tcp_bth_io::sim::pair_configs(0).0.ip;
     let seg = |tsval: u32| {
         let options = tcp_bth::wire::TcpOptions {
             timestamps: Some(tcp_bth::wire::Timestamps { tsval, tsecr: 0 }),
             ..Default::default()
         };
         TcpRepr {
-            src_port: tcp_bth::sim::pair::A_PORT,
-            dst_port: tcp_bth::sim::pair::B_PORT,
+            src_port: tcp_bth_io::sim::pair::A_PORT,
+            dst_port: tcp_bth_io::sim::pair::B_PORT,
             seq: nxt,
             ack,
             flags: TcpFlags::ACK | TcpFlags::PSH,
@@ -316,12 +316,13 @@ fn paws_drops_a_segment_with_an_old_timestamp() {
         .unwrap()
     };
     let now = p.now;
-    // TSval 1 is far older than anything A sent after the handshake: dropped, data not taken.
-    p.b().handle_segment(now, &seg(1));
+    // A TSval 2^20 ticks (about a second) before A's clock is older than anything A sent
+    // after the handshake: dropped, data not taken.
+    let fresh = p.a.tsval_at(now);
+    p.b().handle_segment(now, &seg(fresh.wrapping_sub(1 << 20)));
     assert_eq!(p.b().stats().paws_drops, 1);
     assert_eq!(p.b().readable_bytes(), 5);
     // The same segment with a current timestamp is accepted.
-    let fresh = now.as_micros() as u32;
     p.b().handle_segment(now, &seg(fresh));
     assert_eq!(p.b().readable_bytes(), 10);
 }

@@ -12,10 +12,10 @@ use bth_tests::pattern;
 use bth_tests::rss::rss_bytes;
 use bytes::Bytes;
 use std::time::Duration;
-use tcp_bth::sim::pair::B_PORT;
-use tcp_bth::sim::pair_configs;
 use tcp_bth::wire::{IpPair, TcpFlags, TcpOptions, TcpRepr};
 use tcp_bth::{Connection, Listener, ListenerConfig, Mode, State};
+use tcp_bth_io::sim::pair::B_PORT;
+use tcp_bth_io::sim::pair_configs;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;

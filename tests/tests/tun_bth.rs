@@ -3,11 +3,11 @@
 //! reordering). Mixed SEND / WRITE-with-immediate / READ messages, every byte verified.
 
 use bth_tests::tunpair::run_perf;
+use bth_tools::perf::{PerfConfig, PerfOp, PerfReport};
 use bth_tools::topology::TwoNs;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tcp_bth::perf::{PerfConfig, PerfOp, PerfReport};
-use tcp_bth::sim::LinkConfig;
+use tcp_bth_io::sim::LinkConfig;
 
 static N: AtomicU32 = AtomicU32::new(0);
 
@@ -22,7 +22,7 @@ fn total_bytes(default: u64) -> u64 {
 fn run(
     relay: Option<LinkConfig>,
     total: u64,
-) -> (PerfReport, PerfReport, Option<tcp_bth::tun::RelayStats>) {
+) -> (PerfReport, PerfReport, Option<tcp_bth_io::tun::RelayStats>) {
     let size = 256 * 1024;
     let cfg = PerfConfig {
         op: PerfOp::Mixed,

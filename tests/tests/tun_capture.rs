@@ -3,12 +3,12 @@
 //! report exactly the messages, MSNs, offsets and sizes that were sent, and tshark must read the
 //! file without malformed packets or checksum errors, also with our Lua dissector.
 
+use bth_capture::analyze_file;
 use bth_tests::tunpair::run_perf;
+use bth_tools::perf::{PerfConfig, PerfOp};
 use bth_tools::topology::{self, TwoNs};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use tcp_bth::capture::analyze_file;
-use tcp_bth::perf::{PerfConfig, PerfOp};
 use tcp_bth::wire::MsgClass;
 
 struct Cleanup(std::path::PathBuf);
@@ -102,7 +102,7 @@ fn capture_of_a_bth_transfer_decodes_to_what_was_sent() {
     assert!(sum.bth_segments > 0 && sum.data_segments > 0);
 
     // Client (B, 10.99.2.2) to server (A, 10.99.1.2): message i is SEND, WRITE, READ in turn.
-    let from_client = |k: &tcp_bth::capture::MessageKey| k.src.ip() == topology::B_STACK;
+    let from_client = |k: &bth_capture::MessageKey| k.src.ip() == topology::B_STACK;
     let count_of = |class: MsgClass, client: bool| {
         a.messages
             .iter()

@@ -9,9 +9,9 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::Duration;
-use tcp_bth::tun::{enter_netns, Driver, Endpoint, TunConfig, TunDevice};
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Mode, State};
+use tcp_bth_io::tun::{enter_netns, Driver, Endpoint, TunConfig, TunDevice};
 
 const TUN_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);

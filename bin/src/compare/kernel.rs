@@ -4,13 +4,13 @@
 //! its namespace before it creates its runtime and sockets.
 
 use super::{Cell, Workload};
+use crate::perf::REPLY_LEN;
 use crate::topology::{TwoNs, A_LINK};
 use crate::tunpair::thread_cpu;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
-use tcp_bth::perf::REPLY_LEN;
-use tcp_bth::tun::enter_netns;
+use tcp_bth_io::tun::enter_netns;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -9,13 +9,13 @@
 pub mod kernel;
 pub mod render;
 
+use crate::perf::{PerfConfig, PerfOp};
 use crate::topology::TwoNs;
 use crate::tunpair;
 use serde::Serialize;
 use std::io;
 use std::time::{Duration, Instant};
-use tcp_bth::perf::{PerfConfig, PerfOp};
-use tcp_bth::sim::LinkConfig;
+use tcp_bth_io::sim::LinkConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -9,9 +9,9 @@ use bth_placement::Access;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tcp_bth::sim::{pair_configs, LinkConfig, Pair};
 use tcp_bth::wire::TcpRepr;
 use tcp_bth_fuzz::conn::{tag, Seed};
+use tcp_bth_io::sim::{pair_configs, LinkConfig, Pair};
 
 fn capture() -> Vec<Vec<u8>> {
     let (a, b) = pair_configs(3);

@@ -2,12 +2,24 @@
 //! mode, direct placement of each data segment at its message offset.
 
 use super::*;
+
 use crate::wire::{Bth, Inbound, TcpOptions, TcpRepr, Timestamps};
 use bth_placement::PlaceOutcome;
+
+/// How long `ts_recent` stays comparable: 2^31 µs, half the TSval cycle at 1 µs per tick.
+const PAWS_IDLE: Duration = Duration::from_micros(1 << 31);
+
+/// Least time between two ACKs that answer dropped segments.
+const INVALID_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
 impl Connection {
     /// Process one received TCP segment (header + payload, no IP header).
     pub fn handle_segment(&mut self, now: Duration, bytes: &[u8]) {
+        self.on_segment(now, bytes);
+        self.note_events();
+    }
+
+    fn on_segment(&mut self, now: Duration, bytes: &[u8]) {
         self.stats.segments_in += 1;
         let seg = match TcpRepr::parse(bytes, Some(self.cfg.ip.reversed())) {
             Ok(s) => s,
@@ -44,7 +56,7 @@ impl Connection {
     }
 
     /// Settle options from the peer's SYN or SYN-ACK.
-    pub(super) fn negotiate(&mut self, opts: &TcpOptions, we_offered_ts: bool) {
+    pub(super) fn negotiate(&mut self, now: Duration, opts: &TcpOptions, we_offered_ts: bool) {
         self.peer_mss = opts.mss.unwrap_or(536).max(64);
         if let Some(ws) = opts.window_scale {
             self.peer_wscale = ws.min(14);
@@ -60,13 +72,13 @@ impl Connection {
                 };
                 // We may not send messages larger than the peer accepts.
                 self.framer.set_max_message_len(h.mbo);
-                self.ts_recent = h.timestamps.map(|t| t.tsval);
+                self.set_ts_recent(now, h.timestamps.map(|t| t.tsval));
             }
             _ => {
                 self.mode = Mode::Plain;
                 self.ts_ok = we_offered_ts && opts.timestamps.is_some();
                 if self.ts_ok {
-                    self.ts_recent = opts.timestamps.map(|t| t.tsval);
+                    self.set_ts_recent(now, opts.timestamps.map(|t| t.tsval));
                 }
             }
         }
@@ -78,7 +90,7 @@ impl Connection {
         let f = seg.flags;
         if f.ack() && seg.ack != self.iss.wrapping_add(1) {
             if !f.rst() {
-                self.rst_pending = Some((seg.ack, 0, false));
+                self.rst_pending = Some(seg.ack);
             }
             return;
         }
@@ -92,7 +104,7 @@ impl Connection {
             return;
         }
         self.irs = seg.seq;
-        self.negotiate(&seg.options, !self.cfg.bth && self.cfg.timestamps);
+        self.negotiate(now, &seg.options, !self.cfg.bth && self.cfg.timestamps);
         self.snd_wnd = u64::from(seg.window);
         self.snd_wl1 = seg.seq;
         self.snd_wl2 = seg.ack;
@@ -112,7 +124,7 @@ impl Connection {
             self.rtt.on_sample(now.saturating_sub(t));
         }
         self.syn_pending = false;
-        self.rto_at = None;
+        self.timers.stop(Timer::Rto);
         self.retries = 0;
     }
 
@@ -140,6 +152,36 @@ impl Connection {
         self.last_challenge = Some(now);
         self.stats.challenge_acks += 1;
         self.ack_now = true;
+    }
+
+    /// An ACK answering a segment we dropped (PAWS), at most one per [`INVALID_ACK_INTERVAL`]
+    /// (Linux: `tcp_invalid_ratelimit`, 500 ms).
+    fn rate_limited_ack(&mut self, now: Duration) {
+        if self
+            .last_invalid_ack
+            .is_some_and(|t| now.saturating_sub(t) < INVALID_ACK_INTERVAL)
+        {
+            return;
+        }
+        self.last_invalid_ack = Some(now);
+        self.ack_now = true;
+    }
+
+    fn set_ts_recent(&mut self, now: Duration, tsval: Option<u32>) {
+        if let Some(v) = tsval {
+            self.ts_recent = Some(v);
+            self.ts_recent_at = now;
+        }
+    }
+
+    /// `ts_recent`, unless it is too old to compare with (RFC 7323 §5.5). Our TSval clock ticks
+    /// every microsecond, so a peer's TSval moves by half its 32-bit range in [`PAWS_IDLE`]:
+    /// after that long without an update, a fresh TSval may look older than `ts_recent`, and
+    /// PAWS would drop every segment of a connection that was merely idle. Linux applies the
+    /// same limit to its microsecond timestamps (`tcp_paws_wrap`).
+    fn ts_recent_valid(&self, now: Duration) -> Option<u32> {
+        self.ts_recent
+            .filter(|_| now.saturating_sub(self.ts_recent_at) < PAWS_IDLE)
     }
 
     fn on_synchronized(&mut self, now: Duration, seg: &TcpRepr<'_>) {
@@ -174,10 +216,12 @@ impl Connection {
             return;
         }
         let ts = self.seg_timestamps(seg);
-        if let (Some(ts), Some(recent)) = (ts, self.ts_recent) {
+        if let (Some(ts), Some(recent)) = (ts, self.ts_recent_valid(now)) {
             if !f.rst() && recovery::tsval_before(ts.tsval, recent) {
                 self.stats.paws_drops += 1;
-                self.ack_now = true;
+                // RFC 7323 §5.3 answers a PAWS drop with an ACK; rate-limited, because if the
+                // peer drops our ACK the same way the two would ping-pong without end.
+                self.rate_limited_ack(now);
                 return;
             }
         }
@@ -203,7 +247,7 @@ impl Connection {
         }
         if self.state == State::SynReceived {
             if seg.ack != self.iss.wrapping_add(1) {
-                self.rst_pending = Some((seg.ack, 0, false));
+                self.rst_pending = Some(seg.ack);
                 return;
             }
             self.on_syn_acked(now);
@@ -216,17 +260,20 @@ impl Connection {
             self.snd_wl1 = seg.seq;
             self.snd_wl2 = seg.ack;
         }
-        // RFC 7323 §4.3: ts_recent follows the segment at the left edge of the window.
-        if let Some(ts) = ts {
-            if seg_off <= self.rcv_nxt as i64 {
-                self.ts_recent = Some(ts.tsval);
-            }
-        }
         if let Some(b) = seg.options.bth {
             self.on_bth_control(&b);
         }
         if !self.on_ack(now, seg, ts.map(|t| t.tsecr)) {
             return;
+        }
+        // RFC 7323 §4.3: ts_recent follows the segment at the left edge of the window. Only
+        // once its ACK proved acceptable (as Linux: FLAG_UPDATE_TS_RECENT): an in-window
+        // segment with a forged ACK must not move ts_recent ahead of the real peer's clock,
+        // or PAWS would drop everything the peer sends afterwards.
+        if let Some(ts) = ts {
+            if seg_off <= self.rcv_nxt as i64 {
+                self.set_ts_recent(now, Some(ts.tsval));
+            }
         }
         if !seg.payload.is_empty() && self.state.receives_data() {
             match self.mode {
@@ -370,7 +417,7 @@ impl Connection {
         let (lost, timer) = self
             .rec
             .detect_losses(now, self.rtt.min_rtt(), self.rtt.srtt());
-        self.rack_at = timer;
+        self.timers.set_opt(Timer::Rack, timer);
         if lost > 0 && self.recovery_point.is_none() {
             self.recovery_point = Some(self.snd_nxt);
             // FlightSize (RFC 5681), not the pipe that just lost the marked segments.
@@ -381,11 +428,8 @@ impl Connection {
 
     fn enter_time_wait(&mut self, now: Duration) {
         self.state = State::TimeWait;
-        self.time_wait_at = Some(now + self.cfg.time_wait);
-        self.rto_at = None;
-        self.tlp_at = None;
-        self.rack_at = None;
-        self.persist_at = None;
+        self.timers.stop_all();
+        self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
     }
 
     fn check_peer_fin(&mut self, now: Duration) {
@@ -401,7 +445,7 @@ impl Connection {
             State::FinWait1 if self.fin_acked => self.enter_time_wait(now),
             State::FinWait1 => self.state = State::Closing,
             State::FinWait2 => self.enter_time_wait(now),
-            State::TimeWait => self.time_wait_at = Some(now + self.cfg.time_wait),
+            State::TimeWait => self.timers.set(Timer::TimeWait, now + self.cfg.time_wait),
             _ => {}
         }
     }
@@ -466,7 +510,7 @@ impl Connection {
             PlaceOutcome::AccessError(_) => {
                 // RDMA rule: a remote access violation moves the QP to the error state; nothing
                 // was written and other messages stay as they are.
-                self.rst_pending = Some((self.seq_of(self.snd_nxt), 0, false));
+                self.rst_pending = Some(self.seq_of(self.snd_nxt));
                 self.fail(ConnError::RemoteAccess);
                 return;
             }
@@ -499,12 +543,24 @@ impl Connection {
     }
 
     /// Serve an RDMA READ from our registered memory (placement already checked rights/bounds).
+    /// A response we cannot send (longer than the requester accepts, or the region gone) is
+    /// never dropped silently: the requester would wait forever for it. The QP fails instead
+    /// (RST), so every outstanding request on both sides completes with an error.
     fn answer_read(&mut self, request_msn: u16, req: crate::wire::ReadRequest) {
-        let data = match self.placement.regions().read(req.rkey, req.addr, req.len) {
-            Ok(d) => Bytes::copy_from_slice(d),
-            Err(_) => return,
+        let posted = match self.placement.regions().read(req.rkey, req.addr, req.len) {
+            Ok(d) => {
+                let data = Bytes::copy_from_slice(d);
+                self.framer
+                    .post_read_response(request_msn, vec![data])
+                    .is_ok()
+            }
+            Err(_) => false,
         };
-        let _ = self.framer.post_read_response(request_msn, vec![data]);
+        if !posted {
+            self.stats.read_responses_refused += 1;
+            self.rst_pending = Some(self.seq_of(self.snd_nxt));
+            self.fail(ConnError::RemoteInvalidRequest);
+        }
     }
 
     fn on_plain_data(&mut self, seg: &TcpRepr<'_>, seg_off: i64) {

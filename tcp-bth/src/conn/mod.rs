@@ -8,10 +8,15 @@
 //! every segment) and received data goes straight to placement; otherwise the connection is a
 //! plain TCP byte stream.
 
+mod events;
 mod input;
 mod output;
 pub mod recovery;
+mod timer;
 mod timers;
+
+#[cfg(test)]
+mod tests;
 
 use crate::config::Config;
 use crate::ranges::RangeSet;
@@ -23,10 +28,12 @@ use bth_placement::{
     Access, MrError, MrHandle, Placement, PlacementConfig, PlacementLimits, WcStatus,
 };
 use bytes::Bytes;
+pub use events::Event;
 use recovery::{Recovery, RecoveryStats};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 use thiserror::Error;
+use timer::{Timer, TimerTable};
 
 /// RFC 9293 connection states. LISTEN is the driver's job: it hands a SYN to [`Connection::accept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +86,8 @@ pub enum ConnError {
     TimedOut(u32),
     #[error("remote access error: a segment violated memory region rights or bounds")]
     RemoteAccess,
+    #[error("remote invalid request: the peer asked for an RDMA READ we cannot answer (longer than it accepts)")]
+    RemoteInvalidRequest,
     #[error("connection is closing or closed")]
     Closed,
     #[error("operation needs tcp_bth, but the peer did not negotiate it")]
@@ -144,6 +153,9 @@ pub struct Stats {
     /// Segments placement did not take (its windows or range limits): not acknowledged.
     pub placement_refused: u64,
     pub challenge_acks: u64,
+    /// RDMA READ requests whose response could not be framed (longer than the requester
+    /// announced it accepts): the QP failed, never a silent drop.
+    pub read_responses_refused: u64,
     pub bytes_received: u64,
     pub bytes_sent: u64,
 }
@@ -212,6 +224,10 @@ pub struct Connection {
     latest_rx: Option<u64>,
     peer_fin: Option<u64>,
     ts_recent: Option<u32>,
+    /// When `ts_recent` was last set (RFC 7323 §5.5 idle rule).
+    ts_recent_at: Duration,
+    /// Added to our TSval clock (`isn::ts_offset`).
+    ts_offset: u32,
     placement: Placement,
     msg_end: HashMap<(MsgClass, u16), u64>,
     /// Completions waiting for the cumulative point to pass their message's end.
@@ -226,18 +242,20 @@ pub struct Connection {
     /// A receive was posted since our last pure ACK: the new credit must reach the peer, and
     /// only pure ACKs carry it (a data segment's MSN field is its own).
     credit_owed: bool,
-    rst_pending: Option<(u32, u32, bool)>,
+    /// An RST to send, with this sequence number. Always without ACK: every RST this
+    /// connection sends answers an acceptable-ACK failure or ends the QP (RFC 9293 §3.10.7.4);
+    /// RST|ACK in answer to segments for no connection is the Endpoint's (LISTEN/CLOSED).
+    rst_pending: Option<u32>,
     /// Persist probe to send: (seq, ack).
     probe_pending: Option<(u32, u32)>,
     last_challenge: Option<Duration>,
-    rto_at: Option<Duration>,
-    rack_at: Option<Duration>,
-    tlp_at: Option<Duration>,
-    persist_at: Option<Duration>,
+    last_invalid_ack: Option<Duration>,
+    timers: TimerTable,
     persist_backoff: u32,
-    time_wait_at: Option<Duration>,
     retries: u32,
     completions: VecDeque<Completion>,
+    events: VecDeque<Event>,
+    reported: events::Reported,
     stats: Stats,
 }
 
@@ -320,6 +338,8 @@ impl Connection {
             latest_rx: None,
             peer_fin: None,
             ts_recent: None,
+            ts_recent_at: Duration::ZERO,
+            ts_offset: crate::isn::ts_offset(&cfg.isn_key, cfg.ip, cfg.local_port, cfg.remote_port),
             placement,
             msg_end: HashMap::new(),
             held: BTreeMap::new(),
@@ -332,14 +352,13 @@ impl Connection {
             rst_pending: None,
             probe_pending: None,
             last_challenge: None,
-            rto_at: None,
-            rack_at: None,
-            tlp_at: None,
-            persist_at: None,
+            last_invalid_ack: None,
+            timers: TimerTable::default(),
             persist_backoff: 0,
-            time_wait_at: None,
             retries: 0,
             completions: VecDeque::new(),
+            events: VecDeque::new(),
+            reported: Default::default(),
             stats: Stats::default(),
             cfg,
         }
@@ -367,7 +386,7 @@ impl Connection {
         let offer_ts = cfg.timestamps;
         let mut c = Connection::new(cfg, now, State::SynReceived);
         c.irs = seg.seq;
-        c.negotiate(&seg.options, offer_ts);
+        c.negotiate(now, &seg.options, offer_ts);
         c.snd_wnd = u64::from(seg.window);
         c.snd_wl1 = seg.seq;
         c.stats.segments_in += 1;
@@ -504,6 +523,11 @@ impl Connection {
     }
 
     /// Post an RDMA READ of `len = sink.len()` bytes at the peer's `rkey`/`remote_addr` into `sink`.
+    ///
+    /// Transactional: either the READ is registered with placement *and* queued in the framer,
+    /// or nothing changed (no MSN consumed, no request sent). The response is sent to us, so it
+    /// may be no longer than the largest message we announced; a longer READ is refused here
+    /// rather than dropped by the responder later.
     pub fn post_read(
         &mut self,
         wr_id: u64,
@@ -518,6 +542,18 @@ impl Connection {
             return Err(ConnError::TooManyReads);
         }
         let len = u32::try_from(sink.len()).unwrap_or(u32::MAX);
+        let max = self.cfg.max_message_len.min(crate::wire::MAX_MESSAGE_LEN);
+        if len > max {
+            return Err(ConnError::Post(PostError::ReadTooLarge { len, max }));
+        }
+        let msn = self
+            .framer
+            .next_msn(MsgClass::ReadRequest)
+            .expect("READ requests are numbered");
+        // Placement first: it refuses (full, flushed) without a trace, before any MSN is used.
+        self.placement
+            .expect_read_response(msn, wr_id, sink)
+            .map_err(|e| ConnError::Recv(e.to_string()))?;
         let posted = self.framer.post(WorkRequest {
             wr_id,
             op: WrOp::RdmaRead {
@@ -526,12 +562,20 @@ impl Connection {
                 len,
             },
             sg_list: Vec::new(),
-        })?;
-        self.placement
-            .expect_read_response(posted.msn, wr_id, sink)
-            .map_err(|e| ConnError::Recv(e.to_string()))?;
-        self.reads.insert(posted.msn, wr_id);
-        Ok(posted.msn)
+        });
+        match posted {
+            Ok(p) => {
+                debug_assert_eq!(p.msn, msn, "framer and placement number READs alike");
+                self.reads.insert(msn, wr_id);
+                Ok(msn)
+            }
+            Err(e) => {
+                // Refused by the framer's own checks: take the registration back.
+                let sink = self.placement.cancel_read(msn);
+                debug_assert!(sink.is_some(), "the READ just registered is the last one");
+                Err(ConnError::Post(e))
+            }
+        }
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
@@ -608,14 +652,16 @@ impl Connection {
             State::SynSent => self.state = State::Closed,
             _ => {}
         }
+        self.note_events();
     }
 
     /// Abort: RST now, everything outstanding completes with a flush error.
     pub fn abort(&mut self) {
         if self.state.synchronized() || self.state == State::SynReceived {
-            self.rst_pending = Some((self.seq_of(self.snd_nxt), 0, false));
+            self.rst_pending = Some(self.seq_of(self.snd_nxt));
         }
         self.fail(ConnError::Closed);
+        self.note_events();
     }
 
     // ---- internals shared by input/output ----
@@ -638,9 +684,18 @@ impl Connection {
         self.rcv_nxt as i64 + i64::from(seq.wrapping_sub(self.rcv_seq_of(self.rcv_nxt)) as i32)
     }
 
+    /// The TSval this connection puts on a segment it sends at `now` (for tools and tests
+    /// that build segments in its name).
+    pub fn tsval_at(&self, now: Duration) -> u32 {
+        self.tsval(now)
+    }
+
     fn tsval(&self, now: Duration) -> u32 {
-        // 1 µs ticks (RFC 7323 allows 1 µs..1 s): fine-grained RTT in datacenters.
-        now.as_micros() as u32
+        // 1 µs ticks (RFC 7323 allows 1 µs..1 s): a retransmission and its original get
+        // different TSvals even at datacenter RTTs, which Eifel-style spurious-retransmission
+        // detection (recovery.rs) needs. The price is a TSval cycle of 71.6 minutes, which the
+        // PAWS idle rule in input.rs accounts for.
+        (now.as_micros() as u32).wrapping_add(self.ts_offset)
     }
 
     /// Bytes we advertise.
@@ -693,11 +748,7 @@ impl Connection {
         self.completions.extend(held.into_values());
         self.placement.flush();
         self.drain_placement_completions(u64::MAX);
-        self.rto_at = None;
-        self.rack_at = None;
-        self.tlp_at = None;
-        self.persist_at = None;
-        self.time_wait_at = None;
+        self.timers.stop_all();
     }
 
     /// Move placement's completions into the held list keyed by their message's end offset.

@@ -8,7 +8,14 @@ use bth_framer::SegmentDesc;
 /// What the data part of a segment is.
 enum Body {
     None,
+    /// BTH mode: bytes of exactly one message, described by the framer.
     Data(SegmentDesc),
+    /// Plain mode: `len` stream bytes from `start`, across as many queued `send_bytes` chunks
+    /// as they span (a byte stream has no message boundaries to respect).
+    Stream {
+        start: u64,
+        len: u32,
+    },
 }
 
 impl Connection {
@@ -22,13 +29,8 @@ impl Connection {
     }
 
     fn next_segment(&mut self, now: Duration) -> Option<Vec<u8>> {
-        if let Some((seq, ack, with_ack)) = self.rst_pending.take() {
-            let flags = if with_ack {
-                TcpFlags::RST | TcpFlags::ACK
-            } else {
-                TcpFlags::RST
-            };
-            return Some(self.build(now, flags, seq, ack, Body::None));
+        if let Some(seq) = self.rst_pending.take() {
+            return Some(self.build(now, TcpFlags::RST, seq, 0, Body::None));
         }
         if let Some((seq, ack)) = self.probe_pending.take() {
             return Some(self.build(now, TcpFlags::ACK, seq, ack, Body::None));
@@ -66,7 +68,7 @@ impl Connection {
             self.syn_retransmitted = true;
         }
         self.syn_sent_at = Some(now);
-        self.rto_at = Some(now + self.rtt.rto());
+        self.timers.set(Timer::Rto, now + self.rtt.rto());
         let passive = self.state == State::SynReceived;
         let mut opts = TcpOptions {
             mss: Some(self.cfg.mss),
@@ -119,11 +121,11 @@ impl Connection {
         let resend = self.tlp_probe.take().or_else(|| self.rec.next_lost());
         if let Some((start, end)) = resend {
             if self.rec.pipe() + (end - start) <= cwnd.max(mss) || self.rec.pipe() == 0 {
-                if let Some(desc) = self.framer.segment_at(start, (end - start) as u32) {
+                if let Some(body) = self.data_body(start, (end - start) as u32) {
                     let tsval = self.tsval(now);
                     self.rec.on_retransmit(start, now, tsval);
                     self.arm_rto(now);
-                    return Some(self.build_data(now, desc));
+                    return Some(self.build_data(now, start, body));
                 }
             }
         }
@@ -143,19 +145,56 @@ impl Connection {
             self.arm_persist(now);
             return None;
         }
-        let Some(desc) = self.framer.segment_at(self.snd_nxt, room as u32) else {
+        let start = self.snd_nxt;
+        let Some(body) = self.data_body(start, room as u32) else {
             // A READ request is one indivisible 16-byte segment: wait for that much room.
             self.arm_persist(now);
             return None;
         };
+        let len = match &body {
+            Body::Data(d) => d.len,
+            Body::Stream { len, .. } => *len,
+            Body::None => 0,
+        };
         let tsval = self.tsval(now);
-        let seg_end = desc.stream_offset + u64::from(desc.len);
-        self.rec.on_send(desc.stream_offset, seg_end, now, tsval);
+        let seg_end = start + u64::from(len);
+        self.rec.on_send(start, seg_end, now, tsval);
         self.snd_nxt = seg_end;
-        self.stats.bytes_sent += u64::from(desc.len);
+        self.stats.bytes_sent += u64::from(len);
         self.arm_rto(now);
         self.arm_tlp(now);
-        Some(self.build_data(now, desc))
+        Some(self.build_data(now, start, body))
+    }
+
+    /// The data segment starting at stream offset `start` with at most `max` payload bytes.
+    fn data_body(&self, start: u64, max: u32) -> Option<Body> {
+        match self.mode {
+            Mode::Bth { .. } => self.framer.segment_at(start, max).map(Body::Data),
+            _ => {
+                let len = (self.framer.stream_end().saturating_sub(start)).min(u64::from(max));
+                (len > 0).then_some(Body::Stream {
+                    start,
+                    len: len as u32,
+                })
+            }
+        }
+    }
+
+    /// Plain mode: `len` queued stream bytes from `start`, gathered across chunks.
+    fn stream_payload(&self, start: u64, len: u32) -> Vec<u8> {
+        let mut out = vec![0u8; len as usize];
+        let mut at = 0usize;
+        while at < out.len() {
+            let Some(d) = self
+                .framer
+                .segment_at(start + at as u64, (out.len() - at) as u32)
+            else {
+                break;
+            };
+            at += d.copy_payload_to(&mut out[at..]);
+        }
+        debug_assert_eq!(at, out.len(), "stream bytes below stream_end are queued");
+        out
     }
 
     /// A SEND may start only when the receiver advertised a buffer for its MSN.
@@ -187,19 +226,13 @@ impl Connection {
         Some(self.build(now, TcpFlags::FIN | TcpFlags::ACK, seq, ack, Body::None))
     }
 
-    fn build_data(&mut self, now: Duration, desc: SegmentDesc) -> Vec<u8> {
-        let seq = self.seq_of(desc.stream_offset);
+    fn build_data(&mut self, now: Duration, start: u64, body: Body) -> Vec<u8> {
+        let seq = self.seq_of(start);
         let ack = self.rcv_seq_of(self.rcv_nxt);
         // A data segment carries the ACK too, but not our receive credit: if credit is owed, the
         // pure ACK still goes out after the data.
         self.ack_now = self.credit_owed;
-        self.build(
-            now,
-            TcpFlags::ACK | TcpFlags::PSH,
-            seq,
-            ack,
-            Body::Data(desc),
-        )
+        self.build(now, TcpFlags::ACK | TcpFlags::PSH, seq, ack, body)
     }
 
     fn build(&mut self, now: Duration, flags: TcpFlags, seq: u32, ack: u32, body: Body) -> Vec<u8> {
@@ -213,7 +246,7 @@ impl Connection {
             Mode::Bth { .. } => {
                 let mut b = match &body {
                     Body::Data(d) => d.bth,
-                    Body::None => {
+                    Body::None | Body::Stream { .. } => {
                         // Pure ACK / FIN / RST: advertise our receive credit (rtr).
                         let mut a = Bth::new(ACK_OPCODE);
                         a.rtr = true;
@@ -240,9 +273,8 @@ impl Connection {
                 if self.ts_ok {
                     opts.timestamps = Some(ts);
                 }
-                if let Body::Data(d) = &body {
-                    payload = vec![0u8; d.payload_len()];
-                    d.copy_payload_to(&mut payload);
+                if let Body::Stream { start, len } = body {
+                    payload = self.stream_payload(start, len);
                 }
             }
         }

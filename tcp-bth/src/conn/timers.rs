@@ -6,82 +6,73 @@ use super::*;
 impl Connection {
     /// The earliest deadline at which [`handle_timeout`](Self::handle_timeout) must be called.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        [
-            self.rto_at,
-            self.rack_at,
-            self.tlp_at,
-            self.persist_at,
-            self.time_wait_at,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        self.timers.next()
     }
 
+    /// Handle every timer that has expired at `now`, in [`Timer::VALUES`] order.
     pub fn handle_timeout(&mut self, now: Duration) {
-        if self.time_wait_at.is_some_and(|t| now >= t) {
-            self.time_wait_at = None;
-            self.state = State::Closed;
-            return;
-        }
-        if self.rack_at.is_some_and(|t| now >= t) {
-            self.rack_at = None;
-            self.detect_losses(now);
-        }
-        if self.tlp_at.is_some_and(|t| now >= t) {
-            self.tlp_at = None;
-            self.on_tlp(now);
-        }
-        if self.persist_at.is_some_and(|t| now >= t) {
-            self.persist_at = None;
-            self.on_persist(now);
-        }
-        if self.rto_at.is_some_and(|t| now >= t) {
-            self.rto_at = None;
-            self.on_rto(now);
+        self.fire_timers(now);
+        self.note_events();
+    }
+
+    fn fire_timers(&mut self, now: Duration) {
+        for t in Timer::VALUES {
+            if !self.timers.take_expired(t, now) {
+                continue;
+            }
+            match t {
+                Timer::TimeWait => {
+                    self.state = State::Closed;
+                    return;
+                }
+                Timer::Rack => self.detect_losses(now),
+                Timer::Tlp => self.on_tlp(now),
+                Timer::Persist => self.on_persist(now),
+                Timer::Rto => self.on_rto(now),
+            }
         }
     }
 
     pub(super) fn arm_rto(&mut self, now: Duration) {
-        if self.rto_at.is_none() {
-            self.rto_at = Some(now + self.rtt.rto());
+        if !self.timers.is_set(Timer::Rto) {
+            self.timers.set(Timer::Rto, now + self.rtt.rto());
         }
     }
 
     /// RFC 8985 §7.2: probe after 2*SRTT when the flight's tail might have been lost.
     pub(super) fn arm_tlp(&mut self, now: Duration) {
         if self.recovery_point.is_some() || self.rec.is_empty() {
-            self.tlp_at = None;
+            self.timers.stop(Timer::Tlp);
             return;
         }
         let Some(srtt) = self.rtt.srtt() else { return };
         let pto = (srtt * 2).max(Duration::from_micros(100));
-        let rto_at = self.rto_at.unwrap_or(now + self.rtt.rto());
-        self.tlp_at = Some((now + pto).min(rto_at));
+        let rto_at = self.timers.get(Timer::Rto).unwrap_or(now + self.rtt.rto());
+        self.timers.set(Timer::Tlp, (now + pto).min(rto_at));
     }
 
     /// Nothing in flight but data waits on window or credit: probe so a lost window update
     /// cannot deadlock the connection (RFC 9293 §3.8.6.1).
     pub(super) fn arm_persist(&mut self, now: Duration) {
-        if self.persist_at.is_none() && self.rec.is_empty() && !self.fin_sent {
+        if !self.timers.is_set(Timer::Persist) && self.rec.is_empty() && !self.fin_sent {
             let backoff = 1u32 << self.persist_backoff.min(10);
             let wait = self.rtt.rto().saturating_mul(backoff).min(self.cfg.max_rto);
-            self.persist_at = Some(now + wait);
+            self.timers.set(Timer::Persist, now + wait);
         }
     }
 
     pub(super) fn rearm_after_ack(&mut self, now: Duration, progressed: bool) {
         let outstanding = !self.rec.is_empty() || (self.fin_sent && !self.fin_acked);
         if !outstanding {
-            self.rto_at = None;
-            self.tlp_at = None;
+            self.timers.stop(Timer::Rto);
+            self.timers.stop(Timer::Tlp);
         } else if progressed {
             // RFC 6298 §5.3: restart the timer when new data is acknowledged.
-            self.rto_at = Some(now + self.rtt.rto());
+            self.timers.set(Timer::Rto, now + self.rtt.rto());
             self.arm_tlp(now);
         }
         if progressed {
-            self.persist_at = None;
+            self.timers.stop(Timer::Persist);
         }
     }
 
@@ -113,7 +104,7 @@ impl Connection {
     fn on_rto(&mut self, now: Duration) {
         self.retries += 1;
         if self.retries > self.cfg.max_retries {
-            self.rst_pending = Some((self.seq_of(self.snd_nxt), 0, false));
+            self.rst_pending = Some(self.seq_of(self.snd_nxt));
             self.fail(ConnError::TimedOut(self.retries - 1));
             return;
         }
@@ -131,8 +122,8 @@ impl Connection {
                 if self.fin_sent && !self.fin_acked && self.rec.is_empty() {
                     self.fin_resend = true;
                 }
-                self.tlp_at = None;
-                self.rto_at = Some(now + self.rtt.rto());
+                self.timers.stop(Timer::Tlp);
+                self.timers.set(Timer::Rto, now + self.rtt.rto());
             }
         }
     }

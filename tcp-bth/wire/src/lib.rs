@@ -5,6 +5,8 @@
 //! entry point ([`BthOption::new_checked`], [`TcpOptions::parse`], [`TcpRepr::parse`]), and every
 //! refusal names what was wrong. Emitting refuses values that would not fit instead of truncating.
 
+#![forbid(unsafe_code)]
+
 pub mod bth;
 pub mod message;
 pub mod opcode;

@@ -1,12 +1,10 @@
 //! Rendering of decoded capture records for `bth-dump`: one text line or one JSON object per
-//! packet, the per-message table and the summary. Decoding itself is `tcp_bth::capture`.
+//! packet, the per-message table and the summary. Decoding itself is `bth_capture`.
 
+use bth_capture::{Checksum, Decoded, Marks, MessageInfo, MessageKey, Outcome, Segment, Summary};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
-use tcp_bth::capture::{
-    Checksum, Decoded, Marks, MessageInfo, MessageKey, Outcome, Segment, Summary,
-};
 use tcp_bth::wire::{Bth, Extension, MsgClass, Opcode, TcpFlags};
 
 /// `seconds.nanoseconds`.
@@ -382,7 +380,7 @@ pub fn messages_text(msgs: &BTreeMap<MessageKey, MessageInfo>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcp_bth::capture::{analyze, CaptureReader, PcapWriter};
+    use bth_capture::{analyze, CaptureReader, PcapWriter};
     use tcp_bth::wire::{IpPair, Reth, TcpOptions, TcpRepr, Timestamps};
 
     const IP: IpPair = IpPair::V4 {

@@ -1,14 +1,14 @@
 //! `bth-dump`: print the tcp_bth segments of a pcap/pcapng capture, one line each, and a
-//! summary. Decoding is `tcp_bth::capture`; this is the command line over it.
+//! summary. Decoding is `bth_capture`; this is the command line over it.
 
 mod format;
 
+use bth_capture::{decode, Analyzer, CaptureReader};
 use clap::Parser;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use tcp_bth::capture::{decode, Analyzer, CaptureReader};
 
 const COUNTS: &str = "\
 Each line: frame number, time, source > destination, TCP flags (S F R P U E W, `.` = ACK), seq,
@@ -150,7 +150,7 @@ fn run(cli: &Cli, out: &mut impl Write) -> io::Result<ExitCode> {
         writeln!(out, "{}", format::line(&d, marks, base))?;
         if cli.verbose {
             if let Some(Ok(o)) = d.segment().map(|s| &s.options) {
-                for l in tcp_bth::describe::options(o).lines() {
+                for l in bth_capture::describe::options(o).lines() {
                     writeln!(out, "         {l}")?;
                 }
             }

@@ -1,14 +1,14 @@
 //! `bth-perf`: throughput and latency of tcp-bth over the io_uring TUN data path, between two
 //! network namespaces (like ib_send_bw / iperf3).
 
+use bth_tools::perf::{Client, PerfConfig, PerfOp, PerfReport, Server};
 use bth_tools::topology::{self, TwoNs};
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;
-use tcp_bth::perf::{Client, PerfConfig, PerfOp, PerfReport, Server};
-use tcp_bth::tun::{Driver, Endpoint};
 use tcp_bth::wire::IpPair;
 use tcp_bth::Config;
+use tcp_bth_io::tun::{Driver, Endpoint};
 
 #[derive(Parser)]
 #[command(
@@ -124,7 +124,7 @@ fn print_report(role: &str, r: &PerfReport) {
 fn run_server(a: &ServerArgs) -> Result<(), String> {
     let cfg = perf_config(&a.w)?;
     let relay = (a.relay_loss.is_some() || a.relay_reorder.is_some()).then(|| {
-        tcp_bth::sim::LinkConfig::default()
+        tcp_bth_io::sim::LinkConfig::default()
             .with_delay(Duration::from_micros(10))
             .with_bandwidth_bps(0)
             .with_loss(a.relay_loss.unwrap_or(0.0))

@@ -2,8 +2,8 @@
 
 use clap::Args;
 use std::time::{Duration, Instant};
-use tcp_bth::sim::workload::{self, WorkloadConfig};
-use tcp_bth::sim::LinkConfig;
+use tcp_bth_io::sim::workload::{self, WorkloadConfig};
+use tcp_bth_io::sim::LinkConfig;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {

@@ -101,7 +101,7 @@ fn decode(hex: &str, segment: bool, options: bool, ipv4: Option<&str>) -> Result
     if segment {
         let ip = ipv4.map(parse_ipv4_pair).transpose()?;
         let seg = TcpRepr::parse(&bytes, ip).map_err(|e| format!("segment refused: {e}"))?;
-        print!("{}", tcp_bth::describe::segment(&seg));
+        print!("{}", bth_capture::describe::segment(&seg));
         if ip.is_some() {
             println!("checksum      ok");
         }
@@ -111,10 +111,10 @@ fn decode(hex: &str, segment: bool, options: bool, ipv4: Option<&str>) -> Result
         }
     } else if options {
         let o = TcpOptions::parse(&bytes).map_err(|e| format!("options refused: {e}"))?;
-        print!("{}", tcp_bth::describe::options(&o));
+        print!("{}", bth_capture::describe::options(&o));
     } else {
         let b = Bth::from_bytes(&bytes).map_err(|e| format!("option refused: {e}"))?;
-        print!("{}", tcp_bth::describe::bth(&b));
+        print!("{}", bth_capture::describe::bth(&b));
     }
     Ok(())
 }

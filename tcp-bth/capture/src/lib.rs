@@ -3,25 +3,32 @@
 //! * Writing: [`PcapWriter`] wraps TCP segments (as the stack emits them) in an IPv4 or IPv6
 //!   header and writes them to a libpcap file with link type RAW (101), readable by tcpdump,
 //!   Wireshark/tshark (with `docs/wireshark/tcp_bth.lua` for the option) and `bth-dump`.
-//!   [`PcapWriter::tap`] turns one into a [`Tap`](crate::sim::pair::Tap) for the simulated pair.
+//!   [`PcapWriter::shared`] lets a packet callback write to one (`tcp_bth_io::sim::pcap_tap`
+//!   makes it the simulated pair's tap).
 //! * Reading: [`CaptureReader`] reads pcap and pcapng files (any byte order, micro- or
 //!   nanosecond timestamps) and yields [`RawPacket`]s; [`decode`] turns one into a [`Decoded`]
 //!   record (IP, TCP with checksum verification, the `tcp_bth` option, ICRC); an [`Analyzer`]
 //!   follows the records of a capture and keeps the counts `bth-dump` prints (out-of-order
 //!   segments, retransmissions, messages, errors). [`analyze_file`] does all three.
+//! * Rendering: [`describe`] prints wire values (segment, option area, BTH) as text, for
+//!   `bth decode` and `bth-dump`.
 //!
 //! Capture files are untrusted input: nothing here panics on their contents. A packet that
 //! cannot be decoded becomes a [`Outcome::Malformed`] record; a file whose framing breaks
 //! (truncated record, bad block) ends the read with an error after the packets before it.
 //!
-//! This is the one module of the crate that touches the file system (`PcapWriter::create`,
-//! `CaptureReader::open`): the stack itself stays sans-IO.
+//! This crate touches the file system (`PcapWriter::create`, `CaptureReader::open`); the stack
+//! (`tcp-bth`) does not, and knows nothing of captures. It depends on the codec
+//! (`tcp-bth-wire`) only, never on the stack or its drivers.
+
+#![forbid(unsafe_code)]
 
 // writer.rs: writing pcap files; reader.rs: reading pcap and pcapng files; link.rs and ip.rs:
 // unwrapping a captured packet down to its TCP segment; decode.rs: decoding that segment;
-// analyze.rs: following a whole capture.
+// analyze.rs: following a whole capture; describe.rs: text renderings of wire values.
 mod analyze;
 mod decode;
+pub mod describe;
 mod ip;
 mod link;
 mod reader;
@@ -39,4 +46,4 @@ pub use link::{
     LINKTYPE_LOOP, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_UNKNOWN,
 };
 pub use reader::{CaptureReader, Format, RawPacket, ReadError};
-pub use writer::{CaptureHandle, PcapWriter, SNAPLEN, TTL};
+pub use writer::{CaptureHandle, PcapWriter, SharedWriter, SNAPLEN, TTL};

@@ -3,10 +3,9 @@
 //! so a seed reproduces a run bit for bit.
 
 use super::link::{Direction, LinkConfig, SimLink};
-use crate::config::Config;
-use crate::conn::{Connection, State};
-use crate::wire::IpPair;
 use std::time::Duration;
+use tcp_bth::wire::IpPair;
+use tcp_bth::{Config, Connection, State};
 
 /// Addresses and ports of the two ends.
 pub const A_IP: [u8; 4] = [10, 77, 0, 1];
@@ -27,13 +26,13 @@ pub fn pair_configs(seed: u64) -> (Config, Config) {
     };
     let mut key = [0u8; 16];
     key[..8].copy_from_slice(&seed.to_le_bytes());
-    a.isn_key = crate::isn::IsnKey(key);
+    a.isn_key = tcp_bth::isn::IsnKey(key);
     let mut b = a.clone();
     b.ip = a.ip.reversed();
     b.local_port = B_PORT;
     b.remote_port = 0;
     key[8] = 0xB;
-    b.isn_key = crate::isn::IsnKey(key);
+    b.isn_key = tcp_bth::isn::IsnKey(key);
     (a, b)
 }
 

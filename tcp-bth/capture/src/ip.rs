@@ -1,7 +1,7 @@
 //! The IP layer of a captured packet: addresses, the TCP bytes inside, header checksums.
 
-use crate::wire::IpPair;
 use std::net::IpAddr;
+use tcp_bth_wire::IpPair;
 
 pub(super) fn ip_pair(src: IpAddr, dst: IpAddr) -> Option<IpPair> {
     match (src, dst) {

@@ -1,5 +1,7 @@
+mod capture;
 pub mod link;
 pub mod pair;
 pub mod workload;
+pub use capture::pcap_tap;
 pub use link::*;
 pub use pair::{pair_configs, Pair};

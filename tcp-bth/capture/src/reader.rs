@@ -284,14 +284,14 @@ fn next_pcapng<R: Read>(r: &mut PcapNgReader<R>) -> Option<Result<RawPacket, Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::test_util::{ip_packet, segment, send, V4};
-    use crate::capture::{analyze, Checksum, Outcome, LINKTYPE_RAW};
-    use crate::wire::Opcode;
+    use crate::test_util::{ip_packet, segment, send, V4};
+    use crate::{analyze, Checksum, Outcome, LINKTYPE_RAW};
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
     use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
     use pcap_file::pcapng::PcapNgWriter;
     use pcap_file::DataLink;
     use std::borrow::Cow;
+    use tcp_bth_wire::Opcode;
 
     #[test]
     fn pcapng_with_nanosecond_interface_is_read() {

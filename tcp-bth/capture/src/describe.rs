@@ -1,7 +1,7 @@
 //! Human-readable renderings of wire values, shared by the tools (`bth decode`, `bth-dump`).
 
-use crate::wire::{Bth, Extension, TcpOptions, TcpRepr};
 use std::fmt::Write;
+use tcp_bth_wire::{Bth, Extension, TcpOptions, TcpRepr};
 
 /// One field per line.
 pub fn bth(b: &Bth) -> String {
@@ -77,7 +77,7 @@ pub fn segment(t: &TcpRepr<'_>) -> String {
         (f.ack(), "ACK"),
         (f.fin(), "FIN"),
         (f.rst(), "RST"),
-        (f.contains(crate::wire::TcpFlags::PSH), "PSH"),
+        (f.contains(tcp_bth_wire::TcpFlags::PSH), "PSH"),
     ];
     let flags: Vec<&str> = names
         .iter()

@@ -1,14 +1,12 @@
 //! Writing: TCP segments, wrapped in IP headers, to a libpcap file.
 
 use super::LINKTYPE_RAW;
-use crate::sim::link::Direction;
-use crate::sim::pair::Tap;
-use crate::wire::IpPair;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tcp_bth_wire::IpPair;
 
 /// Snap length written in the file header: more than any IPv4 packet or jumbo-free IPv6 one.
 pub const SNAPLEN: u32 = 262_144;
@@ -124,22 +122,12 @@ impl<W: Write> PcapWriter<W> {
         self.out.into_inner().map_err(|e| e.into_error())
     }
 
-    /// A [`Tap`] for [`crate::sim::Pair`] writing every segment it sees: direction A→B uses
-    /// `a_to_b`, B→A its reverse. Write errors cannot be returned from a tap: after the first
-    /// one the tap stops writing; use [`shared_tap`](Self::shared_tap) to learn about them.
-    pub fn tap(self, a_to_b: IpPair) -> Tap
-    where
-        W: Send + 'static,
-    {
-        self.shared_tap(a_to_b).0
-    }
-
-    /// Like [`tap`](Self::tap), plus a handle to flush the capture and collect its first write
-    /// error once the run is over.
-    pub fn shared_tap(self, a_to_b: IpPair) -> (Tap, CaptureHandle<W>)
-    where
-        W: Send + 'static,
-    {
+    /// Share this writer between a packet callback, which cannot return errors, and whoever
+    /// finishes the capture: the [`SharedWriter`] writes segments, the [`CaptureHandle`] flushes
+    /// and collects the first write error once the run is over. After the first error the
+    /// shared writer stops writing. (`tcp_bth_io::sim::pcap_tap` builds the simulated pair's
+    /// tap on this.)
+    pub fn shared(self) -> (SharedWriter<W>, CaptureHandle<W>) {
         let shared = Arc::new(Mutex::new(Shared {
             writer: Some(self),
             error: None,
@@ -147,24 +135,32 @@ impl<W: Write> PcapWriter<W> {
         let handle = CaptureHandle {
             shared: Arc::clone(&shared),
         };
-        let tap: Tap = Box::new(move |ts: Duration, dir: Direction, seg: &[u8]| {
-            let Ok(mut s) = shared.lock() else { return };
-            if s.error.is_some() {
-                return;
-            }
-            let ip = match dir {
-                Direction::AtoB => a_to_b,
-                Direction::BtoA => a_to_b.reversed(),
-            };
-            let r = match s.writer.as_mut() {
-                Some(w) => w.write_tcp(ts, ip, seg),
-                None => return,
-            };
-            if let Err(e) = r {
-                s.error = Some(e);
-            }
-        });
-        (tap, handle)
+        (SharedWriter { shared }, handle)
+    }
+}
+
+/// The writing end of a [`PcapWriter::shared`].
+pub struct SharedWriter<W: Write> {
+    shared: Arc<Mutex<Shared<W>>>,
+}
+
+impl<W: Write> SharedWriter<W> {
+    /// [`PcapWriter::write_tcp`], with the error kept for [`CaptureHandle::finish`]: after the
+    /// first one, and after the capture is finished, nothing more is written.
+    pub fn write_tcp(&self, ts: Duration, ip: IpPair, tcp_segment: &[u8]) {
+        let Ok(mut s) = self.shared.lock() else {
+            return;
+        };
+        if s.error.is_some() {
+            return;
+        }
+        let r = match s.writer.as_mut() {
+            Some(w) => w.write_tcp(ts, ip, tcp_segment),
+            None => return,
+        };
+        if let Err(e) = r {
+            s.error = Some(e);
+        }
     }
 }
 
@@ -173,14 +169,14 @@ struct Shared<W: Write> {
     error: Option<io::Error>,
 }
 
-/// The other end of a [`PcapWriter::shared_tap`].
+/// The finishing end of a [`PcapWriter::shared`].
 pub struct CaptureHandle<W: Write> {
     shared: Arc<Mutex<Shared<W>>>,
 }
 
 impl<W: Write> CaptureHandle<W> {
     /// Flush and close the capture; returns the packets written, or the first write error.
-    /// The tap writes nothing after this.
+    /// The [`SharedWriter`] writes nothing after this.
     pub fn finish(&self) -> io::Result<u64> {
         let mut s = self
             .shared
@@ -204,9 +200,9 @@ impl<W: Write> CaptureHandle<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::test_util::{segment, send, write, V4};
-    use crate::capture::{analyze, CaptureReader, RawPacket};
-    use crate::wire::Opcode;
+    use crate::test_util::{segment, send, write, V4};
+    use crate::{analyze, CaptureReader, RawPacket};
+    use tcp_bth_wire::Opcode;
 
     #[test]
     fn writer_builds_a_correct_ipv4_header() {
@@ -247,7 +243,7 @@ mod tests {
     }
 
     #[test]
-    fn tap_writes_both_directions_and_reports_errors() {
+    fn shared_writer_writes_and_reports_errors() {
         struct Full;
         impl Write for Full {
             fn write(&mut self, _: &[u8]) -> io::Result<usize> {
@@ -271,21 +267,19 @@ mod tests {
                 Ok(())
             }
         }
-        let (mut tap, handle) = PcapWriter::new(Sink(shared.clone()))
-            .unwrap()
-            .shared_tap(V4);
-        tap(Duration::from_millis(1), Direction::AtoB, &a);
-        tap(Duration::from_millis(2), Direction::BtoA, &b);
+        let (w, handle) = PcapWriter::new(Sink(shared.clone())).unwrap().shared();
+        w.write_tcp(Duration::from_millis(1), V4, &a);
+        w.write_tcp(Duration::from_millis(2), V4.reversed(), &b);
         assert_eq!(handle.finish().unwrap(), 2);
         let bytes = shared.lock().unwrap().clone();
         let an = analyze(CaptureReader::new(&bytes[..]).unwrap()).unwrap();
-        assert_eq!(an.summary.checksum_errors, 0, "B->A uses the reversed pair");
+        assert_eq!(an.summary.checksum_errors, 0);
         assert_eq!(an.flows.len(), 2);
 
         // Buffered: the error surfaces at the latest when the handle flushes.
-        let (mut tap, handle) = PcapWriter::new(Full)
-            .map_or_else(|_| panic!("header write is buffered"), |w| w.shared_tap(V4));
-        tap(Duration::ZERO, Direction::AtoB, &a);
+        let (w, handle) = PcapWriter::new(Full)
+            .map_or_else(|_| panic!("header write is buffered"), |w| w.shared());
+        w.write_tcp(Duration::ZERO, V4, &a);
         assert!(handle.finish().is_err());
     }
 }

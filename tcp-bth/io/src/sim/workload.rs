@@ -4,11 +4,11 @@
 
 use super::link::LinkConfig;
 use super::pair::{pair_configs, Pair};
-use crate::conn::{Completion, Connection, Mode, State, WcOp};
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, WcStatus};
 use bytes::Bytes;
 use std::time::Duration;
+use tcp_bth::{Completion, Connection, Mode, State, WcOp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -32,7 +32,7 @@ pub struct WorkloadConfig {
     pub time_limit: Duration,
     pub congestion: bth_cc::Algorithm,
     /// Write every segment both ends hand to the link (before impairment, handshake and close
-    /// included) to this pcap file; see [`crate::capture`].
+    /// included) to this pcap file; see [`bth_capture`].
     pub capture: Option<std::path::PathBuf>,
 }
 
@@ -162,9 +162,9 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
     let mut pair = Pair::new(a_cfg, b_cfg, cfg.link.clone());
     let capture = match &cfg.capture {
         Some(path) => {
-            let w = crate::capture::PcapWriter::create(path)
+            let w = bth_capture::PcapWriter::create(path)
                 .map_err(|e| format!("capture {}: {e}", path.display()))?;
-            let (tap, handle) = w.shared_tap(a_to_b);
+            let (tap, handle) = super::pcap_tap(w, a_to_b);
             pair.tap = Some(tap);
             Some((path, handle))
         }
@@ -378,7 +378,7 @@ fn check_b(
     match c.op {
         WcOp::Recv => {
             if let Some(prev) = *last_recv_msn {
-                if !crate::wire::msn_lt(prev, c.msn) {
+                if !tcp_bth::wire::msn_lt(prev, c.msn) {
                     return Err(format!(
                         "receive completions out of MSN order: {prev} then {}",
                         c.msn

@@ -1,7 +1,7 @@
 //! The real data path: a TUN device (IFF_TUN | IFF_NO_PI) driven through io_uring.
 //!
 //! The kernel routes IP packets for the stack's address into the TUN device; the driver reads
-//! them, hands the TCP segment to the sans-IO [`Connection`](crate::Connection), and writes
+//! them, hands the TCP segment to the sans-IO [`Connection`](tcp_bth::Connection), and writes
 //! what the connection emits back as IP packets. Set-up uses ioctls through nix/libc only, no
 //! external commands. Segmentation offload is not used: every packet the kernel or a capture
 //! sees is a real MSS-sized segment with its own BTH (see docs/datapath.md).

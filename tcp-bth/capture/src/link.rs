@@ -96,9 +96,9 @@ pub(super) fn link_payload(linktype: u32, d: &[u8]) -> Result<Result<&[u8], Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::test_util::{ip_packet, raw, segment, send, V4};
-    use crate::capture::{decode, Outcome};
-    use crate::wire::Opcode;
+    use crate::test_util::{ip_packet, raw, segment, send, V4};
+    use crate::{decode, Outcome};
+    use tcp_bth_wire::Opcode;
 
     #[test]
     fn link_layers() {

@@ -7,15 +7,14 @@
 //! per-packet system call.
 
 use super::TunDevice;
-use crate::config::Config;
-use crate::conn::Connection;
-use crate::wire::IpPair;
 use etherparse::{IpNumber, Ipv4Header, Ipv4Slice};
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::io;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
+use tcp_bth::wire::IpPair;
+use tcp_bth::{Config, Connection};
 
 const RX: usize = 128;
 const TX: usize = 256;

@@ -4,12 +4,12 @@
 use super::ip::{ip_layer, ip_pair, pseudo_header_sum, IpPart};
 use super::link::link_payload;
 use super::RawPacket;
-use crate::wire::{
+use std::net::SocketAddr;
+use std::time::Duration;
+use tcp_bth_wire::{
     Bth, Inbound, MsgClass, Opcode, ReadRequest, SegmentError, TcpFlags, TcpOptionError,
     TcpOptions, TcpRepr,
 };
-use std::net::SocketAddr;
-use std::time::Duration;
 
 /// TCP checksum verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,8 +261,8 @@ fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::test_util::{ip_packet, raw, segment, send, write, V4, V6};
-    use crate::capture::{analyze, Analyzer, CaptureReader, LINKTYPE_RAW};
+    use crate::test_util::{ip_packet, raw, segment, send, write, V4, V6};
+    use crate::{analyze, Analyzer, CaptureReader, LINKTYPE_RAW};
 
     #[test]
     fn ipv6_round_trip_decodes_and_verifies() {

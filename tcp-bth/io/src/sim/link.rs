@@ -69,47 +69,10 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
-use std::fmt;
 use std::time::Duration;
 
-/// Which way a packet travels over the link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Direction {
-    /// From endpoint A to endpoint B.
-    AtoB,
-    /// From endpoint B to endpoint A.
-    BtoA,
-}
-
-impl Direction {
-    /// Both directions, `AtoB` first.
-    pub const ALL: [Direction; 2] = [Direction::AtoB, Direction::BtoA];
-
-    /// The opposite direction.
-    pub fn reverse(self) -> Direction {
-        match self {
-            Direction::AtoB => Direction::BtoA,
-            Direction::BtoA => Direction::AtoB,
-        }
-    }
-
-    /// 0 for `AtoB`, 1 for `BtoA` (also the ChaCha stream number of the direction).
-    pub fn index(self) -> usize {
-        match self {
-            Direction::AtoB => 0,
-            Direction::BtoA => 1,
-        }
-    }
-}
-
-impl fmt::Display for Direction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Direction::AtoB => "A->B",
-            Direction::BtoA => "B->A",
-        })
-    }
-}
+/// Which way a packet travels over the link (the core's type: the same for every driver).
+pub use tcp_bth::pair::Direction;
 
 /// Parameters of a [`SimLink`]; the same for both directions.
 #[derive(Debug, Clone, PartialEq)]

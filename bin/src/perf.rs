@@ -7,12 +7,12 @@
 //! rkey+addr). The client then keeps `depth` work requests outstanding until `count` messages
 //! have completed, and closes; the server closes when it sees the client's FIN.
 
-use crate::conn::{Completion, Connection, Mode, State, WcOp};
-use crate::sim::workload::fill;
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, WcStatus};
 use bytes::Bytes;
 use std::time::Duration;
+use tcp_bth::{Completion, Connection, Mode, State, WcOp};
+use tcp_bth_io::sim::workload::fill;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PerfOp {

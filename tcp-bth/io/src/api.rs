@@ -5,13 +5,13 @@
 //! through a channel. [`sim_pair`] runs both ends over the deterministic simulated link, as fast
 //! as the CPU allows (virtual time, no sleeping).
 
-use crate::conn::{Completion, ConnError, Connection, WcOp};
 use crate::sim::{LinkConfig, Pair};
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, MrHandle, WcStatus};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::time::Duration;
+use tcp_bth::{Completion, ConnError, Connection, WcOp};
 use tokio::sync::{mpsc, oneshot};
 
 /// A received message.

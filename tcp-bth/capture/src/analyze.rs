@@ -2,11 +2,11 @@
 //! `bth-dump` prints.
 
 use super::{decode, CaptureReader, Decoded, Format, Outcome, ReadError};
-use crate::wire::{MsgClass, Opcode};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::Path;
+use tcp_bth_wire::{MsgClass, Opcode};
 
 /// A direction of a TCP connection: (source, destination).
 pub type FlowKey = (SocketAddr, SocketAddr);
@@ -322,9 +322,9 @@ pub fn analyze<R: Read>(mut reader: CaptureReader<R>) -> Result<Analysis, ReadEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::test_util::{ip_packet, raw, segment, send, V4};
-    use crate::capture::LINKTYPE_RAW;
-    use crate::wire::{Extension, Reth};
+    use crate::test_util::{ip_packet, raw, segment, send, V4};
+    use crate::LINKTYPE_RAW;
+    use tcp_bth_wire::{Extension, Reth};
 
     fn decoded(frame: u64, seg: Vec<u8>) -> Decoded {
         decode(frame, &raw(LINKTYPE_RAW, ip_packet(&seg)))

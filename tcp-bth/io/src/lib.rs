@@ -1,0 +1,17 @@
+//! tcp-bth-io: the drivers of the sans-IO `tcp-bth` stack.
+//!
+//! * [`tun`]: the real data path, a TUN device driven through io_uring ([`tun::Driver`]), the
+//!   userspace impairment relay between two TUN devices ([`tun::Relay`]) and the network
+//!   namespace helpers (`enter_netns`, `net_admin_missing`);
+//! * [`sim`]: the deterministic simulated link ([`sim::SimLink`]), two connections joined by it
+//!   on a virtual clock ([`sim::Pair`]), the verified message workload of `bth demo`
+//!   ([`sim::workload`]) and a pcap tap for the pair ([`sim::pcap_tap`]);
+//! * [`api`]: the async (tokio) message API, over the simulated pair ([`api::sim_pair`]).
+//!
+//! Everything that reads a clock, opens a device or file, spawns a task or calls the kernel is
+//! here, and all of the project's library `unsafe` code (in [`tun`]: ioctls, `poll`, io_uring
+//! buffers). The connection itself ([`tcp_bth::Connection`]) is in the `tcp-bth` crate.
+
+pub mod api;
+pub mod sim;
+pub mod tun;

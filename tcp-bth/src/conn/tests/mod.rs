@@ -1,0 +1,66 @@
+//! Unit tests of the connection, segment in and segment out, without the simulator: two
+//! [`Connection`]s wired back to back on a virtual clock ([`Wire`]), every segment visible to a
+//! filter that may drop it. Each file is one defect or one behaviour.
+
+mod coalesce;
+mod events;
+mod isn;
+mod paws;
+mod read;
+
+use super::*;
+use crate::isn::IsnKey;
+use crate::pair::{Direction, Wire};
+use crate::wire::IpPair;
+use bth_framer::{WorkRequest, WrOp};
+
+pub(super) const A_PORT: u16 = 40_000;
+pub(super) const B_PORT: u16 = 4791;
+pub(super) const MS: Duration = Duration::from_millis(1);
+
+/// Configs for A (client) and B (server) with a fixed key, so runs repeat.
+pub(super) fn configs(bth: bool) -> (Config, Config) {
+    let ip = IpPair::V4 {
+        src: [10, 1, 0, 1],
+        dst: [10, 1, 0, 2],
+    };
+    let a = Config {
+        bth,
+        local_port: A_PORT,
+        remote_port: B_PORT,
+        ip,
+        isn_key: IsnKey([7; 16]),
+        ..Config::default()
+    };
+    let b = Config {
+        local_port: B_PORT,
+        ip: ip.reversed(),
+        ..a.clone()
+    };
+    (a, b)
+}
+
+/// The core's back-to-back driver, established, on the test configs.
+pub(super) fn established(bth: bool) -> Wire {
+    let (a, b) = configs(bth);
+    Wire::established(a, b, MS)
+}
+
+/// Every segment goes through.
+pub(super) fn pass(_: Direction, _: Duration, p: Vec<u8>) -> Option<Vec<u8>> {
+    Some(p)
+}
+
+pub(super) fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+pub(super) fn send_wr(wr_id: u64, data: Vec<u8>) -> WorkRequest {
+    WorkRequest {
+        wr_id,
+        op: WrOp::Send { imm: None },
+        sg_list: vec![Bytes::from(data)],
+    }
+}

@@ -1,0 +1,163 @@
+//! PAWS after long idle (RFC 7323 §5.5). The TSval clock ticks every microsecond, so a peer's
+//! TSval moves by 2^31 ticks in about 35.8 minutes: after an idle gap longer than that, a
+//! fresh segment's TSval looks older than `ts_recent`. Without the idle rule every segment was
+//! then dropped by PAWS and each drop answered with an ACK that the peer dropped the same way,
+//! without end (reproduced: ~485,000 PAWS drops per side in 10 s after 36–71 min of idle).
+
+use super::*;
+
+/// One exchange after `gap` of silence: A sends, B must receive it within a second, and the
+/// segments both sides send in the following second stay few.
+fn exchange_after_idle(bth: bool, gap: Duration) {
+    let mut d = established(bth);
+    let first = pattern(1, 3000);
+    transfer(&mut d, bth, 1, &first);
+    d.settle(Duration::from_secs(1));
+    d.idle(gap);
+    let before = d.sent;
+    let drops_before = d.a.stats().paws_drops + d.b.stats().paws_drops;
+    let second = pattern(2, 3000);
+    transfer(&mut d, bth, 2, &second);
+    d.settle(Duration::from_secs(1));
+    let sent = (d.sent[0] - before[0]) + (d.sent[1] - before[1]);
+    let drops = d.a.stats().paws_drops + d.b.stats().paws_drops - drops_before;
+    assert!(
+        sent < 40,
+        "after {gap:?} idle ({}): {sent} segments in the exchange, {drops} PAWS drops",
+        if bth { "bth" } else { "plain" }
+    );
+}
+
+/// Send `data` from A to B and wait (at most 1 s virtual) until B has all of it.
+fn transfer(d: &mut Wire, bth: bool, id: u64, data: &[u8]) {
+    let mut got = Vec::new();
+    if bth {
+        d.b.post_recv(id, vec![0; data.len()]).unwrap();
+        d.a.post_send(send_wr(id, data.to_vec())).unwrap();
+    } else {
+        d.a.send_bytes(data).unwrap();
+    }
+    let ok = d.run(Duration::from_secs(1), pass, |d| {
+        if bth {
+            while let Some(c) = d.b.poll_completion() {
+                got = c.buf.expect("receive buffer back");
+            }
+        } else {
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = d.b.recv_bytes(&mut buf);
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+        got.len() == data.len()
+    });
+    assert!(
+        ok,
+        "no delivery within 1 s: B {:?}, stats {:?}",
+        d.b,
+        d.b.stats()
+    );
+    assert_eq!(got, data);
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+#[test]
+fn plain_mode_survives_1h_3h_and_25h_of_idle() {
+    for gap in [HOUR, 3 * HOUR, 25 * HOUR] {
+        exchange_after_idle(false, gap);
+    }
+}
+
+#[test]
+fn bth_mode_survives_1h_3h_and_25h_of_idle() {
+    for gap in [HOUR, 3 * HOUR, 25 * HOUR] {
+        exchange_after_idle(true, gap);
+    }
+}
+
+/// Idle gaps across the whole TSval cycle (2^32 µs ≈ 71.6 min), in 5-minute steps.
+#[test]
+fn every_idle_gap_within_a_tsval_cycle_recovers() {
+    for minutes in (5..=75).step_by(5) {
+        exchange_after_idle(true, Duration::from_secs(60 * minutes));
+    }
+}
+
+/// A segment that really is old (a pure ACK replayed after newer ones moved `ts_recent` on,
+/// within the TSval half-cycle) is still dropped, and the ACKs answering PAWS drops are
+/// rate-limited.
+#[test]
+fn stale_segments_are_still_dropped_and_their_acks_limited() {
+    let mut d = established(true);
+    // B sends to A; keep the last pure ACK A sends for it.
+    let mut captured = None;
+    d.a.post_recv(1, vec![0; 1000]).unwrap();
+    d.b.post_send(send_wr(1, pattern(3, 1000))).unwrap();
+    let keep = |dir: Direction, _: Duration, p: Vec<u8>| {
+        if dir == Direction::AtoB {
+            captured = Some(p.clone());
+        }
+        Some(p)
+    };
+    d.run(Duration::from_secs(1), keep, |d| {
+        d.a.poll_completion().is_some()
+    });
+    d.settle(Duration::from_millis(10));
+    let old = captured.expect("a pure ACK from A");
+    // More traffic from B: A's newer ACKs move B's ts_recent past the captured one's TSval.
+    d.now += Duration::from_millis(5);
+    d.a.post_recv(2, vec![0; 500]).unwrap();
+    d.b.post_send(send_wr(2, pattern(4, 500))).unwrap();
+    d.run(Duration::from_secs(1), pass, |d| {
+        d.a.poll_completion().is_some()
+    });
+    d.settle(Duration::from_millis(10));
+    let drops = d.b.stats().paws_drops;
+    let sent_before = d.sent[1];
+    // Replay the old ACK 1000 times within one millisecond.
+    for _ in 0..1000 {
+        d.b.handle_segment(d.now, &old);
+        while d.b.poll_transmit(d.now).is_some() {
+            d.sent[1] += 1;
+        }
+        d.now += Duration::from_micros(1);
+    }
+    assert_eq!(d.b.stats().paws_drops - drops, 1000, "every replay dropped");
+    let acks = d.sent[1] - sent_before;
+    assert!(acks <= 2, "{acks} ACKs answered 1000 PAWS drops in 1 ms");
+}
+
+/// An in-window segment whose ACK is unacceptable (acknowledges data never sent) carries a
+/// TSval far ahead of the peer's clock. It is dropped, and it must not move `ts_recent`: it
+/// used to, and PAWS then dropped everything the real peer sent.
+#[test]
+fn forged_segment_with_a_bad_ack_cannot_poison_ts_recent() {
+    let mut d = established(false);
+    let (_, a_nxt, a_rcv) = d.a.seq_state();
+    let forged = TcpRepr {
+        src_port: A_PORT,
+        dst_port: B_PORT,
+        seq: a_nxt,
+        ack: a_rcv.wrapping_add(1 << 20),
+        flags: crate::wire::TcpFlags::ACK,
+        window: 1000,
+        urgent: 0,
+        options: crate::wire::TcpOptions {
+            timestamps: Some(crate::wire::Timestamps {
+                tsval: d.a.tsval_at(d.now).wrapping_add(1 << 30),
+                tsecr: 0,
+            }),
+            ..Default::default()
+        },
+        payload: &[],
+    }
+    .to_vec(d.a.config().ip)
+    .unwrap();
+    d.b.handle_segment(d.now, &forged);
+    transfer(&mut d, false, 1, &pattern(5, 2000));
+    assert_eq!(d.b.stats().paws_drops, 0);
+}
