@@ -18,7 +18,7 @@ use tcp_bth::wire::{
     Bth, Extension, ExtensionKind, IpPair, MessageKind, Opcode, Position, ReadRequest, Reth,
     SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps,
 };
-use tcp_bth::{ConnError, Connection, State};
+use tcp_bth::{Connection, ConnectionError, State};
 use tcp_bth_io::sim::{pair_configs, LinkConfig, Pair};
 
 /// Payload bytes per segment A would send (MSS 1460 − 40 bytes of options).
@@ -453,7 +453,7 @@ impl Harness {
             "rcv_nxt advanced {advanced} with {} bytes fed",
             self.fed_bytes
         );
-        if self.b.error() == Some(ConnError::RemoteAccess) {
+        if self.b.error() == Some(ConnectionError::RemoteAccess) {
             assert_eq!(self.b.state(), State::Closed);
         }
         let s = self.b.stats();

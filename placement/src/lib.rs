@@ -23,7 +23,7 @@ mod post;
 mod window;
 
 pub use cqe::{Cqe, WcOpcode, WcStatus};
-pub use mr::{Access, MemoryRegions, MrError, MrHandle, IOVA_BASE, MAX_REGIONS};
+pub use mr::{Access, MemoryRegions, MrError, MrHandle, MrRejected, IOVA_BASE, MAX_REGIONS};
 pub use outcome::{Counters, DropReason, PlaceOutcome};
 pub use placer::{Placement, PlacementConfig, PlacementLimits};
 pub use post::{PostError, Rejected};

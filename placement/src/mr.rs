@@ -105,6 +105,24 @@ pub enum MrError {
     AddressSpaceExhausted,
 }
 
+/// A refused registration: why, and the buffer, handed back.
+#[derive(Clone, PartialEq, Eq, Error)]
+#[error("{error}")]
+pub struct MrRejected {
+    pub error: MrError,
+    pub buf: Vec<u8>,
+}
+
+/// Prints the reason and the buffer's length, not its bytes.
+impl fmt::Debug for MrRejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MrRejected")
+            .field("error", &self.error)
+            .field("buf_len", &self.buf.len())
+            .finish()
+    }
+}
+
 /// The rkey keeps the slot index in its upper 24 bits (stored +1 so rkey 0..=255 never names a
 /// region), which caps the number of live regions.
 pub const MAX_REGIONS: usize = (1 << 24) - 1;
@@ -183,27 +201,15 @@ impl MemoryRegions {
     }
 
     /// Take ownership of `buf` and make it addressable as `[addr, addr + len)` under a new rkey.
-    /// On error the buffer is dropped (the errors are programming errors or exhaustion).
-    pub fn register(&mut self, buf: Vec<u8>, access: Access) -> Result<MrHandle, MrError> {
-        if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
-            return Err(MrError::RemoteWriteNeedsLocalWrite);
-        }
-        let len = buf.len() as u64;
-        let span = len
-            .checked_add(PAGE - 1)
-            .map(|l| l & !(PAGE - 1))
-            .and_then(|l| l.checked_add(GUARD))
-            .ok_or(MrError::AddressSpaceExhausted)?;
-        let addr = self.next_iova;
-        let next = addr
-            .checked_add(span)
-            .ok_or(MrError::AddressSpaceExhausted)?;
+    /// On error the buffer comes back in the [`MrRejected`].
+    pub fn register(&mut self, buf: Vec<u8>, access: Access) -> Result<MrHandle, MrRejected> {
+        let (addr, next) = match self.plan(buf.len() as u64, access) {
+            Ok(p) => p,
+            Err(error) => return Err(MrRejected { error, buf }),
+        };
         let index = match self.free.pop_front() {
             Some(i) => i as usize,
             None => {
-                if self.slots.len() >= MAX_REGIONS {
-                    return Err(MrError::TooManyRegions);
-                }
                 let i = self.slots.len();
                 self.slots.push(Slot {
                     key: mix(self.seed ^ (i as u64).wrapping_mul(0x1_0000_0001)) as u8,
@@ -214,8 +220,10 @@ impl MemoryRegions {
         };
         let stride = self.key_stride;
         let Some(slot) = self.slots.get_mut(index) else {
-            return Err(MrError::TooManyRegions);
+            let error = MrError::TooManyRegions;
+            return Err(MrRejected { error, buf });
         };
+        let len = buf.len() as u64;
         slot.key = slot.key.wrapping_add(stride);
         slot.region = Some(Region { buf, addr, access });
         self.next_iova = next;
@@ -225,6 +233,27 @@ impl MemoryRegions {
             len,
             access,
         })
+    }
+
+    /// Where a region of `len` bytes would go (`addr`, next free address), or why it cannot
+    /// be registered; nothing changes here.
+    fn plan(&self, len: u64, access: Access) -> Result<(u64, u64), MrError> {
+        if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
+            return Err(MrError::RemoteWriteNeedsLocalWrite);
+        }
+        let span = len
+            .checked_add(PAGE - 1)
+            .map(|l| l & !(PAGE - 1))
+            .and_then(|l| l.checked_add(GUARD))
+            .ok_or(MrError::AddressSpaceExhausted)?;
+        let addr = self.next_iova;
+        let next = addr
+            .checked_add(span)
+            .ok_or(MrError::AddressSpaceExhausted)?;
+        if self.free.is_empty() && self.slots.len() >= MAX_REGIONS {
+            return Err(MrError::TooManyRegions);
+        }
+        Ok((addr, next))
     }
 
     /// Remove the region and hand its memory back. The rkey is dead from now on.
@@ -427,10 +456,11 @@ mod tests {
     #[test]
     fn rights_are_enforced() {
         let mut m = MemoryRegions::new();
-        assert_eq!(
-            m.register(vec![0; 4], Access::REMOTE_WRITE),
-            Err(MrError::RemoteWriteNeedsLocalWrite)
-        );
+        let refused = m
+            .register(vec![1, 2, 3, 4], Access::REMOTE_WRITE)
+            .unwrap_err();
+        assert_eq!(refused.error, MrError::RemoteWriteNeedsLocalWrite);
+        assert_eq!(refused.buf, vec![1, 2, 3, 4], "the buffer comes back");
         let ro = m.register(vec![0; 4], Access::REMOTE_READ).unwrap();
         assert!(matches!(
             m.remote_write_target(ro.rkey, ro.addr, 1),

@@ -62,8 +62,8 @@ pub fn isn(key: &IsnKey, now: Duration, ip: IpPair, local_port: u16, remote_port
     m.wrapping_add(f)
 }
 
-/// Per-connection offset added to the TSval clock (RFC 7323 §7.1 recommends one; Linux does
-/// the same): TSvals then reveal neither the host's uptime nor a clock shared across
+/// Per-connection offset added to the TSval clock (as Linux randomizes its `ts_offset`):
+/// TSvals then reveal neither the host's uptime nor a clock shared across
 /// connections.
 pub fn ts_offset(key: &IsnKey, ip: IpPair, local_port: u16, remote_port: u16) -> u32 {
     tuple_hash(key, 1, ip, local_port, remote_port) as u32

@@ -24,5 +24,8 @@ pub mod ranges;
 pub mod rtt;
 
 pub use config::Config;
-pub use conn::{Completion, ConnError, Connection, Event, Mode, RxHeld, State, Stats, WcOp};
+pub use conn::{
+    Completion, ConnError, Connection, ConnectionError, Event, Mode, PostBufError, PostSendError,
+    RegisterError, Rejected, RxHeld, State, Stats, WcOp,
+};
 pub use listener::{Listener, ListenerConfig, ListenerStats};

@@ -11,7 +11,9 @@ use std::time::Duration;
 use tcp_bth::wire::{
     Bth, Extension, IpPair, Opcode, Reth, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps,
 };
-use tcp_bth::{Completion, ConnError, Connection, Listener, ListenerConfig, Mode, State, WcOp};
+use tcp_bth::{
+    Completion, Connection, ConnectionError, Listener, ListenerConfig, Mode, State, WcOp,
+};
 use tcp_bth_io::sim::pair::{A_PORT, B_PORT};
 use tcp_bth_io::sim::{pair_configs, Pair};
 
@@ -123,7 +125,7 @@ fn assert_access_error(s: &mut Setup, bad_wr: u64) {
     } = s;
     p.run_until(5 * SEC, |p| p.a.state() == State::Closed);
     let b = p.b.as_mut().unwrap();
-    assert_eq!(b.error(), Some(ConnError::RemoteAccess));
+    assert_eq!(b.error(), Some(ConnectionError::RemoteAccess));
     assert_eq!(b.state(), State::Closed);
     // Earlier WRITE intact, nothing else written.
     let region = b.mr_bytes(good.rkey).unwrap();
@@ -145,7 +147,7 @@ fn assert_access_error(s: &mut Setup, bad_wr: u64) {
     }
     assert!(bc.iter().all(|c| c.status != WcStatus::Success));
     // A: reset by B's RST; the bad work request (and anything after it) is flushed.
-    assert_eq!(p.a.error(), Some(ConnError::Reset));
+    assert_eq!(p.a.error(), Some(ConnectionError::Reset));
     let ac = completions(&mut p.a);
     assert!(
         ac.iter()
@@ -259,7 +261,7 @@ fn write_whose_address_range_wraps_is_refused() {
     let now = s.p.now;
     s.p.b().handle_segment(now, &seg);
     let b = s.p.b();
-    assert_eq!(b.error(), Some(ConnError::RemoteAccess));
+    assert_eq!(b.error(), Some(ConnectionError::RemoteAccess));
     assert_eq!(b.state(), State::Closed);
     assert!(b.placement_counters().access_errors >= 1);
     let region = b.mr_bytes(s.good.rkey).unwrap();
@@ -281,13 +283,13 @@ fn read_from_region_without_remote_read_is_refused() {
     s.p.a.post_read(3, rkey, addr, vec![0u8; 4000]).unwrap();
     s.p.run_until(5 * SEC, |p| p.a.state() == State::Closed);
     let b = s.p.b.as_mut().unwrap();
-    assert_eq!(b.error(), Some(ConnError::RemoteAccess));
+    assert_eq!(b.error(), Some(ConnectionError::RemoteAccess));
     assert!(b.placement_counters().access_errors >= 1);
     assert!(
         b.stats().bytes_sent < 16 * 1024,
         "no READ response was sent"
     );
-    assert_eq!(s.p.a.error(), Some(ConnError::Reset));
+    assert_eq!(s.p.a.error(), Some(ConnectionError::Reset));
     let ac = completions(&mut s.p.a);
     let read = ac.iter().find(|c| c.wr_id == 3).expect("READ completes");
     assert_eq!(read.op, WcOp::RdmaRead);
@@ -306,8 +308,8 @@ fn read_out_of_bounds_is_refused() {
         .post_read(3, rkey, addr + 32 * 1024 - 10, vec![0u8; 100])
         .unwrap();
     s.p.run_until(5 * SEC, |p| p.a.state() == State::Closed);
-    assert_eq!(s.p.b().error(), Some(ConnError::RemoteAccess));
-    assert_eq!(s.p.a.error(), Some(ConnError::Reset));
+    assert_eq!(s.p.b().error(), Some(ConnectionError::RemoteAccess));
+    assert_eq!(s.p.a.error(), Some(ConnectionError::Reset));
 }
 
 #[test]

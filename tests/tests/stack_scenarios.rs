@@ -5,7 +5,7 @@
 use bth_tests::*;
 use std::time::Duration;
 use tcp_bth::wire::{TcpFlags, TcpRepr};
-use tcp_bth::{ConnError, Connection, Mode, State};
+use tcp_bth::{ConnError, Connection, ConnectionError, Mode, State};
 use tcp_bth_io::sim::{LinkConfig, SimLink};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -27,7 +27,9 @@ fn plain_transfer(a_bth: bool, b_bth: bool) {
     assert_eq!(p.a.mode(), Mode::Plain);
     assert_eq!(p.b().mode(), Mode::Plain);
     // BTH verbs are refused in a plain connection, with a clear error.
-    assert_eq!(p.a.post_recv(1, vec![0; 8]), Err(ConnError::NotBth));
+    let refused = p.a.post_recv(1, vec![7; 8]).unwrap_err();
+    assert_eq!(refused.kind, ConnError::NotBth);
+    assert_eq!(refused.buf, vec![7; 8], "the buffer comes back");
     let to_b = pattern(1, 300_000);
     let to_a = pattern(2, 100_000);
     p.a.send_bytes(&to_b).unwrap();
@@ -166,7 +168,7 @@ fn rst_at_exact_sequence_resets() {
     let now = p.now;
     p.b().handle_segment(now, &rst);
     assert_eq!(p.b().state(), State::Closed);
-    assert_eq!(p.b().error(), Some(ConnError::Reset));
+    assert_eq!(p.b().error(), Some(ConnectionError::Reset));
 }
 
 #[test]
@@ -208,7 +210,7 @@ fn abort_sends_rst_and_peer_sees_reset() {
     let mut p = established(a, b, quiet_link());
     p.a.abort();
     assert!(p.run_until(SEC, |p| p.b().state() == State::Closed));
-    assert_eq!(p.b().error(), Some(ConnError::Reset));
+    assert_eq!(p.b().error(), Some(ConnectionError::Reset));
 }
 
 #[test]
@@ -268,7 +270,7 @@ fn rto_backs_off_exponentially_then_gives_up() {
         }
         p.a.state() == State::Closed
     });
-    assert_eq!(p.a.error(), Some(ConnError::TimedOut(5)));
+    assert_eq!(p.a.error(), Some(ConnectionError::TimedOut { retries: 5 }));
     // The RST sent on giving up leaves at the same instant as the last timeout: not a gap.
     let gaps: Vec<Duration> = sends
         .windows(2)

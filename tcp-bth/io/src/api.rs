@@ -11,8 +11,30 @@ use bth_placement::{Access, MrHandle, WcStatus};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::time::Duration;
-use tcp_bth::{Completion, ConnError, Connection, WcOp};
+use tcp_bth::{Completion, ConnError, Connection, ConnectionError, RegisterError, WcOp};
+use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
+
+/// Why an async operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// The connection refused the post (see [`ConnError`]).
+    #[error("refused: {0}")]
+    Refused(ConnError),
+    /// Registration refused; the buffer is in the error.
+    #[error("registration refused: {0}")]
+    RegisterRefused(RegisterError),
+    /// The work request completed with an error status.
+    #[error("completed with {0:?}")]
+    Completion(WcStatus),
+    /// The connection ended before the operation completed.
+    #[error("connection ended: {0}")]
+    Ended(ConnectionError),
+    /// The driver task is gone (the pair was dropped or its runtime stopped).
+    #[error("the driver task has stopped")]
+    DriverGone,
+}
 
 /// A received message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +50,7 @@ pub struct WriteNotice {
     pub len: u32,
 }
 
-type Reply<T> = oneshot::Sender<Result<T, ConnError>>;
+type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
 enum Cmd {
     Send(Bytes, Option<u32>, Reply<()>),
@@ -47,35 +69,31 @@ pub struct AsyncQp {
     tx: mpsc::UnboundedSender<Cmd>,
 }
 
-fn gone() -> ConnError {
-    ConnError::Closed
-}
-
 impl AsyncQp {
-    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, ConnError> {
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, ApiError> {
         let (tx, rx) = oneshot::channel();
-        self.tx.send(make(tx)).map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
+        self.tx.send(make(tx)).map_err(|_| ApiError::DriverGone)?;
+        rx.await.map_err(|_| ApiError::DriverGone)?
     }
 
     /// SEND a message; resolves when the peer acknowledged it.
-    pub async fn send(&self, data: impl Into<Bytes>, imm: Option<u32>) -> Result<(), ConnError> {
+    pub async fn send(&self, data: impl Into<Bytes>, imm: Option<u32>) -> Result<(), ApiError> {
         let data = data.into();
         self.call(|r| Cmd::Send(data, imm, r)).await
     }
 
     /// Post a receive buffer of `max_len` bytes and wait for the message that lands in it.
-    pub async fn recv(&self, max_len: usize) -> Result<Message, ConnError> {
+    pub async fn recv(&self, max_len: usize) -> Result<Message, ApiError> {
         self.call(|r| Cmd::Recv(max_len, r)).await
     }
 
     /// Register local memory the peer may access.
-    pub async fn register(&self, buf: Vec<u8>, access: Access) -> Result<MrHandle, ConnError> {
+    pub async fn register(&self, buf: Vec<u8>, access: Access) -> Result<MrHandle, ApiError> {
         self.call(|r| Cmd::Register(buf, access, r)).await
     }
 
     /// A copy of a registered region's current contents.
-    pub async fn region(&self, rkey: u32) -> Result<Vec<u8>, ConnError> {
+    pub async fn region(&self, rkey: u32) -> Result<Vec<u8>, ApiError> {
         self.call(|r| Cmd::Region(rkey, r)).await
     }
 
@@ -86,24 +104,24 @@ impl AsyncQp {
         remote_addr: u64,
         data: impl Into<Bytes>,
         imm: Option<u32>,
-    ) -> Result<(), ConnError> {
+    ) -> Result<(), ApiError> {
         let data = data.into();
         self.call(|r| Cmd::Write(rkey, remote_addr, data, imm, r))
             .await
     }
 
     /// Wait for the next RDMA WRITE with immediate from the peer.
-    pub async fn write_notice(&self) -> Result<WriteNotice, ConnError> {
+    pub async fn write_notice(&self) -> Result<WriteNotice, ApiError> {
         self.call(Cmd::WriteNotice).await
     }
 
     /// RDMA READ `len` bytes from the peer's region.
-    pub async fn read(&self, rkey: u32, remote_addr: u64, len: u32) -> Result<Vec<u8>, ConnError> {
+    pub async fn read(&self, rkey: u32, remote_addr: u64, len: u32) -> Result<Vec<u8>, ApiError> {
         self.call(|r| Cmd::Read(rkey, remote_addr, len, r)).await
     }
 
     /// Orderly close of our direction.
-    pub async fn close(&self) -> Result<(), ConnError> {
+    pub async fn close(&self) -> Result<(), ApiError> {
         self.call(Cmd::Close).await
     }
 }
@@ -143,18 +161,23 @@ impl EndState {
                         self.recvs.insert(wr_id, r);
                     }
                     Err(e) => {
-                        let _ = r.send(Err(e));
+                        let _ = r.send(Err(ApiError::Refused(e.kind)));
                     }
                 }
             }
             Cmd::Register(buf, access, r) => {
-                let _ = r.send(c.register_mr(buf, access));
+                let _ = r.send(
+                    c.register_mr(buf, access)
+                        .map_err(ApiError::RegisterRefused),
+                );
             }
             Cmd::Region(rkey, r) => {
                 let _ = r.send(
                     c.mr_bytes(rkey)
                         .map(<[u8]>::to_vec)
-                        .ok_or(ConnError::Mr(bth_placement::MrError::UnknownRkey(rkey))),
+                        .ok_or(ApiError::Refused(ConnError::Mr(
+                            bth_placement::MrError::UnknownRkey(rkey),
+                        ))),
                 );
             }
             Cmd::WriteNotice(r) => match self.unclaimed_notices.pop() {
@@ -170,7 +193,7 @@ impl EndState {
                         self.reads.insert(wr_id, r);
                     }
                     Err(e) => {
-                        let _ = r.send(Err(e));
+                        let _ = r.send(Err(ApiError::Refused(e.kind)));
                     }
                 }
             }
@@ -194,7 +217,7 @@ impl EndState {
                 self.sends.insert(wr_id, r);
             }
             Err(e) => {
-                let _ = r.send(Err(e));
+                let _ = r.send(Err(ApiError::Refused(e.kind)));
             }
         }
     }
@@ -203,7 +226,7 @@ impl EndState {
         let status = if comp.status == WcStatus::Success {
             Ok(())
         } else {
-            Err(ConnError::Recv(format!("{:?}", comp.status)))
+            Err(ApiError::Completion(comp.status))
         };
         match comp.op {
             WcOp::Send | WcOp::RdmaWrite => {
@@ -220,12 +243,12 @@ impl EndState {
                             imm: comp.imm,
                         }
                     });
-                    let _ = r.send(status.and(msg.ok_or(ConnError::Closed)));
+                    let _ = r.send(status.and(msg.ok_or(ApiError::Completion(comp.status))));
                 }
             }
             WcOp::RdmaRead => {
                 if let Some(r) = self.reads.remove(&comp.wr_id) {
-                    let _ = r.send(status.and(comp.buf.ok_or(ConnError::Closed)));
+                    let _ = r.send(status.and(comp.buf.ok_or(ApiError::Completion(comp.status))));
                 }
             }
             WcOp::RecvRdmaWithImm => {
@@ -243,7 +266,8 @@ impl EndState {
     }
 
     /// The connection failed: every waiter learns why.
-    fn fail_all(&mut self, err: ConnError) {
+    fn fail_all(&mut self, err: ConnectionError) {
+        let err = ApiError::Ended(err);
         for (_, r) in self.sends.drain() {
             let _ = r.send(Err(err.clone()));
         }
@@ -261,11 +285,14 @@ impl EndState {
 
 /// Two connected ends over the simulated link with `link`, served by a spawned driver task.
 /// Must be called inside a tokio runtime.
-pub async fn sim_pair(link: LinkConfig, seed: u64) -> Result<(AsyncQp, AsyncQp), ConnError> {
+pub async fn sim_pair(link: LinkConfig, seed: u64) -> Result<(AsyncQp, AsyncQp), ApiError> {
     let (a_cfg, b_cfg) = crate::sim::pair_configs(seed);
     let mut pair = Pair::new(a_cfg, b_cfg, link);
     if !pair.establish(Duration::from_secs(30)) {
-        return Err(pair.a.error().unwrap_or(ConnError::NotEstablished));
+        return Err(pair.a.error().map_or(
+            ApiError::Refused(ConnError::NotEstablished),
+            ApiError::Ended,
+        ));
     }
     let (ta, ra) = mpsc::unbounded_channel();
     let (tb, rb) = mpsc::unbounded_channel();

@@ -15,7 +15,7 @@ pub enum Event {
     PeerFinished,
     /// The connection is closed. `error` is `None` after an orderly close, otherwise the
     /// terminal reason (also in [`Connection::error`]).
-    Closed { error: Option<ConnError> },
+    Closed { error: Option<ConnectionError> },
 }
 
 /// Which events were already reported.

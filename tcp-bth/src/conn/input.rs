@@ -96,7 +96,7 @@ impl Connection {
         }
         if f.rst() {
             if f.ack() {
-                self.fail(ConnError::Refused);
+                self.fail(ConnectionError::Refused);
             }
             return;
         }
@@ -178,7 +178,7 @@ impl Connection {
     /// every microsecond, so a peer's TSval moves by half its 32-bit range in [`PAWS_IDLE`]:
     /// after that long without an update, a fresh TSval may look older than `ts_recent`, and
     /// PAWS would drop every segment of a connection that was merely idle. Linux applies the
-    /// same limit to its microsecond timestamps (`tcp_paws_wrap`).
+    /// same limit to its microsecond timestamps (`TCP_PAWS_WRAP`).
     fn ts_recent_valid(&self, now: Duration) -> Option<u32> {
         self.ts_recent
             .filter(|_| now.saturating_sub(self.ts_recent_at) < PAWS_IDLE)
@@ -228,9 +228,9 @@ impl Connection {
         if f.rst() {
             if seg_off == self.rcv_nxt as i64 {
                 self.fail(if self.state == State::SynReceived {
-                    ConnError::Refused
+                    ConnectionError::Refused
                 } else {
-                    ConnError::Reset
+                    ConnectionError::Reset
                 });
             } else {
                 self.challenge_ack(now);
@@ -511,7 +511,7 @@ impl Connection {
                 // RDMA rule: a remote access violation moves the QP to the error state; nothing
                 // was written and other messages stay as they are.
                 self.rst_pending = Some(self.seq_of(self.snd_nxt));
-                self.fail(ConnError::RemoteAccess);
+                self.fail(ConnectionError::RemoteAccess);
                 return;
             }
             PlaceOutcome::ReadRequested(req) => self.answer_read(inbound.msn, req),
@@ -559,7 +559,7 @@ impl Connection {
         if !posted {
             self.stats.read_responses_refused += 1;
             self.rst_pending = Some(self.seq_of(self.snd_nxt));
-            self.fail(ConnError::RemoteInvalidRequest);
+            self.fail(ConnectionError::RemoteInvalidRequest);
         }
     }
 

@@ -8,6 +8,7 @@
 //! every segment) and received data goes straight to placement; otherwise the connection is a
 //! plain TCP byte stream.
 
+mod error;
 mod events;
 mod input;
 mod output;
@@ -24,15 +25,13 @@ use crate::rtt::RttEstimator;
 use crate::wire::{MsgClass, Opcode, TcpRepr};
 use bth_cc::CongestionControl;
 use bth_framer::{Framer, FramerConfig, PostError, WorkRequest, WrOp};
-use bth_placement::{
-    Access, MrError, MrHandle, Placement, PlacementConfig, PlacementLimits, WcStatus,
-};
+use bth_placement::{Access, MrHandle, Placement, PlacementConfig, PlacementLimits, WcStatus};
 use bytes::Bytes;
+pub use error::{ConnError, ConnectionError, PostBufError, PostSendError, RegisterError, Rejected};
 pub use events::Event;
 use recovery::{Recovery, RecoveryStats};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
-use thiserror::Error;
 use timer::{Timer, TimerTable};
 
 /// RFC 9293 connection states. LISTEN is the driver's job: it hands a SYN to [`Connection::accept`].
@@ -73,39 +72,6 @@ pub enum Mode {
     },
     /// Fallback: plain TCP byte stream.
     Plain,
-}
-
-/// Why a connection ended abnormally, or why an API call was refused.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ConnError {
-    #[error("connection refused by peer (RST in reply to SYN)")]
-    Refused,
-    #[error("connection reset by peer")]
-    Reset,
-    #[error("retransmission timeout: peer unreachable after {0} retries")]
-    TimedOut(u32),
-    #[error("remote access error: a segment violated memory region rights or bounds")]
-    RemoteAccess,
-    #[error("remote invalid request: the peer asked for an RDMA READ we cannot answer (longer than it accepts)")]
-    RemoteInvalidRequest,
-    #[error("connection is closing or closed")]
-    Closed,
-    #[error("operation needs tcp_bth, but the peer did not negotiate it")]
-    NotBth,
-    #[error("operation needs a plain TCP byte stream, but tcp_bth was negotiated")]
-    NotPlain,
-    #[error("handshake not finished")]
-    NotEstablished,
-    #[error("work request refused: {0}")]
-    Post(#[from] PostError),
-    #[error("memory region: {0}")]
-    Mr(#[from] MrError),
-    #[error("receive queue: {0}")]
-    Recv(String),
-    #[error("RDMA READ is posted with post_read, not post_send")]
-    ReadViaPostSend,
-    #[error("too many outstanding RDMA READs (at most 32768)")]
-    TooManyReads,
 }
 
 /// The operation a completion reports.
@@ -181,7 +147,7 @@ pub struct Connection {
     cfg: Config,
     state: State,
     mode: Mode,
-    error: Option<ConnError>,
+    error: Option<ConnectionError>,
 
     // Send side. Offsets are stream offsets: 0 is the first data byte (sequence ISS + 1).
     iss: u32,
@@ -405,7 +371,8 @@ impl Connection {
         self.mode
     }
 
-    pub fn error(&self) -> Option<ConnError> {
+    /// Why the connection ended, if it ended abnormally.
+    pub fn error(&self) -> Option<ConnectionError> {
         self.error.clone()
     }
 
@@ -478,6 +445,9 @@ impl Connection {
     }
 
     fn require_open(&self) -> Result<(), ConnError> {
+        if let Some(e) = &self.error {
+            return Err(ConnError::Ended(e.clone()));
+        }
         if self.fin_at.is_some() || matches!(self.state, State::Closed | State::TimeWait) {
             return Err(ConnError::Closed);
         }
@@ -486,8 +456,12 @@ impl Connection {
 
     // ---- verbs-like API (tcp_bth mode) ----
 
-    pub fn register_mr(&mut self, buf: Vec<u8>, access: Access) -> Result<MrHandle, ConnError> {
-        Ok(self.placement.regions_mut().register(buf, access)?)
+    /// Register `buf` as a memory region; on refusal the buffer comes back.
+    pub fn register_mr(&mut self, buf: Vec<u8>, access: Access) -> Result<MrHandle, RegisterError> {
+        self.placement
+            .regions_mut()
+            .register(buf, access)
+            .map_err(|r| Rejected::new(r.error, r.buf))
     }
 
     pub fn deregister_mr(&mut self, rkey: u32) -> Result<Vec<u8>, ConnError> {
@@ -499,52 +473,65 @@ impl Connection {
         self.placement.regions().bytes(rkey)
     }
 
-    /// Post a receive buffer for the next incoming SEND; advertises the new credit.
-    pub fn post_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<(), ConnError> {
+    /// Post a receive buffer for the next incoming SEND; advertises the new credit. Allowed
+    /// before the handshake finishes. On refusal the buffer comes back.
+    pub fn post_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<(), PostBufError> {
         if self.mode == Mode::Plain {
-            return Err(ConnError::NotBth);
+            return Err(Rejected::new(ConnError::NotBth, buf));
+        }
+        if let Some(e) = &self.error {
+            return Err(Rejected::new(ConnError::Ended(e.clone()), buf));
         }
         self.placement
             .post_recv(wr_id, buf)
-            .map_err(|e| ConnError::Recv(e.to_string()))?;
+            .map_err(|r| Rejected::new(r.error, r.buf))?;
         self.ack_now = true;
         self.credit_owed = true;
         Ok(())
     }
 
-    /// Post a SEND or RDMA WRITE (with or without immediate).
-    pub fn post_send(&mut self, wr: WorkRequest) -> Result<u16, ConnError> {
-        self.require_bth()?;
-        self.require_open()?;
-        if matches!(wr.op, WrOp::RdmaRead { .. }) {
-            return Err(ConnError::ReadViaPostSend);
+    /// Post a SEND or RDMA WRITE (with or without immediate); returns its MSN. On refusal the
+    /// work request comes back.
+    pub fn post_send(&mut self, wr: WorkRequest) -> Result<u16, PostSendError> {
+        if let Err(e) = self.require_bth().and_then(|_| self.require_open()) {
+            return Err(Rejected::new(e, wr));
         }
-        Ok(self.framer.post(wr)?.msn)
+        if matches!(wr.op, WrOp::RdmaRead { .. }) {
+            return Err(Rejected::new(ConnError::ReadViaPostSend, wr));
+        }
+        // The framer consumes the request; a copy of its handles (reference counts, not
+        // payload bytes) is what a refusal hands back.
+        let keep = wr.clone();
+        self.framer
+            .post(wr)
+            .map(|p| p.msn)
+            .map_err(|e| Rejected::new(e, keep))
     }
 
     /// Post an RDMA READ of `len = sink.len()` bytes at the peer's `rkey`/`remote_addr` into `sink`.
     ///
     /// Transactional: either the READ is registered with placement *and* queued in the framer,
-    /// or nothing changed (no MSN consumed, no request sent). The response is sent to us, so it
-    /// may be no longer than the largest message we announced; a longer READ is refused here
-    /// rather than dropped by the responder later.
+    /// or nothing changed (no MSN consumed, no request sent) and the sink comes back. The
+    /// response is sent to us, so it may be no longer than the largest message we announced;
+    /// a longer READ is refused here rather than dropped by the responder later.
     pub fn post_read(
         &mut self,
         wr_id: u64,
         rkey: u32,
         remote_addr: u64,
         sink: Vec<u8>,
-    ) -> Result<u16, ConnError> {
-        self.require_bth()?;
-        self.require_open()?;
+    ) -> Result<u16, PostBufError> {
+        if let Err(e) = self.require_bth().and_then(|_| self.require_open()) {
+            return Err(Rejected::new(e, sink));
+        }
         if self.reads.len() >= 1 << 15 {
             // READ MSNs are compared mod 2^16: more outstanding would alias.
-            return Err(ConnError::TooManyReads);
+            return Err(Rejected::new(ConnError::TooManyReads, sink));
         }
         let len = u32::try_from(sink.len()).unwrap_or(u32::MAX);
         let max = self.cfg.max_message_len.min(crate::wire::MAX_MESSAGE_LEN);
         if len > max {
-            return Err(ConnError::Post(PostError::ReadTooLarge { len, max }));
+            return Err(Rejected::new(PostError::ReadTooLarge { len, max }, sink));
         }
         let msn = self
             .framer
@@ -553,7 +540,7 @@ impl Connection {
         // Placement first: it refuses (full, flushed) without a trace, before any MSN is used.
         self.placement
             .expect_read_response(msn, wr_id, sink)
-            .map_err(|e| ConnError::Recv(e.to_string()))?;
+            .map_err(|r| Rejected::new(r.error, r.buf))?;
         let posted = self.framer.post(WorkRequest {
             wr_id,
             op: WrOp::RdmaRead {
@@ -571,9 +558,8 @@ impl Connection {
             }
             Err(e) => {
                 // Refused by the framer's own checks: take the registration back.
-                let sink = self.placement.cancel_read(msn);
-                debug_assert!(sink.is_some(), "the READ just registered is the last one");
-                Err(ConnError::Post(e))
+                let sink = self.placement.cancel_read(msn).unwrap_or_default();
+                Err(Rejected::new(e, sink))
             }
         }
     }
@@ -660,7 +646,7 @@ impl Connection {
         if self.state.synchronized() || self.state == State::SynReceived {
             self.rst_pending = Some(self.seq_of(self.snd_nxt));
         }
-        self.fail(ConnError::Closed);
+        self.fail(ConnectionError::LocallyAborted);
         self.note_events();
     }
 
@@ -691,7 +677,8 @@ impl Connection {
     }
 
     fn tsval(&self, now: Duration) -> u32 {
-        // 1 µs ticks (RFC 7323 allows 1 µs..1 s): a retransmission and its original get
+        // 1 µs ticks (RFC 7323 recommends 1 ms..1 s but only requires that the clock not wrap
+        // within an MSL, which 71.6 minutes satisfies): a retransmission and its original get
         // different TSvals even at datacenter RTTs, which Eifel-style spurious-retransmission
         // detection (recovery.rs) needs. The price is a TSval cycle of 71.6 minutes, which the
         // PAWS idle rule in input.rs accounts for.
@@ -721,7 +708,7 @@ impl Connection {
     }
 
     /// Enter the error state: flush every outstanding work request, stop all timers.
-    fn fail(&mut self, err: ConnError) {
+    fn fail(&mut self, err: ConnectionError) {
         if self.error.is_none() {
             self.error = Some(err);
         }

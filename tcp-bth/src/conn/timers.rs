@@ -105,7 +105,9 @@ impl Connection {
         self.retries += 1;
         if self.retries > self.cfg.max_retries {
             self.rst_pending = Some(self.seq_of(self.snd_nxt));
-            self.fail(ConnError::TimedOut(self.retries - 1));
+            self.fail(ConnectionError::TimedOut {
+                retries: self.retries - 1,
+            });
             return;
         }
         self.rtt.on_timeout();

@@ -43,14 +43,14 @@ fn reset_is_reported_with_its_reason() {
     assert_eq!(
         events(&mut d.a),
         vec![Event::Closed {
-            error: Some(ConnError::Closed)
+            error: Some(ConnectionError::LocallyAborted)
         }]
     );
     d.settle(Duration::from_millis(10));
     assert_eq!(
         events(&mut d.b),
         vec![Event::Closed {
-            error: Some(ConnError::Reset)
+            error: Some(ConnectionError::Reset)
         }]
     );
 }

@@ -36,8 +36,9 @@ fn post_read_refused_when_full_leaves_no_trace() {
     }
     let end = d.a.framer.stream_end();
     let next = d.a.framer.next_msn(MsgClass::ReadRequest);
-    let refused = d.a.post_read(9999, rkey, addr, vec![0; 16]);
-    assert!(refused.is_err(), "READ beyond placement's window accepted");
+    let refused = d.a.post_read(9999, rkey, addr, vec![5; 16]);
+    let refused = refused.expect_err("READ beyond placement's window accepted");
+    assert_eq!(refused.buf, vec![5; 16], "the sink comes back");
     assert_eq!(
         d.a.framer.stream_end(),
         end,
@@ -63,14 +64,15 @@ fn read_longer_than_we_accept_is_refused_at_post() {
     let mut d = Wire::established(a, b, MS);
     let (rkey, addr, _) = with_source(&mut d);
     let end = d.a.framer.stream_end();
-    let e = d.a.post_read(1, rkey, addr, vec![0; 8192]).unwrap_err();
+    let e = d.a.post_read(1, rkey, addr, vec![3; 8192]).unwrap_err();
     assert_eq!(
-        e,
+        e.kind,
         ConnError::Post(PostError::ReadTooLarge {
             len: 8192,
             max: 4096
         })
     );
+    assert_eq!(e.buf, vec![3; 8192], "the sink comes back");
     assert_eq!(d.a.framer.stream_end(), end);
     // At the limit it works.
     d.a.post_read(2, rkey, addr, vec![0; 4096]).unwrap();
@@ -91,6 +93,6 @@ fn unanswerable_read_fails_both_sides_instead_of_hanging() {
     assert_eq!(c.wr_id, 1);
     assert_ne!(c.status, WcStatus::Success);
     assert_eq!(d.b.stats().read_responses_refused, 1);
-    assert_eq!(d.b.error(), Some(ConnError::RemoteInvalidRequest));
-    assert_eq!(d.a.error(), Some(ConnError::Reset));
+    assert_eq!(d.b.error(), Some(ConnectionError::RemoteInvalidRequest));
+    assert_eq!(d.a.error(), Some(ConnectionError::Reset));
 }

@@ -1,0 +1,98 @@
+//! Errors, split by whose they are (rustls' rule): [`ConnectionError`] says why a connection
+//! ended and is reported once ([`Event::Closed`](super::Event::Closed),
+//! [`Connection::error`](super::Connection::error)); [`ConnError`] says why one call was refused
+//! and leaves the connection as it was. A refused call that took a buffer hands it back in a
+//! [`Rejected`].
+
+use bth_framer::PostError;
+use bth_placement::MrError;
+use std::fmt;
+use thiserror::Error;
+
+/// Why a connection ended abnormally. Terminal: once set it never changes.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ConnectionError {
+    /// The peer answered our SYN with RST.
+    #[error("connection refused by peer (RST in reply to SYN)")]
+    Refused,
+    /// The peer reset an established connection.
+    #[error("connection reset by peer")]
+    Reset,
+    /// The retransmission timer expired this many times in a row.
+    #[error("retransmission timeout: peer unreachable after {retries} retries")]
+    TimedOut { retries: u32 },
+    /// The peer sent a segment that violated one of our memory regions' rights or bounds
+    /// (RDMA rule: the QP goes to the error state).
+    #[error("remote access error: a segment violated memory region rights or bounds")]
+    RemoteAccess,
+    /// The peer asked for an RDMA READ we cannot answer (longer than it accepts).
+    #[error("remote invalid request: an RDMA READ we cannot answer")]
+    RemoteInvalidRequest,
+    /// [`Connection::abort`](super::Connection::abort) was called.
+    #[error("aborted locally")]
+    LocallyAborted,
+}
+
+/// Why a call was refused. The connection is unchanged by the refusal.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ConnError {
+    /// The connection has ended with this error.
+    #[error("connection ended: {0}")]
+    Ended(ConnectionError),
+    /// `close()` was called, or the connection closed in order: no new work.
+    #[error("connection is closing or closed")]
+    Closed,
+    #[error("operation needs tcp_bth, but the peer did not negotiate it")]
+    NotBth,
+    #[error("operation needs a plain TCP byte stream, but tcp_bth was negotiated")]
+    NotPlain,
+    #[error("handshake not finished")]
+    NotEstablished,
+    /// The framer refused the work request (size, sequence space, range).
+    #[error("work request refused: {0}")]
+    Post(#[from] PostError),
+    /// Placement refused the receive buffer or READ sink (queue full, bad length).
+    #[error("receive side refused the buffer: {0}")]
+    Placement(#[from] bth_placement::PostError),
+    #[error("memory region: {0}")]
+    Mr(#[from] MrError),
+    #[error("RDMA READ is posted with post_read, not post_send")]
+    ReadViaPostSend,
+    #[error("too many outstanding RDMA READs (at most 32768)")]
+    TooManyReads,
+}
+
+/// A refused call that took a buffer: why, and the buffer, handed back untouched.
+#[derive(Clone, PartialEq, Eq, Error)]
+#[error("{kind}")]
+pub struct Rejected<B> {
+    pub kind: ConnError,
+    pub buf: B,
+}
+
+impl<B> Rejected<B> {
+    pub(super) fn new(kind: impl Into<ConnError>, buf: B) -> Rejected<B> {
+        Rejected {
+            kind: kind.into(),
+            buf,
+        }
+    }
+}
+
+/// Prints the reason, not the buffer's bytes.
+impl<B> fmt::Debug for Rejected<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `post_recv` and `post_read` refusals: the receive buffer or READ sink comes back.
+pub type PostBufError = Rejected<Vec<u8>>;
+/// `post_send` refusals: the work request comes back.
+pub type PostSendError = Rejected<bth_framer::WorkRequest>;
+/// `register_mr` refusals: the buffer comes back.
+pub type RegisterError = Rejected<Vec<u8>>;
