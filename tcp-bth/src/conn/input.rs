@@ -12,6 +12,19 @@ const PAWS_IDLE: Duration = Duration::from_micros(1 << 31);
 /// Least time between two ACKs that answer dropped segments.
 const INVALID_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
+/// Least time between two challenge ACKs (RFC 5961 §7).
+const CHALLENGE_ACK_INTERVAL: Duration = Duration::from_millis(1);
+
+/// Rate limiter for answers: true (and `last` moves to `now`) when `interval` has passed since
+/// the last answer allowed.
+fn allow(last: &mut Option<Duration>, now: Duration, interval: Duration) -> bool {
+    if last.is_some_and(|t| now.saturating_sub(t) < interval) {
+        return false;
+    }
+    *last = Some(now);
+    true
+}
+
 impl Connection {
     /// Process one received TCP segment (header + payload, no IP header).
     pub fn handle_segment(&mut self, now: Duration, bytes: &[u8]) {
@@ -142,29 +155,18 @@ impl Connection {
 
     /// RFC 5961 §5: challenge ACKs, rate-limited so they cannot be used to amplify.
     fn challenge_ack(&mut self, now: Duration) {
-        let limit = Duration::from_millis(1);
-        if self
-            .last_challenge
-            .is_some_and(|t| now.saturating_sub(t) < limit)
-        {
-            return;
+        if allow(&mut self.last_challenge, now, CHALLENGE_ACK_INTERVAL) {
+            self.stats.challenge_acks += 1;
+            self.ack_now = true;
         }
-        self.last_challenge = Some(now);
-        self.stats.challenge_acks += 1;
-        self.ack_now = true;
     }
 
     /// An ACK answering a segment we dropped (PAWS), at most one per [`INVALID_ACK_INTERVAL`]
     /// (Linux: `tcp_invalid_ratelimit`, 500 ms).
     fn rate_limited_ack(&mut self, now: Duration) {
-        if self
-            .last_invalid_ack
-            .is_some_and(|t| now.saturating_sub(t) < INVALID_ACK_INTERVAL)
-        {
-            return;
+        if allow(&mut self.last_invalid_ack, now, INVALID_ACK_INTERVAL) {
+            self.ack_now = true;
         }
-        self.last_invalid_ack = Some(now);
-        self.ack_now = true;
     }
 
     fn set_ts_recent(&mut self, now: Duration, tsval: Option<u32>) {
