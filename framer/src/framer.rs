@@ -28,6 +28,7 @@ pub struct Released {
     pub wr_id: u64,
     pub class: MsgClass,
     pub msn: u16,
+    /// The message's length as the application posted it (0 for a zero-length message).
     pub len: u32,
 }
 
@@ -81,13 +82,13 @@ impl Framer {
     pub fn post(&mut self, wr: WorkRequest) -> Result<Posted, PostError> {
         let WorkRequest { wr_id, op, sg_list } = wr;
         let (kind, chunks) = match op {
-            WrOp::Send { imm } => (Kind::Send { imm }, self.data_chunks(sg_list)?),
+            WrOp::Send { imm } => (Kind::Send { imm }, self.message_chunks(sg_list)?),
             WrOp::RdmaWrite {
                 rkey,
                 remote_addr,
                 imm,
             } => {
-                let chunks = self.data_chunks(sg_list)?;
+                let chunks = self.message_chunks(sg_list)?;
                 check_remote_range(remote_addr, total_len(&chunks))?;
                 let kind = Kind::Write {
                     rkey,
@@ -161,7 +162,7 @@ impl Framer {
                 wr_id: i.wr_id,
                 class: i.class,
                 msn: i.msn,
-                len: i.len,
+                len: i.message_len(),
             });
         }
         out
@@ -231,7 +232,19 @@ impl Framer {
         self.queue.iter().map(|m| &m.info)
     }
 
-    /// SEND/WRITE/READ response payload: non-empty slices within the peer's limit.
+    /// SEND/WRITE payload: like [`data_chunks`](Self::data_chunks), but a message of no bytes
+    /// is allowed (IB verbs allow it; zero-length SEND/WRITE with immediate is how collective
+    /// libraries signal completion). It takes one pad byte of stream, so TCP makes it reliable
+    /// like any other message; the segment says so with `ZERO_LENGTH_MBO`.
+    fn message_chunks(&self, sg_list: Vec<Bytes>) -> Result<Vec<Bytes>, PostError> {
+        match self.data_chunks(sg_list) {
+            Err(PostError::Empty) => Ok(Vec::new()),
+            other => other,
+        }
+    }
+
+    /// READ response payload and, through `message_chunks`, SEND/WRITE payload: non-empty
+    /// slices within the peer's limit.
     fn data_chunks(&self, sg_list: Vec<Bytes>) -> Result<Vec<Bytes>, PostError> {
         let chunks: Vec<Bytes> = sg_list.into_iter().filter(|b| !b.is_empty()).collect();
         let len = total_len(&chunks);
@@ -265,6 +278,12 @@ impl Framer {
             len: total_len(&chunks),
             max: MAX_MESSAGE_LEN,
         })?;
+        let zero_length = len == 0;
+        let (chunks, len) = if zero_length {
+            (vec![Bytes::from_static(&[0])], 1)
+        } else {
+            (chunks, len)
+        };
         let stream_start = self.stream_end;
         let end = stream_start
             .checked_add(u64::from(len))
@@ -275,6 +294,7 @@ impl Framer {
             stream_start,
             len,
             wr_id,
+            zero_length,
         };
         self.queue.push_back(Message::new(info, kind, chunks));
         self.in_flight[class.index()] += 1;

@@ -14,12 +14,23 @@ pub struct MessageInfo {
     pub len: u32,
     /// 0 for READ responses, which answer the peer rather than a local work request.
     pub wr_id: u64,
+    /// A message of no bytes: its one stream byte is padding (`len` is 1).
+    pub zero_length: bool,
 }
 
 impl MessageInfo {
     /// One past the message's last stream byte.
     pub fn stream_end(&self) -> u64 {
         self.stream_start + u64::from(self.len)
+    }
+
+    /// Bytes of the message as posted: `len`, or 0 for a zero-length message.
+    pub fn message_len(&self) -> u32 {
+        if self.zero_length {
+            0
+        } else {
+            self.len
+        }
     }
 
     pub fn contains(&self, offset: u64) -> bool {

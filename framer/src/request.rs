@@ -58,7 +58,9 @@ pub struct FramerConfig {
 pub enum PostError {
     #[error("message of {len} bytes exceeds the {max}-byte limit (refused, never truncated)")]
     TooLarge { len: u64, max: u32 },
-    #[error("zero-length message: a segment without payload occupies no sequence space")]
+    /// Only READ responses refuse it (a READ is never zero-length); a zero-length SEND or
+    /// WRITE is posted with one pad byte.
+    #[error("empty READ response")]
     Empty,
     #[error("RDMA READ of {len} bytes exceeds the {max}-byte message limit")]
     ReadTooLarge { len: u32, max: u32 },

@@ -3,7 +3,9 @@
 
 use crate::message::{Kind, Message};
 use bytes::{Bytes, BytesMut};
-use tcp_bth_wire::{Bth, Extension, MessageKind, MsgClass, Opcode, Position, Reth};
+use tcp_bth_wire::{
+    Bth, Extension, MessageKind, MsgClass, Opcode, Position, Reth, ZERO_LENGTH_MBO,
+};
 
 /// One data segment ready for the stack: it adds timestamps and flags, seals the ICRC over the
 /// payload and maps `stream_offset` to a sequence number.
@@ -72,7 +74,12 @@ impl SegmentDesc {
         };
         let bth = Bth {
             msn: info.msn,
-            mbo,
+            // The pad byte of a zero-length message sits at an offset no real byte can have.
+            mbo: if info.zero_length {
+                ZERO_LENGTH_MBO
+            } else {
+                mbo
+            },
             // A re-cut retransmission keeps the index of the original segment its first byte
             // belonged to, because the index depends on the offset and the fixed MSS only.
             seg: ((mbo / mss.max(1)) % 256) as u8,

@@ -103,16 +103,32 @@ fn config_above_the_wire_limit_is_clamped() {
 }
 
 #[test]
-fn empty_messages_are_refused() {
+fn empty_reads_are_refused() {
     let mut f = framer(0, MAX_MESSAGE_LEN);
-    assert_eq!(f.post(send(vec![])), Err(PostError::Empty));
-    assert_eq!(
-        f.post(send(vec![Bytes::new(), Bytes::new()])),
-        Err(PostError::Empty)
-    );
     assert_eq!(f.post_read_response(1, vec![]), Err(PostError::Empty));
     assert_eq!(f.post(read(0)), Err(PostError::ReadEmpty));
     assert_untouched(&f, 0);
+}
+
+#[test]
+fn zero_length_send_takes_one_pad_byte_of_stream() {
+    let mut f = framer(0, MAX_MESSAGE_LEN);
+    let p = f
+        .post(send(vec![Bytes::new(), Bytes::new()]))
+        .expect("zero-length SEND is a valid work request");
+    assert_eq!((p.stream_start, p.len), (0, 1));
+    let seg = f.segment_at(0, 1000).expect("one segment");
+    assert_eq!(seg.len, 1);
+    assert_eq!(seg.bth.mbo, tcp_bth_wire::ZERO_LENGTH_MBO);
+    assert_eq!(seg.bth.opcode, tcp_bth_wire::Opcode::SendOnly);
+    let released = f.release(1);
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].len, 0, "the application posted no bytes");
+}
+
+#[test]
+fn empty_entries_are_skipped() {
+    let mut f = framer(0, MAX_MESSAGE_LEN);
     // Empty entries between real ones are simply skipped.
     let p = f
         .post(send(vec![

@@ -5,7 +5,7 @@
 //! completion that needs an entry stays in its window (which eventually fills and turns further
 //! segments away as out of window, i.e. back-pressure) until the owner polls.
 
-use crate::cqe::{Cqe, WcOpcode, WcStatus};
+use crate::cqe::{Cqe, WcOp, WcStatus};
 use crate::placer::Placement;
 use tcp_bth_wire::MsgClass;
 
@@ -35,9 +35,31 @@ impl Placement {
         }
     }
 
+    /// The responder refused our READ with this MSN (a NAK): it completes with `status`, sink
+    /// handed back, when it reaches the front of the window or at [`flush`](Self::flush).
+    /// False if no such READ is outstanding.
+    pub fn fail_read(&mut self, msn: u16, status: WcStatus) -> bool {
+        if !self.reads_anchored {
+            return false;
+        }
+        let crate::window::Locate::At(k) = self.reads.locate(msn) else {
+            return false;
+        };
+        match self.reads.entries.get_mut(k) {
+            Some(r) => {
+                r.track.failed.get_or_insert(status);
+                r.track.finished = true;
+                self.drain(MsgClass::ReadResponse, false);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Connection error or close: messages already finished complete as usual, then every
-    /// posted receive and outstanding READ completes with `WrFlushError` (buffer handed back),
-    /// in MSN order. Later posts are refused and later segments dropped.
+    /// posted receive and outstanding READ completes in MSN order, with its own error if it
+    /// failed (a SEND longer than its buffer, a refused READ) and `WrFlushError` otherwise,
+    /// buffer handed back. Later posts are refused and later segments dropped.
     pub fn flush(&mut self) {
         if self.flushed {
             return;
@@ -48,17 +70,13 @@ impl Placement {
         self.flushed = true;
         while let Some((msn, p)) = self.send.pop() {
             self.books.release(&p.track);
-            self.push_flushed(MsgClass::Send, msn, p.wr_id, WcOpcode::Recv, p.buf);
+            let e = Ended::new(MsgClass::Send, msn, p.wr_id, WcOp::Recv);
+            self.push_ended(e, p.track.failed, p.buf);
         }
         while let Some((msn, r)) = self.reads.pop() {
             self.books.release(&r.track);
-            self.push_flushed(
-                MsgClass::ReadResponse,
-                msn,
-                r.wr_id,
-                WcOpcode::RdmaRead,
-                r.sink,
-            );
+            let e = Ended::new(MsgClass::ReadResponse, msn, r.wr_id, WcOp::RdmaRead);
+            self.push_ended(e, r.track.failed, r.sink);
         }
         while let Some((_, w)) = self.write.pop() {
             if let Some(t) = w {
@@ -71,16 +89,20 @@ impl Placement {
         self.read_req.entries.clear();
     }
 
-    fn push_flushed(&mut self, class: MsgClass, msn: u16, wr_id: u64, op: WcOpcode, buf: Vec<u8>) {
-        self.books.counters.flushed += 1;
+    /// A work request ended by `flush`: its own failure status, or flushed.
+    fn push_ended(&mut self, e: Ended, failed: Option<WcStatus>, buf: Vec<u8>) {
+        let status = failed.unwrap_or(WcStatus::WrFlushError);
+        if status == WcStatus::WrFlushError {
+            self.books.counters.flushed += 1;
+        }
         self.push(Cqe {
-            wr_id,
-            class,
-            msn,
-            opcode: op,
+            wr_id: e.wr_id,
+            class: e.class,
+            msn: e.msn,
+            op: e.op,
             byte_len: 0,
             imm: None,
-            status: WcStatus::WrFlushError,
+            status,
             buf: Some(buf),
         });
     }
@@ -117,7 +139,7 @@ impl Placement {
                 wr_id: p.wr_id,
                 class: MsgClass::Send,
                 msn,
-                opcode: WcOpcode::Recv,
+                op: WcOp::Recv,
                 byte_len: p.track.len.unwrap_or(0),
                 imm: p.track.imm.filter(|_| status == WcStatus::Success),
                 status,
@@ -147,7 +169,7 @@ impl Placement {
                     wr_id: 0,
                     class: MsgClass::Write,
                     msn,
-                    opcode: WcOpcode::RecvRdmaWithImm,
+                    op: WcOp::RecvRdmaWithImm,
                     byte_len: t.len.unwrap_or(0),
                     imm: t.imm.filter(|_| status == WcStatus::Success),
                     status,
@@ -184,12 +206,31 @@ impl Placement {
                 wr_id: r.wr_id,
                 class: MsgClass::ReadResponse,
                 msn,
-                opcode: WcOpcode::RdmaRead,
+                op: WcOp::RdmaRead,
                 byte_len: len,
                 imm: None,
                 status,
                 buf: Some(r.sink),
             });
+        }
+    }
+}
+
+/// Which work request `flush` is ending.
+struct Ended {
+    class: MsgClass,
+    msn: u16,
+    wr_id: u64,
+    op: WcOp,
+}
+
+impl Ended {
+    fn new(class: MsgClass, msn: u16, wr_id: u64, op: WcOp) -> Ended {
+        Ended {
+            class,
+            msn,
+            wr_id,
+            op,
         }
     }
 }

@@ -2,9 +2,14 @@
 
 use tcp_bth_wire::MsgClass;
 
-/// What completed.
+/// What completed. Placement produces the receive-side ones; the stack uses the same type for
+/// the requester's SEND and RDMA WRITE completions, so a connection has one completion type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WcOpcode {
+pub enum WcOp {
+    /// A SEND this side posted was acknowledged (or failed).
+    Send,
+    /// An RDMA WRITE this side posted was acknowledged (or failed).
+    RdmaWrite,
     /// A SEND landed in a posted receive.
     Recv,
     /// An RDMA WRITE with immediate finished; no posted receive is consumed (docs/design.md).
@@ -30,6 +35,11 @@ pub enum WcStatus {
     BadResponse,
     /// Flushed by [`Placement::flush`](crate::Placement::flush): the connection is gone.
     WrFlushError,
+    /// The responder failed for a reason of its own (NAK remote operational error).
+    RemoteOperationalError,
+    /// A SEND waited for the peer to post a receive (message credit) longer than the
+    /// connection's RNR timeout (IB: RNR retry count exceeded).
+    RnrRetryExceeded,
 }
 
 /// One completion. `buf` hands the posted buffer or READ sink back to its owner.
@@ -41,7 +51,7 @@ pub struct Cqe {
     pub class: MsgClass,
     /// The message's MSN in its class (for READs: the request MSN the response echoed).
     pub msn: u16,
-    pub opcode: WcOpcode,
+    pub op: WcOp,
     /// Message length when known (always on success); 0 for flushed work requests.
     pub byte_len: u32,
     pub imm: Option<u32>,

@@ -22,7 +22,7 @@ mod placer;
 mod post;
 mod window;
 
-pub use cqe::{Cqe, WcOpcode, WcStatus};
+pub use cqe::{Cqe, WcOp, WcStatus};
 pub use mr::{Access, MemoryRegions, MrError, MrHandle, MrRejected, IOVA_BASE, MAX_REGIONS};
 pub use outcome::{Counters, DropReason, PlaceOutcome};
 pub use placer::{Placement, PlacementConfig, PlacementLimits};

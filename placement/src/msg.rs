@@ -133,7 +133,8 @@ impl CopyMeter {
     }
 }
 
-/// Place one pre-validated segment (non-empty, `offset + len` within 24 bits) of a message.
+/// Place one pre-validated segment (`offset + len` within 24 bits; empty only as the one
+/// segment of a zero-length message) of a message.
 pub(crate) fn place_segment(
     track: &mut MsgTrack,
     seg: &Inbound<'_>,
@@ -169,6 +170,15 @@ pub(crate) fn place_segment(
         }
     }
 
+    if n == 0 {
+        // A zero-length message: its one segment finishes it; no byte to place and, as in IB,
+        // no rkey to check for a WRITE of no bytes. Every later copy is a duplicate.
+        if track.finished {
+            return books.duplicate(seg);
+        }
+        track.finished = true;
+        return PlaceOutcome::Placed { new_bytes: 0 };
+    }
     let Books {
         counters,
         ranges_in_use,

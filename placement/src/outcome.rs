@@ -7,8 +7,9 @@ use tcp_bth_wire::ReadRequest;
 /// The result of placing one segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlaceOutcome {
-    /// `new_bytes` (at least one) were written to their final place; any bytes of the segment
-    /// already present were skipped, not copied again.
+    /// `new_bytes` were written to their final place; any bytes of the segment already present
+    /// were skipped, not copied again. At least one, except for the segment of a zero-length
+    /// message, which finishes its message without bytes.
     Placed { new_bytes: u32 },
     /// Nothing new: the message already completed, or every byte was already present.
     Duplicate,

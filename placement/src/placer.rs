@@ -129,6 +129,21 @@ impl Placement {
         }
     }
 
+    /// Number the peer's classes (send, write, read request) from `first_msn`, the MSN its
+    /// hello announced, when that was not known at construction (receives may be posted before
+    /// the handshake). Only before the first segment: afterwards it would renumber messages
+    /// already tracked, so it returns false and changes nothing.
+    pub fn anchor_peer_msn(&mut self, first_msn: u16) -> bool {
+        if self.books.counters.segments > 0 {
+            return false;
+        }
+        self.cfg.first_msn = first_msn;
+        self.send.head = first_msn;
+        self.write.head = first_msn;
+        self.read_req.head = first_msn;
+        true
+    }
+
     pub fn config(&self) -> &PlacementConfig {
         &self.cfg
     }
@@ -306,7 +321,10 @@ impl Placement {
 fn well_formed(seg: &Inbound<'_>) -> bool {
     let end = u64::from(seg.offset) + seg.payload.len() as u64;
     let starts = matches!(seg.opcode.position(), Position::First | Position::Only);
-    !seg.payload.is_empty()
+    // Empty only as a zero-length SEND or WRITE (`ZERO_LENGTH_MBO` on the wire): one segment.
+    let zero_length_ok = seg.opcode.position() == Position::Only
+        && matches!(seg.class, MsgClass::Send | MsgClass::Write);
+    (!seg.payload.is_empty() || zero_length_ok)
         && end <= u64::from(MAX_MESSAGE_LEN)
         && MsgClass::of(seg.opcode) == Some(seg.class)
         && starts == (seg.offset == 0)

@@ -5,7 +5,7 @@ mod common;
 
 use bth_placement::{
     Access, Cqe, DropReason, MrError, MrHandle, PlaceOutcome, Placement, PlacementConfig,
-    PlacementLimits, WcOpcode, WcStatus,
+    PlacementLimits, WcOp, WcStatus,
 };
 use common::{cut, only, read_request, rr_bytes, seg, write_at, CANARY};
 use tcp_bth_wire::{MessageKind, MsgClass, Reth};
@@ -158,8 +158,8 @@ fn write_access_violations_write_nothing() {
             (0, MsgClass::Write, WcStatus::RemoteAccessError)
         );
         assert_eq!(
-            (c.opcode, c.imm, c.buf.is_none()),
-            (WcOpcode::RecvRdmaWithImm, None, true)
+            (c.op, c.imm, c.buf.is_none()),
+            (WcOp::RecvRdmaWithImm, None, true)
         );
     }
     let abytes = p.regions().bytes(a.rkey).unwrap();
@@ -276,8 +276,8 @@ fn read_response_for_unknown_read_is_dropped() {
     assert_eq!(c.len(), 2);
     for (c, wr) in c.iter().zip([77, 78]) {
         assert_eq!(
-            (c.wr_id, c.status, c.opcode),
-            (wr, WcStatus::WrFlushError, WcOpcode::RdmaRead)
+            (c.wr_id, c.status, c.op),
+            (wr, WcStatus::WrFlushError, WcOp::RdmaRead)
         );
         assert!(is_canary(c.buf.as_ref().unwrap()));
     }
@@ -531,7 +531,7 @@ fn full_completion_queue_pauses_in_order_completion() {
     assert_eq!(imms, want);
     assert!(c
         .iter()
-        .all(|c| c.opcode == WcOpcode::RecvRdmaWithImm && c.byte_len == 1));
+        .all(|c| c.op == WcOp::RecvRdmaWithImm && c.byte_len == 1));
 }
 
 #[test]

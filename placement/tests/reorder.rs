@@ -5,7 +5,7 @@
 mod common;
 
 use bth_placement::{
-    Access, Cqe, PlaceOutcome, Placement, PlacementConfig, PlacementLimits, WcOpcode, WcStatus,
+    Access, Cqe, PlaceOutcome, Placement, PlacementConfig, PlacementLimits, WcOp, WcStatus,
 };
 use common::{cut, seg, Rng, CANARY};
 use proptest::prelude::*;
@@ -189,7 +189,7 @@ fn run(first_msn: u16, read_msn: u16, specs: &[MsgSpec], seed: u64) -> Result<()
         prop_assert_eq!(c.imm, m.imm);
         match c.class {
             MsgClass::Write => {
-                prop_assert_eq!(c.opcode, WcOpcode::RecvRdmaWithImm);
+                prop_assert_eq!(c.op, WcOp::RecvRdmaWithImm);
                 prop_assert_eq!(c.wr_id, 0);
             }
             _ => {

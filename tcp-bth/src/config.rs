@@ -32,6 +32,10 @@ pub struct Config {
     pub max_posted_recvs: usize,
     /// Bound on out-of-order ranges tracked by the receiver.
     pub max_ooo_ranges: usize,
+    /// How long a SEND may wait for the peer to post a receive (message credit) before it
+    /// completes with `RnrRetryExceeded` and the connection fails, as an IB requester does
+    /// after its RNR retries. `None` waits forever (IB's `rnr_retry = 7`).
+    pub rnr_timeout: Option<Duration>,
     /// Secret for ISNs (RFC 6528), the rkey seed and the TSval offset: random by default.
     pub isn_key: IsnKey,
     /// Addresses the TCP checksum covers.
@@ -57,6 +61,7 @@ impl Default for Config {
             max_message_len: crate::wire::MAX_MESSAGE_LEN,
             max_posted_recvs: 4096,
             max_ooo_ranges: 512,
+            rnr_timeout: Some(Duration::from_secs(10)),
             // Random per Config: ISNs, rkeys and timestamp offsets must not be predictable.
             isn_key: IsnKey::random(),
             ip: IpPair::V4 {

@@ -9,7 +9,8 @@ use bth_tests::*;
 use bytes::Bytes;
 use std::time::Duration;
 use tcp_bth::wire::{
-    Bth, Extension, IpPair, Opcode, Reth, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps,
+    Bth, Extension, IpPair, MsgClass, NakCode, Opcode, Reth, SackBlock, TcpFlags, TcpOptions,
+    TcpRepr, Timestamps,
 };
 use tcp_bth::{
     Completion, Connection, ConnectionError, Listener, ListenerConfig, Mode, State, WcOp,
@@ -146,12 +147,19 @@ fn assert_access_error(s: &mut Setup, bad_wr: u64) {
         assert!(f.buf.as_ref().unwrap().iter().all(|&x| x == 0));
     }
     assert!(bc.iter().all(|c| c.status != WcStatus::Success));
-    // A: reset by B's RST; the bad work request (and anything after it) is flushed.
-    assert_eq!(p.a.error(), Some(ConnectionError::Reset));
+    // A: B's RST carries a NAK naming the bad WRITE, which completes with a remote access
+    // error (IB RC); anything after it is flushed.
+    assert_peer_nak(&p.a, NakCode::RemoteAccess, MsgClass::Write);
     let ac = completions(&mut p.a);
+    let bad = ac
+        .iter()
+        .find(|c| c.wr_id == bad_wr)
+        .expect("bad WRITE completes");
+    assert_eq!(bad.status, WcStatus::RemoteAccessError, "{ac:?}");
     assert!(
         ac.iter()
-            .any(|c| c.wr_id == bad_wr && c.status == WcStatus::WrFlushError),
+            .filter(|c| c.wr_id != bad_wr)
+            .all(|c| c.status == WcStatus::Success || c.status == WcStatus::WrFlushError),
         "{ac:?}"
     );
 }
@@ -289,11 +297,11 @@ fn read_from_region_without_remote_read_is_refused() {
         b.stats().bytes_sent < 16 * 1024,
         "no READ response was sent"
     );
-    assert_eq!(s.p.a.error(), Some(ConnectionError::Reset));
+    assert_peer_nak(&s.p.a, NakCode::RemoteAccess, MsgClass::ReadRequest);
     let ac = completions(&mut s.p.a);
     let read = ac.iter().find(|c| c.wr_id == 3).expect("READ completes");
     assert_eq!(read.op, WcOp::RdmaRead);
-    assert_eq!(read.status, WcStatus::WrFlushError);
+    assert_eq!(read.status, WcStatus::RemoteAccessError);
     // The sink comes back, never written.
     assert!(read.buf.as_ref().unwrap().iter().all(|&x| x == 0));
     // A READ of the canary (REMOTE_READ) would have worked: the check is the right, not the rkey.
@@ -309,7 +317,10 @@ fn read_out_of_bounds_is_refused() {
         .unwrap();
     s.p.run_until(5 * SEC, |p| p.a.state() == State::Closed);
     assert_eq!(s.p.b().error(), Some(ConnectionError::RemoteAccess));
-    assert_eq!(s.p.a.error(), Some(ConnectionError::Reset));
+    assert_peer_nak(&s.p.a, NakCode::RemoteAccess, MsgClass::ReadRequest);
+    let ac = completions(&mut s.p.a);
+    let read = ac.iter().find(|c| c.wr_id == 3).expect("READ completes");
+    assert_eq!(read.status, WcStatus::RemoteAccessError);
 }
 
 #[test]
@@ -950,4 +961,15 @@ fn second_fin_does_not_advance_rcv_nxt() {
             assert_eq!(p.b().state(), State::CloseWait);
         }
     }
+}
+
+/// The requester failed because the responder NAKed one of its messages with `code`.
+fn assert_peer_nak(c: &Connection, code: NakCode, class: MsgClass) {
+    match c.error() {
+        Some(ConnectionError::PeerNak(n)) => {
+            assert_eq!((n.code, n.class()), (code, Some(class)), "{n}");
+        }
+        other => panic!("expected a NAK, got {other:?}"),
+    }
+    assert_eq!(c.stats().naks_received, 1);
 }

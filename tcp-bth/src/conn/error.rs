@@ -7,6 +7,7 @@
 use bth_framer::PostError;
 use bth_placement::MrError;
 use std::fmt;
+use tcp_bth_wire::Nak;
 use thiserror::Error;
 
 /// Why a connection ended abnormally. Terminal: once set it never changes.
@@ -29,9 +30,31 @@ pub enum ConnectionError {
     /// The peer asked for an RDMA READ we cannot answer (longer than it accepts).
     #[error("remote invalid request: an RDMA READ we cannot answer")]
     RemoteInvalidRequest,
+    /// The peer sent a SEND longer than the receive buffer posted for it: that receive
+    /// completed with `LocalLengthError` and the peer's SEND with a NAK.
+    #[error("local length error: a SEND longer than the receive buffer posted for it")]
+    LocalLength,
+    /// The peer refused one of our work requests (IB RC NAK): that request completed with the
+    /// matching error status, everything else outstanding flushed.
+    #[error("peer refused our request: {0}")]
+    PeerNak(Nak),
+    /// A SEND waited longer than `Config::rnr_timeout` for the peer to post a receive.
+    #[error("receiver not ready: SEND MSN {msn} found no posted receive within the RNR timeout")]
+    RnrRetryExceeded { msn: u16 },
     /// [`Connection::abort`](super::Connection::abort) was called.
     #[error("aborted locally")]
     LocallyAborted,
+}
+
+impl ConnectionError {
+    /// Did we end the connection with an RST of our own (so a peer that keeps sending is told
+    /// again), rather than the peer or silence ending it?
+    pub(super) fn sent_rst(&self) -> bool {
+        !matches!(
+            self,
+            ConnectionError::Refused | ConnectionError::Reset | ConnectionError::PeerNak(_)
+        )
+    }
 }
 
 /// Why a call was refused. The connection is unchanged by the refusal.
@@ -60,8 +83,6 @@ pub enum ConnError {
     Mr(#[from] MrError),
     #[error("RDMA READ is posted with post_read, not post_send")]
     ReadViaPostSend,
-    #[error("too many outstanding RDMA READs (at most 32768)")]
-    TooManyReads,
 }
 
 /// A refused call that took a buffer: why, and the buffer, handed back untouched.

@@ -39,7 +39,7 @@ impl Connection {
             r.connected = true;
             self.events.push_back(Event::Connected { mode: self.mode });
         }
-        if !r.peer_finished && self.peer_fin.is_some_and(|f| self.rcv_nxt > f) {
+        if !r.peer_finished && self.rcv.peer_finished() {
             r.peer_finished = true;
             self.events.push_back(Event::PeerFinished);
         }

@@ -1,13 +1,10 @@
 //! SEGMENT ARRIVES (RFC 9293 §3.10.7), with RFC 5961 defences, PAWS (RFC 7323 §5) and, in BTH
 //! mode, direct placement of each data segment at its message offset.
 
+use super::handshake::Fin;
 use super::*;
 
-use crate::wire::{Bth, Inbound, TcpOptions, TcpRepr, Timestamps};
-use bth_placement::PlaceOutcome;
-
-/// How long `ts_recent` stays comparable: 2^31 µs, half the TSval cycle at 1 µs per tick.
-const PAWS_IDLE: Duration = Duration::from_micros(1 << 31);
+use crate::wire::{Bth, TcpRepr, Timestamps};
 
 /// Least time between two ACKs that answer dropped segments.
 const INVALID_ACK_INTERVAL: Duration = Duration::from_millis(500);
@@ -53,9 +50,22 @@ impl Connection {
             }
         }
         match self.state {
-            State::Closed => {}
+            State::Closed => self.on_closed(now, &seg),
             State::SynSent => self.on_syn_sent(now, &seg),
             _ => self.on_synchronized(now, &seg),
+        }
+    }
+
+    /// CLOSED after a failure we reported with RST: a peer that keeps sending (our RST was lost,
+    /// or it was outside the peer's window and drew a challenge ACK) gets the RST again, at the
+    /// sequence number it acknowledges (RFC 9293 §3.10.7.1), with the NAK if there was one.
+    /// Rate-limited like challenge ACKs.
+    fn on_closed(&mut self, now: Duration, seg: &TcpRepr<'_>) {
+        let we_reset = self.error.as_ref().is_some_and(ConnectionError::sent_rst);
+        if we_reset && !seg.flags.rst() && seg.flags.ack() {
+            if allow(&mut self.last_challenge, now, CHALLENGE_ACK_INTERVAL) {
+                self.owed.rst = Some(seg.ack);
+            }
         }
     }
 
@@ -63,86 +73,13 @@ impl Connection {
     fn seg_timestamps(&self, seg: &TcpRepr<'_>) -> Option<Timestamps> {
         match self.mode {
             Mode::Bth { .. } => seg.options.bth.and_then(|b| b.timestamps),
-            _ if self.ts_ok => seg.options.timestamps,
+            _ if self.neg.ts_ok => seg.options.timestamps,
             _ => None,
         }
     }
 
-    /// Settle options from the peer's SYN or SYN-ACK.
-    pub(super) fn negotiate(&mut self, now: Duration, opts: &TcpOptions, we_offered_ts: bool) {
-        self.peer_mss = opts.mss.unwrap_or(536).max(64);
-        if let Some(ws) = opts.window_scale {
-            self.peer_wscale = ws.min(14);
-            self.rcv_wscale = self.cfg.window_scale.min(14);
-        }
-        self.sack_ok = opts.sack_permitted;
-        let hello = opts.bth.filter(|b| b.opcode == Opcode::Hello);
-        match hello {
-            Some(h) if self.cfg.bth => {
-                self.mode = Mode::Bth {
-                    peer_first_msn: h.msn,
-                    peer_max_message: h.mbo,
-                };
-                // We may not send messages larger than the peer accepts.
-                self.framer.set_max_message_len(h.mbo);
-                self.set_ts_recent(now, h.timestamps.map(|t| t.tsval));
-            }
-            _ => {
-                self.mode = Mode::Plain;
-                self.ts_ok = we_offered_ts && opts.timestamps.is_some();
-                if self.ts_ok {
-                    self.set_ts_recent(now, opts.timestamps.map(|t| t.tsval));
-                }
-            }
-        }
-        // Segment indexes count in units of the payload size actually sent.
-        self.framer.set_mss(self.payload_mss());
-    }
-
-    fn on_syn_sent(&mut self, now: Duration, seg: &TcpRepr<'_>) {
-        let f = seg.flags;
-        if f.ack() && seg.ack != self.iss.wrapping_add(1) {
-            if !f.rst() {
-                self.rst_pending = Some(seg.ack);
-            }
-            return;
-        }
-        if f.rst() {
-            if f.ack() {
-                self.fail(ConnectionError::Refused);
-            }
-            return;
-        }
-        if !f.syn() {
-            return;
-        }
-        self.irs = seg.seq;
-        self.negotiate(now, &seg.options, !self.cfg.bth && self.cfg.timestamps);
-        self.snd_wnd = u64::from(seg.window);
-        self.snd_wl1 = seg.seq;
-        self.snd_wl2 = seg.ack;
-        if f.ack() {
-            self.on_syn_acked(now);
-            self.state = State::Established;
-            self.ack_now = true;
-        } else {
-            // Simultaneous open (RFC 9293 §3.5): answer with SYN-ACK.
-            self.state = State::SynReceived;
-            self.syn_pending = true;
-        }
-    }
-
-    pub(super) fn on_syn_acked(&mut self, now: Duration) {
-        if let (Some(t), false) = (self.syn_sent_at, self.syn_retransmitted) {
-            self.rtt.on_sample(now.saturating_sub(t));
-        }
-        self.syn_pending = false;
-        self.timers.stop(Timer::Rto);
-        self.retries = 0;
-    }
-
     fn acceptable(&self, seg_off: i64, seg_len: u64) -> bool {
-        let nxt = self.rcv_nxt as i64;
+        let nxt = self.rcv.nxt as i64;
         let wnd = self.rcv_window() as i64;
         let in_wnd = |o: i64| o >= nxt && o < nxt + wnd;
         match (seg_len, wnd) {
@@ -157,7 +94,7 @@ impl Connection {
     fn challenge_ack(&mut self, now: Duration) {
         if allow(&mut self.last_challenge, now, CHALLENGE_ACK_INTERVAL) {
             self.stats.challenge_acks += 1;
-            self.ack_now = true;
+            self.owed.ack = true;
         }
     }
 
@@ -165,41 +102,28 @@ impl Connection {
     /// (Linux: `tcp_invalid_ratelimit`, 500 ms).
     fn rate_limited_ack(&mut self, now: Duration) {
         if allow(&mut self.last_invalid_ack, now, INVALID_ACK_INTERVAL) {
-            self.ack_now = true;
+            self.owed.ack = true;
         }
-    }
-
-    fn set_ts_recent(&mut self, now: Duration, tsval: Option<u32>) {
-        if let Some(v) = tsval {
-            self.ts_recent = Some(v);
-            self.ts_recent_at = now;
-        }
-    }
-
-    /// `ts_recent`, unless it is too old to compare with (RFC 7323 §5.5). Our TSval clock ticks
-    /// every microsecond, so a peer's TSval moves by half its 32-bit range in [`PAWS_IDLE`]:
-    /// after that long without an update, a fresh TSval may look older than `ts_recent`, and
-    /// PAWS would drop every segment of a connection that was merely idle. Linux applies the
-    /// same limit to its microsecond timestamps (`TCP_PAWS_WRAP`).
-    fn ts_recent_valid(&self, now: Duration) -> Option<u32> {
-        self.ts_recent
-            .filter(|_| now.saturating_sub(self.ts_recent_at) < PAWS_IDLE)
     }
 
     fn on_synchronized(&mut self, now: Duration, seg: &TcpRepr<'_>) {
         let f = seg.flags;
-        if self.state == State::SynReceived && f.syn() && f.ack() && !f.rst() && seg.seq == self.irs
+        if self.state == State::SynReceived
+            && f.syn()
+            && f.ack()
+            && !f.rst()
+            && seg.seq == self.rcv.irs
         {
             // Simultaneous open (RFC 9293 §3.5, figure 7): the peer's SYN-ACK repeats its SYN
             // (so it sits below RCV.NXT) and acknowledges ours.
-            if seg.ack == self.iss.wrapping_add(1) {
+            if seg.ack == self.snd.iss.wrapping_add(1) {
                 self.on_syn_acked(now);
                 self.state = State::Established;
                 // Window fields in SYN segments are never scaled (RFC 7323 §2.2).
-                self.snd_wnd = u64::from(seg.window);
-                self.snd_wl1 = seg.seq;
-                self.snd_wl2 = seg.ack;
-                self.ack_now = true;
+                self.snd.wnd = u64::from(seg.window);
+                self.snd.wl1 = seg.seq;
+                self.snd.wl2 = seg.ack;
+                self.owed.ack = true;
             }
             return;
         }
@@ -208,17 +132,20 @@ impl Connection {
             self.stats.bad_bth += 1;
             return;
         }
-        let seg_off = self.rcv_off(seg.seq);
+        let seg_off = self.rcv.off_of(seg.seq);
         let seg_len = seg.payload.len() as u64 + u64::from(f.syn()) + u64::from(f.fin());
         if !self.acceptable(seg_off, seg_len) {
             self.stats.out_of_window += 1;
             if !f.rst() {
-                self.ack_now = true;
+                // Also the answer to a persist probe (one byte below the window): the sender
+                // may be waiting for credit it never received, so this ACK repeats it.
+                self.owed.ack = true;
+                self.owed.credit = true;
             }
             return;
         }
         let ts = self.seg_timestamps(seg);
-        if let (Some(ts), Some(recent)) = (ts, self.ts_recent_valid(now)) {
+        if let (Some(ts), Some(recent)) = (ts, self.rcv.ts_recent_valid(now)) {
             if !f.rst() && recovery::tsval_before(ts.tsval, recent) {
                 self.stats.paws_drops += 1;
                 // RFC 7323 §5.3 answers a PAWS drop with an ACK; rate-limited, because if the
@@ -228,11 +155,15 @@ impl Connection {
             }
         }
         if f.rst() {
-            if seg_off == self.rcv_nxt as i64 {
-                self.fail(if self.state == State::SynReceived {
-                    ConnectionError::Refused
-                } else {
-                    ConnectionError::Reset
+            if seg_off == self.rcv.nxt as i64 {
+                let nak = seg.options.bth.as_ref().and_then(Nak::from_bth);
+                self.stats.naks_received += u64::from(nak.is_some());
+                self.fail(match nak {
+                    // The responder refused one of our requests: that work request completes
+                    // with the error IB RC gives it, the rest flushed.
+                    Some(nak) => ConnectionError::PeerNak(nak),
+                    None if self.state == State::SynReceived => ConnectionError::Refused,
+                    None => ConnectionError::Reset,
                 });
             } else {
                 self.challenge_ack(now);
@@ -248,19 +179,19 @@ impl Connection {
             return;
         }
         if self.state == State::SynReceived {
-            if seg.ack != self.iss.wrapping_add(1) {
-                self.rst_pending = Some(seg.ack);
+            if seg.ack != self.snd.iss.wrapping_add(1) {
+                self.owed.rst = Some(seg.ack);
                 return;
             }
             self.on_syn_acked(now);
-            self.state = if self.fin_at.is_some() {
+            self.state = if self.snd.fin != Fin::None {
                 State::FinWait1
             } else {
                 State::Established
             };
-            self.snd_wnd = u64::from(seg.window) << self.peer_wscale;
-            self.snd_wl1 = seg.seq;
-            self.snd_wl2 = seg.ack;
+            self.snd.wnd = u64::from(seg.window) << self.neg.peer_wscale;
+            self.snd.wl1 = seg.seq;
+            self.snd.wl2 = seg.ack;
         }
         if let Some(b) = seg.options.bth {
             self.on_bth_control(&b);
@@ -273,26 +204,26 @@ impl Connection {
         // segment with a forged ACK must not move ts_recent ahead of the real peer's clock,
         // or PAWS would drop everything the peer sends afterwards.
         if let Some(ts) = ts {
-            if seg_off <= self.rcv_nxt as i64 {
-                self.set_ts_recent(now, Some(ts.tsval));
+            if seg_off <= self.rcv.nxt as i64 {
+                self.rcv.set_ts_recent(now, Some(ts.tsval));
             }
         }
         if !seg.payload.is_empty() && self.state.receives_data() {
-            match self.mode {
-                Mode::Bth { .. } => self.on_bth_data(seg, seg_off),
-                _ => self.on_plain_data(seg, seg_off),
+            match self.rx {
+                RxPath::Bth(_) => self.on_bth_data(seg, seg_off),
+                RxPath::Plain(_) => self.on_plain_data(seg_off, seg.payload),
             }
-            self.ack_now = true;
+            self.owed.ack = true;
         }
         if f.fin() {
             let fin_off = seg_off + seg.payload.len() as i64;
             // Once the peer's FIN has been consumed (RCV.NXT is past it), a FIN elsewhere is
             // bogus: it must not move RCV.NXT over sequence space the peer never sent.
-            let consumed = self.peer_fin.is_some_and(|p| self.rcv_nxt > p);
-            if fin_off >= self.rcv_nxt as i64 && !consumed {
-                self.peer_fin = Some(fin_off as u64);
+            let consumed = self.rcv.peer_fin.is_some_and(|p| self.rcv.nxt > p);
+            if fin_off >= self.rcv.nxt as i64 && !consumed {
+                self.rcv.peer_fin = Some(fin_off as u64);
             }
-            self.ack_now = true;
+            self.owed.ack = true;
         }
         self.check_peer_fin(now);
     }
@@ -302,87 +233,99 @@ impl Connection {
         if b.rtr {
             let Mode::Bth { .. } = self.mode else { return };
             let newer = self
+                .snd
                 .peer_credit
                 .is_none_or(|c| !crate::wire::msn_lt(b.msn, c));
             if newer {
-                if self.peer_credit != Some(b.msn) {
-                    self.credit_news = true;
+                if self.snd.peer_credit != Some(b.msn) {
+                    self.snd.credit_news = true;
                 }
-                self.peer_credit = Some(b.msn);
-                self.peer_grant = b.mbo;
+                // The byte grant in `b.mbo` is enforced by the recovery issue's admission
+                // work; until then only the message credit gates sending.
+                self.snd.peer_credit = Some(b.msn);
             }
         }
     }
 
     /// ACK processing; false if the segment must be dropped.
     fn on_ack(&mut self, now: Duration, seg: &TcpRepr<'_>, tsecr: Option<u32>) -> bool {
-        let ack_off = self.snd_off(seg.ack);
-        let snd_max = self.snd_nxt as i64 + i64::from(self.fin_sent);
+        let ack_off = self.snd.off_of(seg.ack);
+        let snd_max = self.snd.max() as i64;
         if ack_off > snd_max {
             // Acks something never sent (RFC 9293; RFC 5961 §5.2).
-            self.ack_now = true;
+            self.owed.ack = true;
             return false;
         }
-        if ack_off < self.snd_una as i64 - self.max_snd_wnd.max(1) as i64 {
+        if ack_off < self.snd.una as i64 - self.snd.max_wnd.max(1) as i64 {
             // Too old to be a real ACK: RFC 5961 §5.2 ACK range check.
             self.challenge_ack(now);
             return false;
         }
-        let data_acked = (ack_off.max(self.snd_una as i64) as u64).min(self.snd_nxt);
-        let sacks: Vec<(u64, u64)> = if self.sack_ok {
+        let data_acked = (ack_off.max(self.snd.una as i64) as u64).min(self.snd.nxt);
+        let sacks: Vec<(u64, u64)> = if self.neg.sack_ok {
             seg.options
                 .sack
                 .iter()
                 .filter_map(|b| {
-                    let (l, r) = (self.snd_off(b.left), self.snd_off(b.right));
-                    (l >= self.snd_una as i64 && l < r && r <= self.snd_nxt as i64)
+                    let (l, r) = (self.snd.off_of(b.left), self.snd.off_of(b.right));
+                    (l >= self.snd.una as i64 && l < r && r <= self.snd.nxt as i64)
                         .then_some((l as u64, r as u64))
                 })
                 .collect()
         } else {
             Vec::new()
         };
-        let progressed = data_acked > self.snd_una;
+        let progressed = data_acked > self.snd.una;
         let res = self
+            .snd
             .rec
-            .on_ack(data_acked, &sacks, tsecr, now, self.rtt.min_rtt());
+            .on_ack(data_acked, &sacks, tsecr, now, self.snd.rtt.min_rtt());
         if let Some(s) = res.rtt_sample {
-            self.rtt.on_sample(s);
+            self.snd.rtt.on_sample(s);
         }
         if res.spurious > 0 {
             // The original arrived: the reduction it caused was not needed (RFC 4015 spirit).
-            self.cc.on_spurious_congestion();
+            self.snd.cc.on_spurious_congestion();
         }
         if progressed {
-            self.snd_una = data_acked;
+            self.snd.una = data_acked;
             self.retries = 0;
             self.persist_backoff = 0;
-            self.send_completions();
-            self.cc
-                .on_ack(now, res.newly_acked_bytes, res.rtt_sample, self.rec.pipe());
+            let bth = matches!(self.mode, Mode::Bth { .. });
+            for c in self.snd.acked_completions(bth) {
+                self.cq.push(c);
+            }
+            self.snd.cc.on_ack(
+                now,
+                res.newly_acked_bytes,
+                res.rtt_sample,
+                self.snd.rec.pipe(),
+            );
         }
-        if self.fin_sent && ack_off == snd_max {
-            self.fin_acked = true;
+        if let Fin::Sent { at, .. } = self.snd.fin {
+            if ack_off == snd_max {
+                self.snd.fin = Fin::Acked { at };
+            }
         }
         // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2 rule).
-        let wl1_off = self.rcv_off(self.snd_wl1);
-        let seq_off = self.rcv_off(seg.seq);
-        if wl1_off < seq_off || (wl1_off == seq_off && self.snd_off(self.snd_wl2) <= ack_off) {
-            self.snd_wnd = u64::from(seg.window) << self.peer_wscale;
-            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-            self.snd_wl1 = seg.seq;
-            self.snd_wl2 = seg.ack;
+        let wl1_off = self.rcv.off_of(self.snd.wl1);
+        let seq_off = self.rcv.off_of(seg.seq);
+        if wl1_off < seq_off || (wl1_off == seq_off && self.snd.off_of(self.snd.wl2) <= ack_off) {
+            self.snd.wnd = u64::from(seg.window) << self.neg.peer_wscale;
+            self.snd.max_wnd = self.snd.max_wnd.max(self.snd.wnd);
+            self.snd.wl1 = seg.seq;
+            self.snd.wl2 = seg.ack;
         }
-        if self.recovery_point.is_some_and(|p| self.snd_una >= p) {
-            self.recovery_point = None;
-            self.cc.on_recovery_end(now);
+        if self.snd.recovery_point.is_some_and(|p| self.snd.una >= p) {
+            self.snd.recovery_point = None;
+            self.snd.cc.on_recovery_end(now);
         }
         self.detect_losses(now);
         self.rearm_after_ack(now, progressed);
         match self.state {
-            State::FinWait1 if self.fin_acked => self.state = State::FinWait2,
-            State::Closing if self.fin_acked => self.enter_time_wait(now),
-            State::LastAck if self.fin_acked => {
+            State::FinWait1 if self.snd.fin.acked() => self.state = State::FinWait2,
+            State::Closing if self.snd.fin.acked() => self.enter_time_wait(now),
+            State::LastAck if self.snd.fin.acked() => {
                 self.state = State::Closed;
                 return false;
             }
@@ -391,225 +334,19 @@ impl Connection {
         true
     }
 
-    /// Released messages become send completions (READ requests complete on their response).
-    fn send_completions(&mut self) {
-        for r in self.framer.release(self.snd_una) {
-            let op = match r.class {
-                MsgClass::Send => WcOp::Send,
-                MsgClass::Write => WcOp::RdmaWrite,
-                MsgClass::ReadRequest | MsgClass::ReadResponse => continue,
-            };
-            if self.mode == Mode::Plain {
-                continue;
-            }
-            self.completions.push_back(Completion {
-                wr_id: r.wr_id,
-                op,
-                status: WcStatus::Success,
-                byte_len: r.len,
-                imm: None,
-                msn: r.msn,
-                buf: None,
-            });
-        }
-    }
-
     /// RACK: anything newly lost starts (at most one) congestion response per round trip.
     pub(super) fn detect_losses(&mut self, now: Duration) {
-        let (lost, timer) = self
-            .rec
-            .detect_losses(now, self.rtt.min_rtt(), self.rtt.srtt());
+        let (lost, timer) =
+            self.snd
+                .rec
+                .detect_losses(now, self.snd.rtt.min_rtt(), self.snd.rtt.srtt());
         self.timers.set_opt(Timer::Rack, timer);
-        if lost > 0 && self.recovery_point.is_none() {
-            self.recovery_point = Some(self.snd_nxt);
+        if lost > 0 && self.snd.recovery_point.is_none() {
+            self.snd.recovery_point = Some(self.snd.nxt);
             // FlightSize (RFC 5681), not the pipe that just lost the marked segments.
-            self.cc
-                .on_congestion_event(now, self.snd_nxt - self.snd_una);
-        }
-    }
-
-    fn enter_time_wait(&mut self, now: Duration) {
-        self.state = State::TimeWait;
-        self.timers.stop_all();
-        self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
-    }
-
-    fn check_peer_fin(&mut self, now: Duration) {
-        let Some(fin) = self.peer_fin else { return };
-        if self.rcv_nxt != fin {
-            return;
-        }
-        self.rcv_nxt = fin + 1;
-        self.ack_now = true;
-        self.release_held();
-        match self.state {
-            State::Established | State::SynReceived => self.state = State::CloseWait,
-            State::FinWait1 if self.fin_acked => self.enter_time_wait(now),
-            State::FinWait1 => self.state = State::Closing,
-            State::FinWait2 => self.enter_time_wait(now),
-            State::TimeWait => self.timers.set(Timer::TimeWait, now + self.cfg.time_wait),
-            _ => {}
-        }
-    }
-
-    /// Mark `[start, end)` received and advance the cumulative point.
-    fn mark_received(&mut self, start: u64, end: u64) {
-        let start = start.max(self.rcv_nxt);
-        if end <= start {
-            return;
-        }
-        self.rcv_ooo.insert(start, end);
-        self.latest_rx = Some(start);
-        if let Some(e) = self.rcv_ooo.take_from(self.rcv_nxt) {
-            self.rcv_nxt = e;
-        }
-    }
-
-    /// Placement counts the peer's classes from 0; READ responses echo our own request MSNs,
-    /// which placement takes as we registered them.
-    fn wire_to_placement_msn(&self, class: MsgClass, msn: u16) -> u16 {
-        match (class, self.mode) {
-            (MsgClass::ReadResponse, _) => msn,
-            (_, Mode::Bth { peer_first_msn, .. }) => msn.wrapping_sub(peer_first_msn),
-            _ => msn,
-        }
-    }
-
-    fn on_bth_data(&mut self, seg: &TcpRepr<'_>, seg_off: i64) {
-        let Some(bth) = seg.options.bth else { return };
-        let start = seg_off;
-        let end = seg_off + seg.payload.len() as i64;
-        if end <= self.rcv_nxt as i64 {
-            // Entirely old: a duplicate; the ACK we send covers it.
-            return;
-        }
-        if end > (self.rcv_nxt + self.rcv_window()) as i64 {
-            // A BTH segment cannot be trimmed to the window: its offset fields describe it whole.
-            self.stats.out_of_window += 1;
-            return;
-        }
-        let (start, end) = (start.max(0) as u64, end as u64);
-        let inbound = match Inbound::from_bth(&bth, seg.payload) {
-            Ok(i) => i,
-            Err(_) => {
-                self.stats.bad_bth += 1;
-                return;
-            }
-        };
-        if self.rcv_ooo.len() >= self.cfg.max_ooo_ranges && self.rcv_ooo.would_fragment(start, end)
-        {
-            self.stats.ooo_table_full += 1;
-            return;
-        }
-        let mut local = inbound;
-        local.msn = self.wire_to_placement_msn(inbound.class, inbound.msn);
-        let outcome = self.placement.place(&local);
-        match outcome {
-            PlaceOutcome::ReceiverNotReady => {
-                self.stats.receiver_not_ready += 1;
-                return;
-            }
-            PlaceOutcome::AccessError(_) => {
-                // RDMA rule: a remote access violation moves the QP to the error state; nothing
-                // was written and other messages stay as they are.
-                self.rst_pending = Some(self.seq_of(self.snd_nxt));
-                self.fail(ConnectionError::RemoteAccess);
-                return;
-            }
-            PlaceOutcome::ReadRequested(req) => self.answer_read(inbound.msn, req),
-            other if !other.accepted() => {
-                // Out of placement's window, too fragmented, or flushed: not taken, so not
-                // acknowledged; the sender will retransmit it.
-                self.stats.placement_refused += 1;
-                return;
-            }
-            _ => {}
-        }
-        if start > self.rcv_nxt {
-            self.stats.ooo_placed += 1;
-        }
-        self.stats.bytes_received += seg.payload.len() as u64;
-        let key = (local.class, local.msn);
-        let e = self.msg_end.entry(key).or_insert(end);
-        *e = (*e).max(end);
-        let before = self.rcv_nxt;
-        self.mark_received(start, end);
-        self.drain_placement_completions(end);
-        if self.rcv_nxt > before {
-            // Messages wholly below the cumulative point have produced their completion (if
-            // they have one: plain WRITEs and READ requests never do), so forget their ends.
-            let nxt = self.rcv_nxt;
-            self.msg_end.retain(|_, e| *e > nxt);
-        }
-        self.release_held();
-    }
-
-    /// Serve an RDMA READ from our registered memory (placement already checked rights/bounds).
-    /// A response we cannot send (longer than the requester accepts, or the region gone) is
-    /// never dropped silently: the requester would wait forever for it. The QP fails instead
-    /// (RST), so every outstanding request on both sides completes with an error.
-    fn answer_read(&mut self, request_msn: u16, req: crate::wire::ReadRequest) {
-        let posted = match self.placement.regions().read(req.rkey, req.addr, req.len) {
-            Ok(d) => {
-                let data = Bytes::copy_from_slice(d);
-                self.framer
-                    .post_read_response(request_msn, vec![data])
-                    .is_ok()
-            }
-            Err(_) => false,
-        };
-        if !posted {
-            self.stats.read_responses_refused += 1;
-            self.rst_pending = Some(self.seq_of(self.snd_nxt));
-            self.fail(ConnectionError::RemoteInvalidRequest);
-        }
-    }
-
-    fn on_plain_data(&mut self, seg: &TcpRepr<'_>, seg_off: i64) {
-        // Trim to [rcv_nxt, rcv_nxt + window): a byte stream can be cut anywhere.
-        let wnd_end = (self.rcv_nxt + self.rcv_window()) as i64;
-        let start = seg_off.max(self.rcv_nxt as i64);
-        let end = (seg_off + seg.payload.len() as i64).min(wnd_end);
-        if end <= start {
-            return;
-        }
-        let data = &seg.payload[(start - seg_off) as usize..(end - seg_off) as usize];
-        let (start, end) = (start as u64, end as u64);
-        if start == self.rcv_nxt {
-            self.plain_rx.extend(data);
-            self.stats.bytes_received += data.len() as u64;
-            self.rcv_nxt = end;
-            // Pull in out-of-order chunks that are now contiguous.
-            while let Some((&s, _)) = self.plain_ooo.first_key_value() {
-                if s > self.rcv_nxt {
-                    break;
-                }
-                let chunk = self.plain_ooo.remove(&s).expect("present");
-                self.plain_ooo_bytes -= chunk.len();
-                let skip = (self.rcv_nxt - s) as usize;
-                if skip < chunk.len() {
-                    self.plain_rx.extend(&chunk[skip..]);
-                    self.stats.bytes_received += (chunk.len() - skip) as u64;
-                    self.rcv_nxt = s + chunk.len() as u64;
-                }
-            }
-            self.rcv_ooo.discard_below(self.rcv_nxt);
-        } else {
-            if self.rcv_ooo.contains(start, end) {
-                return;
-            }
-            if self.rcv_ooo.len() >= self.cfg.max_ooo_ranges
-                && self.rcv_ooo.would_fragment(start, end)
-            {
-                self.stats.ooo_table_full += 1;
-                return;
-            }
-            self.plain_ooo_bytes += data.len();
-            if let Some(old) = self.plain_ooo.insert(start, data.to_vec()) {
-                self.plain_ooo_bytes -= old.len();
-            }
-            self.rcv_ooo.insert(start, end);
-            self.latest_rx = Some(start);
+            self.snd
+                .cc
+                .on_congestion_event(now, self.snd.nxt - self.snd.una);
         }
     }
 }

@@ -2,11 +2,11 @@
 //! min(cwnd, peer window, message credit), then FIN, then pure ACKs.
 
 use super::*;
-use crate::wire::{Bth, Extension, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps};
+use crate::wire::{Bth, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 use bth_framer::SegmentDesc;
 
 /// What the data part of a segment is.
-enum Body {
+pub(super) enum Body {
     None,
     /// BTH mode: bytes of exactly one message, described by the framer.
     Data(SegmentDesc),
@@ -29,15 +29,15 @@ impl Connection {
     }
 
     fn next_segment(&mut self, now: Duration) -> Option<Vec<u8>> {
-        if let Some(seq) = self.rst_pending.take() {
+        if let Some(seq) = self.owed.rst.take() {
             return Some(self.build(now, TcpFlags::RST, seq, 0, Body::None));
         }
-        if let Some((seq, ack)) = self.probe_pending.take() {
+        if let Some((seq, ack)) = self.owed.probe.take() {
             return Some(self.build(now, TcpFlags::ACK, seq, ack, Body::None));
         }
         match self.state {
             State::Closed => return None,
-            State::SynSent | State::SynReceived if self.syn_pending => {
+            State::SynSent | State::SynReceived if matches!(self.syn, Syn::Owed { .. }) => {
                 return Some(self.build_syn(now));
             }
             State::SynSent => return None,
@@ -51,101 +51,56 @@ impl Connection {
                 return Some(seg);
             }
         }
-        if self.ack_now {
-            self.ack_now = false;
+        if self.owed.ack {
+            self.owed.ack = false;
             let seq = self
-                .seq_of(self.snd_nxt)
-                .wrapping_add(u32::from(self.fin_sent));
-            let ack = self.rcv_seq_of(self.rcv_nxt);
+                .snd
+                .seq_of(self.snd.nxt)
+                .wrapping_add(u32::from(self.snd.fin.sent()));
+            let ack = self.rcv.seq_of(self.rcv.nxt);
             return Some(self.build(now, TcpFlags::ACK, seq, ack, Body::None));
         }
         None
     }
 
-    fn build_syn(&mut self, now: Duration) -> Vec<u8> {
-        self.syn_pending = false;
-        if self.syn_sent_at.is_some() {
-            self.syn_retransmitted = true;
-        }
-        self.syn_sent_at = Some(now);
-        self.timers.set(Timer::Rto, now + self.rtt.rto());
-        let passive = self.state == State::SynReceived;
-        let mut opts = TcpOptions {
-            mss: Some(self.cfg.mss),
-            sack_permitted: !passive || self.sack_ok,
-            ..Default::default()
-        };
-        // Window scale: offer on SYN; on SYN-ACK only if the peer offered (RFC 7323 §2.2).
-        if !passive || self.rcv_wscale > 0 || self.peer_wscale > 0 {
-            opts.window_scale = Some(self.cfg.window_scale.min(14));
-        }
-        let bth = match self.mode {
-            Mode::Bth { .. } => true,
-            Mode::Pending => self.cfg.bth && !passive,
-            Mode::Plain => false,
-        };
-        if bth {
-            let mut hello = Bth::new(Opcode::Hello);
-            hello.msn = self.cfg.first_msn;
-            hello.mbo = self.cfg.max_message_len.min(crate::wire::MAX_MESSAGE_LEN);
-            hello.timestamps = Some(Timestamps {
-                tsval: self.tsval(now),
-                tsecr: self.ts_recent.unwrap_or(0),
-            });
-            hello.seal(&[]);
-            opts.bth = Some(hello);
-        } else if (!passive && self.cfg.timestamps) || (passive && self.ts_ok) {
-            opts.timestamps = Some(Timestamps {
-                tsval: self.tsval(now),
-                tsecr: self.ts_recent.unwrap_or(0),
-            });
-        }
-        let (flags, ack) = if passive {
-            (TcpFlags::SYN | TcpFlags::ACK, self.irs.wrapping_add(1))
-        } else {
-            (TcpFlags::SYN, 0)
-        };
-        let window = self.cfg.recv_window.min(65535) as u16;
-        self.encode(flags, self.iss, ack, window, opts, &[])
-    }
-
-    /// Bytes the peer's window still allows beyond what is in flight.
-    fn window_room(&self) -> u64 {
-        (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt)
-    }
-
     fn next_data(&mut self, now: Duration) -> Option<Vec<u8>> {
-        let cwnd = self.cc.cwnd();
+        let cwnd = self.snd.cc.cwnd();
         let mss = u64::from(self.payload_mss());
         // 1. A tail loss probe, 2. segments marked lost, in order.
-        let resend = self.tlp_probe.take().or_else(|| self.rec.next_lost());
+        let resend = self
+            .snd
+            .tlp_probe
+            .take()
+            .or_else(|| self.snd.rec.next_lost());
         if let Some((start, end)) = resend {
-            if self.rec.pipe() + (end - start) <= cwnd.max(mss) || self.rec.pipe() == 0 {
+            if self.snd.rec.pipe() + (end - start) <= cwnd.max(mss) || self.snd.rec.pipe() == 0 {
                 if let Some(body) = self.data_body(start, (end - start) as u32) {
-                    let tsval = self.tsval(now);
-                    self.rec.on_retransmit(start, now, tsval);
+                    let tsval = self.rcv.tsval(now);
+                    self.snd.rec.on_retransmit(start, now, tsval);
                     self.arm_rto(now);
                     return Some(self.build_data(now, start, body));
                 }
             }
         }
         // 3. New data.
-        let end = self.framer.stream_end();
-        if self.snd_nxt >= end {
+        let end = self.snd.framer.stream_end();
+        if self.snd.nxt >= end {
             return None;
         }
-        let room_cwnd = cwnd.saturating_sub(self.rec.pipe());
-        let room = room_cwnd.min(self.window_room()).min(mss);
-        if room == 0 || (room < mss && room < end - self.snd_nxt && self.rec.pipe() > 0) {
+        let room_cwnd = cwnd.saturating_sub(self.snd.rec.pipe());
+        let room = room_cwnd.min(self.snd.window_room()).min(mss);
+        if room == 0 || (room < mss && room < end - self.snd.nxt && self.snd.rec.pipe() > 0) {
             // Wait for a full segment's room rather than sending runts (Nagle-like).
             self.arm_persist(now);
             return None;
         }
-        if !self.credit_allows(self.snd_nxt) {
+        if matches!(self.mode, Mode::Bth { .. }) && !self.snd.credit_allows(self.snd.nxt) {
             self.arm_persist(now);
+            self.note_rnr_wait(now);
             return None;
         }
-        let start = self.snd_nxt;
+        self.clear_rnr_wait();
+        let start = self.snd.nxt;
         let Some(body) = self.data_body(start, room as u32) else {
             // A READ request is one indivisible 16-byte segment: wait for that much room.
             self.arm_persist(now);
@@ -156,10 +111,10 @@ impl Connection {
             Body::Stream { len, .. } => *len,
             Body::None => 0,
         };
-        let tsval = self.tsval(now);
+        let tsval = self.rcv.tsval(now);
         let seg_end = start + u64::from(len);
-        self.rec.on_send(start, seg_end, now, tsval);
-        self.snd_nxt = seg_end;
+        self.snd.rec.on_send(start, seg_end, now, tsval);
+        self.snd.nxt = seg_end;
         self.stats.bytes_sent += u64::from(len);
         self.arm_rto(now);
         self.arm_tlp(now);
@@ -169,9 +124,9 @@ impl Connection {
     /// The data segment starting at stream offset `start` with at most `max` payload bytes.
     fn data_body(&self, start: u64, max: u32) -> Option<Body> {
         match self.mode {
-            Mode::Bth { .. } => self.framer.segment_at(start, max).map(Body::Data),
+            Mode::Bth { .. } => self.snd.framer.segment_at(start, max).map(Body::Data),
             _ => {
-                let len = (self.framer.stream_end().saturating_sub(start)).min(u64::from(max));
+                let len = (self.snd.framer.stream_end().saturating_sub(start)).min(u64::from(max));
                 (len > 0).then_some(Body::Stream {
                     start,
                     len: len as u32,
@@ -186,6 +141,7 @@ impl Connection {
         let mut at = 0usize;
         while at < out.len() {
             let Some(d) = self
+                .snd
                 .framer
                 .segment_at(start + at as u64, (out.len() - at) as u32)
             else {
@@ -197,70 +153,39 @@ impl Connection {
         out
     }
 
-    /// A SEND may start only when the receiver advertised a buffer for its MSN.
-    fn credit_allows(&self, offset: u64) -> bool {
-        let Mode::Bth { .. } = self.mode else {
-            return true;
-        };
-        let Some(m) = self.framer.message_at(offset) else {
-            return true;
-        };
-        if m.class != MsgClass::Send || offset > m.stream_start {
-            // Credit gates the start of a message; later segments of a started SEND continue.
-            return true;
-        }
-        self.peer_credit
-            .is_some_and(|c| !crate::wire::msn_lt(c, m.msn))
-    }
-
-    fn next_fin(&mut self, now: Duration) -> Option<Vec<u8>> {
-        let at = self.fin_at?;
-        if (self.fin_sent && !self.fin_resend) || self.snd_nxt < at {
-            return None;
-        }
-        self.fin_sent = true;
-        self.fin_resend = false;
-        self.arm_rto(now);
-        let seq = self.seq_of(at);
-        let ack = self.rcv_seq_of(self.rcv_nxt);
-        Some(self.build(now, TcpFlags::FIN | TcpFlags::ACK, seq, ack, Body::None))
-    }
-
     fn build_data(&mut self, now: Duration, start: u64, body: Body) -> Vec<u8> {
-        let seq = self.seq_of(start);
-        let ack = self.rcv_seq_of(self.rcv_nxt);
+        let seq = self.snd.seq_of(start);
+        let ack = self.rcv.seq_of(self.rcv.nxt);
         // A data segment carries the ACK too, but not our receive credit: if credit is owed, the
         // pure ACK still goes out after the data.
-        self.ack_now = self.credit_owed;
+        self.owed.ack = self.owed.credit;
         self.build(now, TcpFlags::ACK | TcpFlags::PSH, seq, ack, body)
     }
 
-    fn build(&mut self, now: Duration, flags: TcpFlags, seq: u32, ack: u32, body: Body) -> Vec<u8> {
+    pub(super) fn build(
+        &mut self,
+        now: Duration,
+        flags: TcpFlags,
+        seq: u32,
+        ack: u32,
+        body: Body,
+    ) -> Vec<u8> {
         let mut payload = Vec::new();
         let mut opts = TcpOptions::default();
         let ts = Timestamps {
-            tsval: self.tsval(now),
-            tsecr: self.ts_recent.unwrap_or(0),
+            tsval: self.rcv.tsval(now),
+            tsecr: self.rcv.ts_recent.unwrap_or(0),
         };
         match self.mode {
             Mode::Bth { .. } => {
                 let mut b = match &body {
                     Body::Data(d) => d.bth,
-                    Body::None | Body::Stream { .. } => {
-                        // Pure ACK / FIN / RST: advertise our receive credit (rtr).
-                        let mut a = Bth::new(ACK_OPCODE);
-                        a.rtr = true;
-                        self.credit_owed = false;
-                        a.msn = self.placement_credit_msn();
-                        a.mbo = bth_cc::ReceiverAdmission::grant_for(self.rcv_window());
-                        a.ext = Extension::None;
-                        a
-                    }
+                    Body::None | Body::Stream { .. } => self.control_bth(flags),
                 };
                 b.timestamps = Some(ts);
-                if self.credit_news {
+                if self.snd.credit_news {
                     b.rtr_ack = true;
-                    self.credit_news = false;
+                    self.snd.credit_news = false;
                 }
                 if let Body::Data(d) = &body {
                     payload = vec![0u8; d.payload_len()];
@@ -270,7 +195,7 @@ impl Connection {
                 opts.bth = Some(b);
             }
             _ => {
-                if self.ts_ok {
+                if self.neg.ts_ok {
                     opts.timestamps = Some(ts);
                 }
                 if let Body::Stream { start, len } = body {
@@ -281,43 +206,61 @@ impl Connection {
         // Data segments were sized for the options above; in plain mode SACK blocks would push
         // them past the MTU, so only pure ACKs carry them there.
         let sack_fits = matches!(self.mode, Mode::Bth { .. }) || matches!(body, Body::None);
-        if self.sack_ok && flags.ack() && !flags.rst() && sack_fits {
+        if self.neg.sack_ok && flags.ack() && !flags.rst() && sack_fits {
             self.add_sack_blocks(&mut opts);
         }
-        let window = (self.rcv_window() >> self.rcv_wscale).min(65535) as u16;
+        let window = (self.rcv_window() >> self.neg.rcv_wscale).min(65535) as u16;
         self.encode(flags, seq, ack, window, opts, &payload)
     }
 
     /// Most recent out-of-order range first (RFC 2018 §4), as many as the budget allows.
     fn add_sack_blocks(&self, opts: &mut TcpOptions) {
         let room = opts.sack_room();
-        if room == 0 || self.rcv_ooo.is_empty() {
+        if room == 0 || self.rcv.ooo.is_empty() {
             return;
         }
         let first = self
-            .latest_rx
-            .and_then(|at| self.rcv_ooo.range_containing(at));
-        let others = self.rcv_ooo.iter().filter(|r| Some(*r) != first);
+            .rcv
+            .latest
+            .and_then(|at| self.rcv.ooo.range_containing(at));
+        let others = self.rcv.ooo.iter().filter(|r| Some(*r) != first);
         for (s, e) in first.into_iter().chain(others).take(room) {
-            if s < self.rcv_nxt {
+            if s < self.rcv.nxt {
                 continue;
             }
             opts.sack.push(SackBlock {
-                left: self.rcv_seq_of(s),
-                right: self.rcv_seq_of(e),
+                left: self.rcv.seq_of(s),
+                right: self.rcv.seq_of(e),
             });
         }
     }
 
-    fn placement_credit_msn(&self) -> u16 {
-        let base = match self.mode {
-            Mode::Bth { peer_first_msn, .. } => peer_first_msn,
-            _ => 0,
+    /// The option of a segment without payload (the spec's "pure ACK, BTH form"): on an RST
+    /// that ends the QP because of the peer's request, the NAK naming it; on a pure ACK that
+    /// owes the peer our credit, R=1 with the last MSN we have a receive for and the byte
+    /// grant; otherwise R=0 with the newest SEND MSN completed in order and syndrome 0 (ACK).
+    fn control_bth(&mut self, flags: TcpFlags) -> Bth {
+        if flags.rst() {
+            if let Some(nak) = self.nak {
+                return nak.to_bth();
+            }
+        }
+        let RxPath::Bth(rx) = &self.rx else {
+            return Bth::new(ACK_OPCODE);
         };
-        self.placement.credit_msn().wrapping_add(base)
+        let mut a = Bth::new(ACK_OPCODE);
+        if self.owed.credit && !flags.rst() {
+            self.owed.credit = false;
+            a.rtr = true;
+            a.msn = rx.placement.credit_msn();
+            a.mbo = bth_cc::ReceiverAdmission::grant_for(self.rcv_window());
+        } else {
+            a.msn = rx.placement.completed_send_msn();
+        }
+        a
     }
 
-    fn encode(
+    pub(super) fn encode(
         &self,
         flags: TcpFlags,
         seq: u32,

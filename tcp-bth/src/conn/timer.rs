@@ -17,15 +17,18 @@ pub(crate) enum Timer {
     Persist,
     /// Retransmission timeout (RFC 6298), also for SYN and FIN.
     Rto,
+    /// A SEND has waited for message credit as long as `Config::rnr_timeout` allows.
+    Rnr,
 }
 
 impl Timer {
-    pub const VALUES: [Timer; 5] = [
+    pub const VALUES: [Timer; 6] = [
         Timer::TimeWait,
         Timer::Rack,
         Timer::Tlp,
         Timer::Persist,
         Timer::Rto,
+        Timer::Rnr,
     ];
 }
 

@@ -1,6 +1,7 @@
 //! Timers: RTO (RFC 6298), RACK reorder timer and tail loss probe (RFC 8985), persist (zero
 //! window or no message credit), TIME-WAIT. All are deadlines on the caller's clock.
 
+use super::handshake::Fin;
 use super::*;
 
 impl Connection {
@@ -29,46 +30,57 @@ impl Connection {
                 Timer::Tlp => self.on_tlp(now),
                 Timer::Persist => self.on_persist(now),
                 Timer::Rto => self.on_rto(now),
+                Timer::Rnr => self.on_rnr(),
             }
         }
     }
 
     pub(super) fn arm_rto(&mut self, now: Duration) {
         if !self.timers.is_set(Timer::Rto) {
-            self.timers.set(Timer::Rto, now + self.rtt.rto());
+            self.timers.set(Timer::Rto, now + self.snd.rtt.rto());
         }
     }
 
     /// RFC 8985 §7.2: probe after 2*SRTT when the flight's tail might have been lost.
     pub(super) fn arm_tlp(&mut self, now: Duration) {
-        if self.recovery_point.is_some() || self.rec.is_empty() {
+        if self.snd.recovery_point.is_some() || self.snd.rec.is_empty() {
             self.timers.stop(Timer::Tlp);
             return;
         }
-        let Some(srtt) = self.rtt.srtt() else { return };
+        let Some(srtt) = self.snd.rtt.srtt() else {
+            return;
+        };
         let pto = (srtt * 2).max(Duration::from_micros(100));
-        let rto_at = self.timers.get(Timer::Rto).unwrap_or(now + self.rtt.rto());
+        let rto_at = self
+            .timers
+            .get(Timer::Rto)
+            .unwrap_or(now + self.snd.rtt.rto());
         self.timers.set(Timer::Tlp, (now + pto).min(rto_at));
     }
 
     /// Nothing in flight but data waits on window or credit: probe so a lost window update
     /// cannot deadlock the connection (RFC 9293 §3.8.6.1).
     pub(super) fn arm_persist(&mut self, now: Duration) {
-        if !self.timers.is_set(Timer::Persist) && self.rec.is_empty() && !self.fin_sent {
+        if !self.timers.is_set(Timer::Persist) && self.snd.rec.is_empty() && !self.snd.fin.sent() {
             let backoff = 1u32 << self.persist_backoff.min(10);
-            let wait = self.rtt.rto().saturating_mul(backoff).min(self.cfg.max_rto);
+            let wait = self
+                .snd
+                .rtt
+                .rto()
+                .saturating_mul(backoff)
+                .min(self.cfg.max_rto);
             self.timers.set(Timer::Persist, now + wait);
         }
     }
 
     pub(super) fn rearm_after_ack(&mut self, now: Duration, progressed: bool) {
-        let outstanding = !self.rec.is_empty() || (self.fin_sent && !self.fin_acked);
+        let outstanding = !self.snd.rec.is_empty() || matches!(self.snd.fin, Fin::Sent { .. });
         if !outstanding {
             self.timers.stop(Timer::Rto);
             self.timers.stop(Timer::Tlp);
         } else if progressed {
             // RFC 6298 §5.3: restart the timer when new data is acknowledged.
-            self.timers.set(Timer::Rto, now + self.rtt.rto());
+            self.timers.set(Timer::Rto, now + self.snd.rtt.rto());
             self.arm_tlp(now);
         }
         if progressed {
@@ -77,55 +89,90 @@ impl Connection {
     }
 
     fn on_tlp(&mut self, now: Duration) {
-        if self.rec.is_empty() {
+        if self.snd.rec.is_empty() {
             return;
         }
-        self.rec.stats.tlp_probes += 1;
+        self.snd.rec.stats.tlp_probes += 1;
         // New data is the better probe when the window allows it; otherwise resend the tail.
-        if self.snd_nxt >= self.framer.stream_end() {
-            self.tlp_probe = self.rec.last();
+        if self.snd.nxt >= self.snd.framer.stream_end() {
+            self.snd.tlp_probe = self.snd.rec.last();
         }
         let _ = now;
     }
 
     fn on_persist(&mut self, now: Duration) {
-        if self.snd_nxt >= self.framer.stream_end() || !self.rec.is_empty() {
+        if self.snd.nxt >= self.snd.framer.stream_end() || !self.snd.rec.is_empty() {
             return;
         }
         self.persist_backoff += 1;
         // A segment one below snd_una is outside the peer's window: it answers with an ACK
         // carrying its current window and credit (the keep-alive trick, RFC 9293 §3.8.4).
-        let seq = self.seq_of(self.snd_una).wrapping_sub(1);
-        let ack = self.rcv_seq_of(self.rcv_nxt);
-        self.probe_pending = Some((seq, ack));
+        let seq = self.snd.seq_of(self.snd.una).wrapping_sub(1);
+        let ack = self.rcv.seq_of(self.rcv.nxt);
+        self.owed.probe = Some((seq, ack));
         self.arm_persist(now);
+    }
+
+    /// The SEND at `snd.nxt` is blocked on credit: start (or keep) the RNR clock. Called by
+    /// output whenever credit, and nothing else, holds data back.
+    pub(super) fn note_rnr_wait(&mut self, now: Duration) {
+        let Some(limit) = self.cfg.rnr_timeout else {
+            return;
+        };
+        let since = *self.snd.rnr_since.get_or_insert(now);
+        self.timers.set(Timer::Rnr, since + limit);
+    }
+
+    /// Credit arrived (or nothing waits for it): the RNR clock stops.
+    pub(super) fn clear_rnr_wait(&mut self) {
+        self.snd.rnr_since = None;
+        self.timers.stop(Timer::Rnr);
+    }
+
+    /// IB: a requester that keeps getting RNR NAKs past its retry count completes the SEND
+    /// with "RNR retry exceeded" and the QP goes to the error state. Here the wait is for
+    /// message credit; the peer learns of the failure from our RST.
+    fn on_rnr(&mut self) {
+        let waiting = self.snd.rnr_since.is_some() && !self.snd.credit_allows(self.snd.nxt);
+        let msn = self.snd.framer.message_at(self.snd.nxt).map(|m| m.msn);
+        match msn {
+            Some(msn) if waiting => {
+                self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
+                self.fail(ConnectionError::RnrRetryExceeded { msn });
+            }
+            _ => self.clear_rnr_wait(),
+        }
     }
 
     fn on_rto(&mut self, now: Duration) {
         self.retries += 1;
         if self.retries > self.cfg.max_retries {
-            self.rst_pending = Some(self.seq_of(self.snd_nxt));
+            self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
             self.fail(ConnectionError::TimedOut {
                 retries: self.retries - 1,
             });
             return;
         }
-        self.rtt.on_timeout();
+        self.snd.rtt.on_timeout();
         match self.state {
             State::SynSent | State::SynReceived => {
-                self.syn_pending = true;
+                self.syn = Syn::Owed {
+                    retransmission: true,
+                };
             }
             _ => {
-                if !self.rec.is_empty() {
-                    self.rec.on_rto();
-                    self.cc.on_rto(now);
-                    self.recovery_point = Some(self.snd_nxt);
+                if !self.snd.rec.is_empty() {
+                    self.snd.rec.on_rto();
+                    self.snd.cc.on_rto(now);
+                    self.snd.recovery_point = Some(self.snd.nxt);
                 }
-                if self.fin_sent && !self.fin_acked && self.rec.is_empty() {
-                    self.fin_resend = true;
+                if let Fin::Sent { resend, .. } = &mut self.snd.fin {
+                    if self.snd.rec.is_empty() {
+                        *resend = true;
+                    }
                 }
                 self.timers.stop(Timer::Tlp);
-                self.timers.set(Timer::Rto, now + self.rtt.rto());
+                self.timers.set(Timer::Rto, now + self.snd.rtt.rto());
             }
         }
     }

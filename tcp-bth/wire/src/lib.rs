@@ -7,13 +7,15 @@
 
 #![forbid(unsafe_code)]
 
+pub mod ack;
 pub mod bth;
 pub mod message;
 pub mod opcode;
 pub mod tcp;
 
+pub use ack::{Nak, NakCode};
 pub use bth::{Bth, BthError, BthOption, Extension, Reth, Timestamps, EXID, KIND, MAX_MESSAGE_LEN};
-pub use message::{msn_lt, Inbound, InboundError, MsgClass, ReadRequest};
+pub use message::{msn_lt, Inbound, InboundError, MsgClass, ReadRequest, ZERO_LENGTH_MBO};
 pub use opcode::{ExtensionKind, MessageKind, Opcode, Position};
 pub use tcp::{
     IpPair, SackBlock, SegmentError, TcpFlags, TcpOptionError, TcpOptions, TcpRepr,

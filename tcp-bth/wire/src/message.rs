@@ -5,6 +5,15 @@ use crate::bth::{Bth, Reth, MAX_MESSAGE_LEN};
 use crate::opcode::{MessageKind, Opcode};
 use thiserror::Error;
 
+/// Offset field of the one segment of a zero-length message. Sequence space is what TCP makes
+/// reliable, so a message without bytes still occupies one: its `*_ONLY` segment carries a
+/// single pad byte (covered by the ICRC, acknowledged and retransmitted like any byte, never
+/// placed) and this offset says the byte is padding. No real byte can sit there: messages are
+/// at most 2^24 - 1 bytes long, so the last real offset is 2^24 - 2. The option stays the
+/// ordinary 24- to 40-byte layout; a parser that does not know the rule sees a 1-byte message
+/// at an impossible offset.
+pub const ZERO_LENGTH_MBO: u32 = MAX_MESSAGE_LEN;
+
 /// The MSN counter a message belongs to, read from its opcode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MsgClass {
@@ -89,6 +98,8 @@ pub enum InboundError {
     BadReadLength(u32),
     #[error("opcode {0} at offset 0 must be FIRST or ONLY, and FIRST/ONLY must be at offset 0")]
     PositionMismatch(Opcode),
+    #[error("zero-length form on opcode {opcode} with {pad} pad bytes (needs a SEND or RDMA WRITE ONLY opcode and 1 pad byte)")]
+    BadZeroLength { opcode: Opcode, pad: usize },
 }
 
 /// A validated data segment: enough to place it without further checks on the BTH itself.
@@ -99,6 +110,7 @@ pub struct Inbound<'a> {
     pub msn: u16,
     /// Byte offset of `payload[0]` inside the message.
     pub offset: u32,
+    /// Empty only for a zero-length message ([`ZERO_LENGTH_MBO`]); its pad byte is not here.
     /// The segment ends the message (LAST or ONLY): the message length is `offset + len`.
     pub last: bool,
     pub imm: Option<u32>,
@@ -111,6 +123,9 @@ impl<'a> Inbound<'a> {
     pub fn from_bth(bth: &Bth, payload: &'a [u8]) -> Result<Inbound<'a>, InboundError> {
         let op = bth.opcode;
         let class = MsgClass::of(op).ok_or(InboundError::NotData(op))?;
+        if bth.mbo == ZERO_LENGTH_MBO {
+            return Inbound::zero_length(bth, class, payload.len());
+        }
         if payload.is_empty() {
             return Err(InboundError::EmptyPayload);
         }
@@ -140,6 +155,28 @@ impl<'a> Inbound<'a> {
             imm: bth.ext.immediate(),
             reth: bth.ext.reth(),
             payload,
+        })
+    }
+
+    /// The one segment of a zero-length SEND or RDMA WRITE: one pad byte on the wire, nothing
+    /// to place.
+    fn zero_length(bth: &Bth, class: MsgClass, pad: usize) -> Result<Inbound<'a>, InboundError> {
+        let only = bth.opcode.position() == crate::opcode::Position::Only;
+        if !only || pad != 1 || !matches!(class, MsgClass::Send | MsgClass::Write) {
+            return Err(InboundError::BadZeroLength {
+                opcode: bth.opcode,
+                pad,
+            });
+        }
+        Ok(Inbound {
+            class,
+            opcode: bth.opcode,
+            msn: bth.msn,
+            offset: 0,
+            last: true,
+            imm: bth.ext.immediate(),
+            reth: bth.ext.reth(),
+            payload: &[],
         })
     }
 

@@ -12,14 +12,14 @@ fn default_keys_differ_and_so_do_isns_and_rkeys() {
     let mut c1 = Connection::connect(a1, now);
     let mut c2 = Connection::connect(b1, now);
     // Same 4-tuple, same time: only the key can tell them apart.
-    assert_ne!(c1.iss, c2.iss);
+    assert_ne!(c1.snd.iss, c2.snd.iss);
     let r1 = c1.register_mr(vec![0; 64], Access::REMOTE_READ).unwrap();
     let r2 = c2.register_mr(vec![0; 64], Access::REMOTE_READ).unwrap();
     assert_ne!(
         r1.rkey, r2.rkey,
         "rkeys of two hosts must not be guessable from one another"
     );
-    assert_ne!(c1.ts_offset, c2.ts_offset);
+    assert_ne!(c1.rcv.ts_offset, c2.rcv.ts_offset);
 }
 
 #[test]

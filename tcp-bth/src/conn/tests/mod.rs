@@ -12,7 +12,9 @@ use super::*;
 use crate::isn::IsnKey;
 use crate::pair::{Direction, Wire};
 use crate::wire::IpPair;
+use crate::wire::TcpRepr;
 use bth_framer::{WorkRequest, WrOp};
+use bytes::Bytes;
 
 pub(super) const A_PORT: u16 = 40_000;
 pub(super) const B_PORT: u16 = 4791;
@@ -62,5 +64,15 @@ pub(super) fn send_wr(wr_id: u64, data: Vec<u8>) -> WorkRequest {
         wr_id,
         op: WrOp::Send { imm: None },
         sg_list: vec![Bytes::from(data)],
+    }
+}
+
+impl Connection {
+    /// The BTH receive path's placement (panics in plain mode: tests ask only in BTH mode).
+    pub(super) fn test_placement(&self) -> &bth_placement::Placement {
+        match &self.rx {
+            RxPath::Bth(b) => &b.placement,
+            RxPath::Plain(_) => panic!("plain mode has no placement"),
+        }
     }
 }

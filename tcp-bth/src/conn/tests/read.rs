@@ -29,22 +29,22 @@ fn read_completions(d: &mut Wire, n: usize) -> Vec<Completion> {
 fn post_read_refused_when_full_leaves_no_trace() {
     let mut d = established(true);
     let (rkey, addr, data) = with_source(&mut d);
-    let limit = d.a.placement.limits().max_inflight;
+    let limit = d.a.test_placement().limits().max_inflight;
     for i in 0..limit {
         d.a.post_read(i as u64, rkey, addr + i as u64, vec![0; 16])
             .unwrap_or_else(|e| panic!("READ {i}: {e}"));
     }
-    let end = d.a.framer.stream_end();
-    let next = d.a.framer.next_msn(MsgClass::ReadRequest);
+    let end = d.a.snd.framer.stream_end();
+    let next = d.a.snd.framer.next_msn(MsgClass::ReadRequest);
     let refused = d.a.post_read(9999, rkey, addr, vec![5; 16]);
     let refused = refused.expect_err("READ beyond placement's window accepted");
     assert_eq!(refused.buf, vec![5; 16], "the sink comes back");
     assert_eq!(
-        d.a.framer.stream_end(),
+        d.a.snd.framer.stream_end(),
         end,
         "a refused READ queued a request"
     );
-    assert_eq!(d.a.framer.next_msn(MsgClass::ReadRequest), next);
+    assert_eq!(d.a.snd.framer.next_msn(MsgClass::ReadRequest), next);
     let done = read_completions(&mut d, limit);
     assert!(done.iter().all(|c| c.status == WcStatus::Success));
     // The class still works.
@@ -63,17 +63,17 @@ fn read_longer_than_we_accept_is_refused_at_post() {
     a.max_message_len = 4096;
     let mut d = Wire::established(a, b, MS);
     let (rkey, addr, _) = with_source(&mut d);
-    let end = d.a.framer.stream_end();
+    let end = d.a.snd.framer.stream_end();
     let e = d.a.post_read(1, rkey, addr, vec![3; 8192]).unwrap_err();
     assert_eq!(
         e.kind,
-        ConnError::Post(PostError::ReadTooLarge {
+        ConnError::Post(bth_framer::PostError::ReadTooLarge {
             len: 8192,
             max: 4096
         })
     );
     assert_eq!(e.buf, vec![3; 8192], "the sink comes back");
-    assert_eq!(d.a.framer.stream_end(), end);
+    assert_eq!(d.a.snd.framer.stream_end(), end);
     // At the limit it works.
     d.a.post_read(2, rkey, addr, vec![0; 4096]).unwrap();
     let c = read_completions(&mut d, 1).remove(0);
@@ -87,12 +87,19 @@ fn read_longer_than_we_accept_is_refused_at_post() {
 fn unanswerable_read_fails_both_sides_instead_of_hanging() {
     let mut d = established(true);
     let (rkey, addr, _) = with_source(&mut d);
-    d.b.framer.set_max_message_len(100);
-    d.a.post_read(1, rkey, addr, vec![0; 1000]).unwrap();
+    d.b.snd.framer.set_max_message_len(100);
+    let msn = d.a.post_read(1, rkey, addr, vec![0; 1000]).unwrap();
     let c = read_completions(&mut d, 1).remove(0);
     assert_eq!(c.wr_id, 1);
-    assert_ne!(c.status, WcStatus::Success);
+    // The RST carries a NAK naming the READ: the requester gets IB RC's status for it.
+    assert_eq!(c.status, WcStatus::RemoteInvalidRequest);
+    assert_eq!(c.buf.map(|b| b.len()), Some(1000), "the sink comes back");
     assert_eq!(d.b.stats().read_responses_refused, 1);
     assert_eq!(d.b.error(), Some(ConnectionError::RemoteInvalidRequest));
-    assert_eq!(d.a.error(), Some(ConnectionError::Reset));
+    let nak = crate::wire::Nak {
+        code: crate::wire::NakCode::InvalidRequest,
+        opcode: Opcode::RdmaReadRequest,
+        msn,
+    };
+    assert_eq!(d.a.error(), Some(ConnectionError::PeerNak(nak)));
 }

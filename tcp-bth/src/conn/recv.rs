@@ -1,0 +1,99 @@
+//! The receive side's sequence space: what has arrived (the one record of it, in stream
+//! offsets, for both receive paths: the cumulative point and the ranges beyond it that SACK
+//! reports), the peer's FIN, and timestamps (ours and the peer's, for PAWS and RTTM).
+
+use super::*;
+use crate::ranges::RangeSet;
+
+/// How long `ts_recent` stays comparable: 2^31 µs, half the TSval cycle at 1 µs per tick.
+const PAWS_IDLE: Duration = Duration::from_micros(1 << 31);
+
+pub(super) struct RecvState {
+    pub irs: u32,
+    /// Stream offsets: 0 is the peer's first data byte. Everything below `nxt` has arrived.
+    pub nxt: u64,
+    /// Ranges at or beyond `nxt` that have arrived (placed, or stored in plain mode).
+    pub ooo: RangeSet,
+    /// Where the most recent out-of-order arrival starts (its range is SACKed first).
+    pub latest: Option<u64>,
+    /// Offset of the peer's FIN, once seen.
+    pub peer_fin: Option<u64>,
+    pub ts_recent: Option<u32>,
+    /// When `ts_recent` was last set (RFC 7323 §5.5 idle rule).
+    pub ts_recent_at: Duration,
+    /// Added to our TSval clock (`isn::ts_offset`).
+    pub ts_offset: u32,
+}
+
+impl RecvState {
+    pub fn new(ts_offset: u32) -> RecvState {
+        RecvState {
+            irs: 0,
+            nxt: 0,
+            ooo: RangeSet::new(),
+            latest: None,
+            peer_fin: None,
+            ts_recent: None,
+            ts_recent_at: Duration::ZERO,
+            ts_offset,
+        }
+    }
+
+    pub fn seq_of(&self, off: u64) -> u32 {
+        self.irs.wrapping_add(1).wrapping_add(off as u32)
+    }
+
+    /// Stream offset of a received sequence number near `nxt`.
+    pub fn off_of(&self, seq: u32) -> i64 {
+        self.nxt as i64 + i64::from(seq.wrapping_sub(self.seq_of(self.nxt)) as i32)
+    }
+
+    /// The peer's FIN has been consumed.
+    pub fn peer_finished(&self) -> bool {
+        self.peer_fin.is_some_and(|f| self.nxt > f)
+    }
+
+    /// Record `[start, end)` as arrived and advance the cumulative point over it.
+    pub fn mark(&mut self, start: u64, end: u64) {
+        let start = start.max(self.nxt);
+        if end <= start {
+            return;
+        }
+        self.ooo.insert(start, end);
+        self.latest = Some(start);
+        if let Some(e) = self.ooo.take_from(self.nxt) {
+            self.nxt = e;
+        }
+    }
+
+    /// Would recording `[start, end)` open a new range when the table holds `max` already?
+    pub fn table_full(&self, start: u64, end: u64, max: usize) -> bool {
+        self.ooo.len() >= max && self.ooo.would_fragment(start, end)
+    }
+
+    pub fn tsval(&self, now: Duration) -> u32 {
+        // 1 µs ticks (RFC 7323 recommends 1 ms..1 s but only requires that the clock not wrap
+        // within an MSL, which 71.6 minutes satisfies): a retransmission and its original get
+        // different TSvals even at datacenter RTTs, which Eifel-style spurious-retransmission
+        // detection (recovery.rs) needs. The price is a TSval cycle of 71.6 minutes, which the
+        // PAWS idle rule (`ts_recent_valid`) accounts for.
+        (now.as_micros() as u32).wrapping_add(self.ts_offset)
+    }
+
+    pub fn set_ts_recent(&mut self, now: Duration, tsval: Option<u32>) {
+        if let Some(v) = tsval {
+            self.ts_recent = Some(v);
+            self.ts_recent_at = now;
+        }
+    }
+
+    /// `ts_recent`, unless it is too old to compare with (RFC 7323 §5.5). Our TSval clock ticks
+    /// every microsecond, so a peer's TSval moves by half its 32-bit range in [`PAWS_IDLE`]:
+    /// after that long without an update, a fresh TSval may look older than `ts_recent`, and
+    /// PAWS would drop every segment of a connection that was merely idle. Linux applies the
+    /// same limit to its microsecond timestamps (`TCP_PAWS_WRAP`).
+    pub fn ts_recent_valid(&self, now: Duration) -> Option<u32> {
+        self.ts_recent
+            .filter(|_| now.saturating_sub(self.ts_recent_at) < PAWS_IDLE)
+    }
+}

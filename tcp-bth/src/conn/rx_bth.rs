@@ -1,0 +1,174 @@
+//! The BTH receive path: every data segment goes straight to placement at its message offset,
+//! in whatever order it arrives; READ requests are answered from registered memory; a request
+//! that cannot be served ends the QP with a NAK naming it.
+
+use super::*;
+use crate::wire::{Inbound, NakCode, TcpRepr};
+use bth_placement::{PlaceOutcome, Placement, PlacementConfig, PlacementLimits};
+use bytes::Bytes;
+use std::collections::HashMap;
+
+pub(super) struct BthRx {
+    pub placement: Placement,
+    /// Stream offset one past the last byte seen of each message that has not completed yet:
+    /// its completion waits until the cumulative point passes it, which orders completions
+    /// across classes (placement orders them within a class).
+    msg_end: HashMap<(MsgClass, u16), u64>,
+}
+
+impl BthRx {
+    pub fn new(cfg: &Config, iss: u32) -> BthRx {
+        let limits = PlacementLimits {
+            // rkeys must not be predictable: seed their key bytes from the host secret.
+            rkey_seed: u64::from_le_bytes(cfg.isn_key.0[..8].try_into().expect("8 bytes"))
+                ^ u64::from(iss),
+            ..PlacementLimits::default()
+        };
+        // The peer's first MSN is not known until its hello: `anchor` sets it then, once.
+        let placement = Placement::with_limits(
+            PlacementConfig {
+                first_msn: 0,
+                max_posted_recvs: cfg.max_posted_recvs,
+                max_message_len: cfg.max_message_len,
+            },
+            limits,
+        );
+        BthRx {
+            placement,
+            msg_end: HashMap::new(),
+        }
+    }
+
+    /// Number the peer's messages from the first MSN of its hello.
+    pub fn anchor(&mut self, peer_first_msn: u16) {
+        let anchored = self.placement.anchor_peer_msn(peer_first_msn);
+        debug_assert!(anchored, "the hello comes before any data segment");
+    }
+
+    /// Move placement's completions to the queue, each held until the cumulative point passes
+    /// the end of its message (`default_end` when that is unknown: flushed work requests).
+    pub fn drain(&mut self, cq: &mut CompletionQueue, default_end: u64) {
+        while let Some(c) = self.placement.poll_completion() {
+            let end = self
+                .msg_end
+                .remove(&(c.class, c.msn))
+                .unwrap_or(default_end);
+            cq.hold(end, c);
+        }
+    }
+}
+
+impl Connection {
+    pub(super) fn on_bth_data(&mut self, seg: &TcpRepr<'_>, seg_off: i64) {
+        let Some(bth) = seg.options.bth else { return };
+        let RxPath::Bth(rx) = &mut self.rx else {
+            return;
+        };
+        let start = seg_off;
+        let end = seg_off + seg.payload.len() as i64;
+        if end <= self.rcv.nxt as i64 {
+            // Entirely old: a duplicate; the ACK we send covers it.
+            return;
+        }
+        if end > (self.rcv.nxt + u64::from(self.cfg.recv_window)) as i64 {
+            // A BTH segment cannot be trimmed to the window: its offset fields describe it whole.
+            self.stats.out_of_window += 1;
+            return;
+        }
+        let (start, end) = (start.max(0) as u64, end as u64);
+        let inbound = match Inbound::from_bth(&bth, seg.payload) {
+            Ok(i) => i,
+            Err(_) => {
+                self.stats.bad_bth += 1;
+                return;
+            }
+        };
+        if self.rcv.table_full(start, end, self.cfg.max_ooo_ranges) {
+            self.stats.ooo_table_full += 1;
+            return;
+        }
+        let nak = |code| Nak {
+            code,
+            opcode: inbound.opcode,
+            msn: inbound.msn,
+        };
+        match rx.placement.place(&inbound) {
+            PlaceOutcome::ReceiverNotReady => {
+                self.stats.receiver_not_ready += 1;
+                return;
+            }
+            PlaceOutcome::AccessError(_) => {
+                // RDMA rule: a remote access violation moves the QP to the error state; nothing
+                // was written and other messages stay as they are. The requester learns which
+                // work request failed from the NAK.
+                let n = nak(NakCode::RemoteAccess);
+                self.fail_with_nak(n, ConnectionError::RemoteAccess);
+                return;
+            }
+            PlaceOutcome::LengthError => {
+                // A SEND longer than its receive buffer: the receive completes with a local
+                // length error, the SEND with a remote invalid request (IB RC). Its bytes are
+                // not acknowledged, so the requester cannot complete it as a success first.
+                let n = nak(NakCode::InvalidRequest);
+                self.fail_with_nak(n, ConnectionError::LocalLength);
+                return;
+            }
+            PlaceOutcome::ReadRequested(req) => {
+                if !self.answer_read(inbound.msn, req) {
+                    self.stats.read_responses_refused += 1;
+                    let n = nak(NakCode::InvalidRequest);
+                    self.fail_with_nak(n, ConnectionError::RemoteInvalidRequest);
+                    return;
+                }
+            }
+            other if !other.accepted() => {
+                // Out of placement's window, too fragmented, or flushed: not taken, so not
+                // acknowledged; the sender will retransmit it.
+                self.stats.placement_refused += 1;
+                return;
+            }
+            _ => {}
+        }
+        let RxPath::Bth(rx) = &mut self.rx else {
+            return;
+        };
+        if start > self.rcv.nxt {
+            self.stats.ooo_placed += 1;
+        }
+        self.stats.bytes_received += inbound.payload.len() as u64;
+        let e = rx
+            .msg_end
+            .entry((inbound.class, inbound.msn))
+            .or_insert(end);
+        *e = (*e).max(end);
+        let before = self.rcv.nxt;
+        self.rcv.mark(start, end);
+        rx.drain(&mut self.cq, end);
+        if self.rcv.nxt > before {
+            // Messages wholly below the cumulative point have produced their completion (if
+            // they have one: plain WRITEs and READ requests never do), so forget their ends.
+            let nxt = self.rcv.nxt;
+            rx.msg_end.retain(|_, e| *e > nxt);
+        }
+        self.cq.release(self.rcv.nxt);
+    }
+
+    /// Queue the response to an RDMA READ from our registered memory (placement already
+    /// checked rights and bounds). False when it cannot be sent: longer than the requester
+    /// accepts, or the region gone. Never dropped silently: the caller fails the QP.
+    fn answer_read(&mut self, request_msn: u16, req: crate::wire::ReadRequest) -> bool {
+        let RxPath::Bth(rx) = &self.rx else {
+            return false;
+        };
+        match rx.placement.regions().read(req.rkey, req.addr, req.len) {
+            Ok(d) => {
+                let data = Bytes::copy_from_slice(d);
+                self.snd
+                    .framer
+                    .post_read_response(request_msn, vec![data])
+                    .is_ok()
+            }
+            Err(_) => false,
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The verbs-like work-request API (tcp_bth mode): memory regions, receives, SEND / RDMA WRITE
+//! / RDMA READ. As on an IB RC QP, once the connection has failed every new work request is
+//! accepted and completes at once with `WrFlushError` (its buffer handed back in the
+//! completion); a call is refused only when it could never have been valid (wrong mode, bad
+//! arguments) or after an orderly close.
+
+use super::*;
+use bth_framer::{PostError, WorkRequest, WrOp};
+use bth_placement::{Access, MrHandle};
+
+/// How a post goes on: into the QP, or straight to a flush completion.
+enum Admit {
+    Open,
+    Flush,
+}
+
+impl Connection {
+    fn require_bth(&self) -> Result<(), ConnError> {
+        match self.mode {
+            Mode::Bth { .. } => Ok(()),
+            Mode::Plain => Err(ConnError::NotBth),
+            Mode::Pending => Err(ConnError::NotEstablished),
+        }
+    }
+
+    /// New work is refused after `close()` and in TIME-WAIT / CLOSED after an orderly close.
+    pub(super) fn require_open(&self) -> Result<(), ConnError> {
+        if let Some(e) = &self.error {
+            return Err(ConnError::Ended(e.clone()));
+        }
+        if self.snd.fin != handshake::Fin::None
+            || matches!(self.state, State::Closed | State::TimeWait)
+        {
+            return Err(ConnError::Closed);
+        }
+        Ok(())
+    }
+
+    /// BTH mode and a QP that takes work: open, or failed (then the post completes flushed).
+    fn admit(&self) -> Result<Admit, ConnError> {
+        if self.error.is_some() && self.mode != Mode::Plain {
+            return Ok(Admit::Flush);
+        }
+        self.require_bth()?;
+        self.require_open()?;
+        Ok(Admit::Open)
+    }
+
+    /// A work request posted to a failed QP completes at once, flushed. Its MSN is the one it
+    /// would have had; nothing will ever be sent under it.
+    fn flushed(&mut self, wr_id: u64, class: MsgClass, op: WcOp, buf: Option<Vec<u8>>) -> u16 {
+        let counter = match class {
+            MsgClass::ReadResponse => MsgClass::ReadRequest,
+            c => c,
+        };
+        let msn = self.snd.framer.next_msn(counter).unwrap_or(0);
+        self.cq.push(Completion {
+            wr_id,
+            class,
+            msn,
+            op,
+            byte_len: 0,
+            imm: None,
+            status: WcStatus::WrFlushError,
+            buf,
+        });
+        msn
+    }
+
+    /// Register `buf` as a memory region; on refusal the buffer comes back.
+    pub fn register_mr(&mut self, buf: Vec<u8>, access: Access) -> Result<MrHandle, RegisterError> {
+        let RxPath::Bth(rx) = &mut self.rx else {
+            return Err(Rejected::new(ConnError::NotBth, buf));
+        };
+        rx.placement
+            .regions_mut()
+            .register(buf, access)
+            .map_err(|r| Rejected::new(r.error, r.buf))
+    }
+
+    pub fn deregister_mr(&mut self, rkey: u32) -> Result<Vec<u8>, ConnError> {
+        let RxPath::Bth(rx) = &mut self.rx else {
+            return Err(ConnError::NotBth);
+        };
+        Ok(rx.placement.regions_mut().deregister(rkey)?)
+    }
+
+    /// Contents of a registered region (after a completion says a WRITE landed).
+    pub fn mr_bytes(&self, rkey: u32) -> Option<&[u8]> {
+        match &self.rx {
+            RxPath::Bth(rx) => rx.placement.regions().bytes(rkey),
+            RxPath::Plain(_) => None,
+        }
+    }
+
+    /// Post a receive buffer for the next incoming SEND; advertises the new credit. Allowed
+    /// before the handshake finishes. On refusal the buffer comes back.
+    pub fn post_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<(), PostBufError> {
+        if self.error.is_some() && self.mode != Mode::Plain {
+            // A receive has no MSN of ours: the completion's MSN is not meaningful.
+            self.flushed(wr_id, MsgClass::Send, WcOp::Recv, Some(buf));
+            return Ok(());
+        }
+        let RxPath::Bth(rx) = &mut self.rx else {
+            return Err(Rejected::new(ConnError::NotBth, buf));
+        };
+        rx.placement
+            .post_recv(wr_id, buf)
+            .map_err(|r| Rejected::new(r.error, r.buf))?;
+        self.owed.ack = true;
+        self.owed.credit = true;
+        Ok(())
+    }
+
+    /// Post a SEND or RDMA WRITE (with or without immediate, zero-length allowed); returns its
+    /// MSN. On refusal the work request comes back.
+    pub fn post_send(&mut self, wr: WorkRequest) -> Result<u16, PostSendError> {
+        let class = match wr.op {
+            WrOp::Send { .. } => MsgClass::Send,
+            WrOp::RdmaWrite { .. } => MsgClass::Write,
+            WrOp::RdmaRead { .. } => return Err(Rejected::new(ConnError::ReadViaPostSend, wr)),
+        };
+        match self.admit() {
+            Err(e) => return Err(Rejected::new(e, wr)),
+            Ok(Admit::Flush) => {
+                let op = match class {
+                    MsgClass::Send => WcOp::Send,
+                    _ => WcOp::RdmaWrite,
+                };
+                return Ok(self.flushed(wr.wr_id, class, op, None));
+            }
+            Ok(Admit::Open) => {}
+        }
+        // The framer consumes the request; a copy of its handles (reference counts, not
+        // payload bytes) is what a refusal hands back.
+        let keep = wr.clone();
+        self.snd
+            .framer
+            .post(wr)
+            .map(|p| p.msn)
+            .map_err(|e| Rejected::new(e, keep))
+    }
+
+    /// Post an RDMA READ of `len = sink.len()` bytes at the peer's `rkey`/`remote_addr` into `sink`.
+    ///
+    /// Transactional: either the READ is registered with placement *and* queued in the framer,
+    /// or nothing changed (no MSN consumed, no request sent) and the sink comes back. The
+    /// response is sent to us, so it may be no longer than the largest message we announced;
+    /// a longer READ is refused here rather than dropped by the responder later.
+    pub fn post_read(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        sink: Vec<u8>,
+    ) -> Result<u16, PostBufError> {
+        match self.admit() {
+            Err(e) => return Err(Rejected::new(e, sink)),
+            Ok(Admit::Flush) => {
+                let op = WcOp::RdmaRead;
+                return Ok(self.flushed(wr_id, MsgClass::ReadResponse, op, Some(sink)));
+            }
+            Ok(Admit::Open) => {}
+        }
+        let len = u32::try_from(sink.len()).unwrap_or(u32::MAX);
+        let max = self.cfg.max_message_len.min(crate::wire::MAX_MESSAGE_LEN);
+        if len > max {
+            return Err(Rejected::new(PostError::ReadTooLarge { len, max }, sink));
+        }
+        let RxPath::Bth(rx) = &mut self.rx else {
+            return Err(Rejected::new(ConnError::NotBth, sink));
+        };
+        let msn = self
+            .snd
+            .framer
+            .next_msn(MsgClass::ReadRequest)
+            .expect("READ requests are numbered");
+        // Placement first: it refuses (full, flushed) without a trace, before any MSN is used.
+        // Its bound on outstanding READs (below 2^15) also keeps READ MSNs from aliasing.
+        rx.placement
+            .expect_read_response(msn, wr_id, sink)
+            .map_err(|r| Rejected::new(r.error, r.buf))?;
+        let posted = self.snd.framer.post(WorkRequest {
+            wr_id,
+            op: WrOp::RdmaRead {
+                rkey,
+                remote_addr,
+                len,
+            },
+            sg_list: Vec::new(),
+        });
+        match posted {
+            Ok(p) => {
+                debug_assert_eq!(p.msn, msn, "framer and placement number READs alike");
+                Ok(msn)
+            }
+            Err(e) => {
+                // Refused by the framer's own checks: take the registration back.
+                let sink = rx.placement.cancel_read(msn).unwrap_or_default();
+                Err(Rejected::new(e, sink))
+            }
+        }
+    }
+}
