@@ -91,7 +91,7 @@ impl Nak {
         let code = NakCode::from_syndrome(b.seg)?;
         let opcode = u8::try_from(b.mbo)
             .ok()
-            .and_then(|o| Opcode::from_u8(o))
+            .and_then(Opcode::from_u8)
             .filter(|&o| MsgClass::of(o).is_some())?;
         Some(Nak {
             code,
