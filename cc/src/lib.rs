@@ -210,21 +210,36 @@ impl fmt::Display for Algorithm {
     }
 }
 
-/// An algorithm name that is neither `newreno` nor `cubic`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParseAlgorithmError(pub String);
+/// A name that is none of [`Algorithm::ALL`]'s. Its message lists the names accepted:
+/// `unknown congestion control algorithm "bbr" (expected "newreno" or "cubic")`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown congestion control algorithm {input:?} (expected {})",
+    names_accepted()
+)]
+pub struct ParseAlgorithmError {
+    input: String,
+}
 
-impl fmt::Display for ParseAlgorithmError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown congestion control algorithm {:?} (expected \"newreno\" or \"cubic\")",
-            self.0
-        )
+impl ParseAlgorithmError {
+    /// The string that was not an algorithm name.
+    pub fn input(&self) -> &str {
+        &self.input
     }
 }
 
-impl std::error::Error for ParseAlgorithmError {}
+/// `"a" or "b"`, `"a", "b" or "c"`: every name [`Algorithm`] parses, quoted.
+fn names_accepted() -> String {
+    let names: Vec<String> = Algorithm::ALL
+        .iter()
+        .map(|a| format!("{:?}", a.name()))
+        .collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
 
 impl FromStr for Algorithm {
     type Err = ParseAlgorithmError;
@@ -234,7 +249,9 @@ impl FromStr for Algorithm {
         Algorithm::ALL
             .into_iter()
             .find(|a| a.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| ParseAlgorithmError(s.to_owned()))
+            .ok_or_else(|| ParseAlgorithmError {
+                input: s.to_owned(),
+            })
     }
 }
 
@@ -246,7 +263,12 @@ mod tests {
     fn parse_and_build() {
         assert_eq!("newreno".parse::<Algorithm>(), Ok(Algorithm::NewReno));
         assert_eq!("CUBIC".parse::<Algorithm>(), Ok(Algorithm::Cubic));
-        assert!("bbr".parse::<Algorithm>().is_err());
+        let e = "bbr".parse::<Algorithm>().unwrap_err();
+        assert_eq!(e.input(), "bbr");
+        assert_eq!(
+            e.to_string(),
+            r#"unknown congestion control algorithm "bbr" (expected "newreno" or "cubic")"#
+        );
         assert!("".parse::<Algorithm>().is_err());
         for a in Algorithm::ALL {
             assert_eq!(a.to_string().parse::<Algorithm>(), Ok(a));

@@ -192,39 +192,28 @@ async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
 /// One kernel run of `cell` on port `port` (server in A, client in B).
 pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
     let rr = cell.workload == Workload::RequestResponse;
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    // The server says when it listens; a server that ends without saying so failed to start,
+    // and its result says why.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let server = {
         let a = ns.a.clone();
         std::thread::spawn(move || -> io::Result<ServerOut> {
-            let set_up = enter_netns(&a).and_then(|_| runtime());
-            let rt = match set_up {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.to_string()));
-                    return Err(e);
-                }
-            };
-            rt.block_on(async move {
-                let l = match TcpListener::bind((A_LINK, port)).await {
-                    Ok(l) => {
-                        let _ = ready_tx.send(Ok(()));
-                        l
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return Err(e);
-                    }
-                };
+            enter_netns(&a)?;
+            runtime()?.block_on(async move {
+                let l = TcpListener::bind((A_LINK, port)).await?;
+                let _ = ready_tx.send(());
                 tokio::time::timeout(Duration::from_secs(300), serve(l, rr))
                     .await
                     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "server timed out"))?
             })
         })
     };
-    ready_rx
-        .recv()
-        .map_err(|_| io::Error::other("kernel server thread died"))?
-        .map_err(io::Error::other)?;
+    if ready_rx.recv().is_err() {
+        return Err(match server.join() {
+            Ok(Err(e)) => e,
+            _ => io::Error::other("kernel server thread died"),
+        });
+    }
     let client = {
         let (b, cell) = (ns.b.clone(), cell.clone());
         std::thread::spawn(move || -> io::Result<ClientOut> {

@@ -263,6 +263,7 @@ pub struct RunRecord {
     pub cell: String,
     pub stack: Stack,
     pub run: usize,
+    /// Why the run failed: the error's message, as the report and its JSON file record it.
     pub error: Option<String>,
     pub messages: u64,
     pub bytes: u64,
@@ -294,12 +295,13 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    fn failed(cell: &Cell, stack: Stack, run: usize, e: String) -> RunRecord {
+    /// A run that failed with `e`: its message is what the report records.
+    fn failed(cell: &Cell, stack: Stack, run: usize, e: &io::Error) -> RunRecord {
         RunRecord {
             cell: cell.id.clone(),
             stack,
             run,
-            error: Some(e),
+            error: Some(e.to_string()),
             messages: 0,
             bytes: 0,
             elapsed_s: 0.0,
@@ -444,7 +446,7 @@ pub fn run_cell(
                 Stack::Kernel => run_kernel(&ns, cell, run, 5001 + run as u16),
                 Stack::Ours => run_ours(&ns, cell, run),
             };
-            let r = r.unwrap_or_else(|e| RunRecord::failed(cell, stack, run, e.to_string()));
+            let r = r.unwrap_or_else(|e| RunRecord::failed(cell, stack, run, &e));
             progress(&r);
             out.push(r);
         }

@@ -1,6 +1,7 @@
 //! Rendering a comparison: the Markdown table, the JSON file of raw runs, the SVG charts.
 
 use super::{size_label, CellResult, Link, Plan, RunRecord, Summary, Workload};
+use plotters::drawing::DrawingAreaErrorKind;
 use plotters::prelude::*;
 use serde::Serialize;
 use std::io;
@@ -92,7 +93,8 @@ fn line_chart(
     series: &[(&str, Series)],
     x_label: &dyn Fn(&f64) -> String,
 ) -> io::Result<()> {
-    let err = |e: String| io::Error::other(format!("{}: {e}", path.display()));
+    let err =
+        |e: DrawingAreaErrorKind<io::Error>| io::Error::other(format!("{}: {e}", path.display()));
     let pts: Vec<&(f64, f64)> = series.iter().flat_map(|(_, s)| s).collect();
     if pts.is_empty() {
         return Ok(());
@@ -106,7 +108,7 @@ fn line_chart(
     }
     let y1 = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.15;
     let root = SVGBackend::new(path, (760, 440)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    root.fill(&WHITE).map_err(err)?;
     let colors = [RGBColor(0x1f, 0x77, 0xb4), RGBColor(0xd6, 0x27, 0x28)];
     let mut b = ChartBuilder::on(&root);
     b.caption(title, ("sans-serif", 20))
@@ -122,19 +124,19 @@ fn line_chart(
                 .y_desc(y_desc)
                 .x_label_formatter(x_label)
                 .draw()
-                .map_err(|e| err(e.to_string()))?;
+                .map_err(err)?;
             for (i, (name, s)) in series.iter().enumerate() {
                 let c = colors[i % colors.len()];
                 chart
                     .draw_series(LineSeries::new(s.iter().copied(), c.stroke_width(2)))
-                    .map_err(|e| err(e.to_string()))?
+                    .map_err(err)?
                     .label(*name)
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
                     });
                 chart
                     .draw_series(s.iter().map(|&p| Circle::new(p, 3, c.filled())))
-                    .map_err(|e| err(e.to_string()))?;
+                    .map_err(err)?;
             }
             chart
                 .configure_series_labels()
@@ -142,19 +144,17 @@ fn line_chart(
                 .border_style(BLACK)
                 .position(SeriesLabelPosition::UpperRight)
                 .draw()
-                .map_err(|e| err(e.to_string()))?;
+                .map_err(err)?;
         }};
     }
     if log_x {
         draw!(b
             .build_cartesian_2d((x0..x1).log_scale(), 0.0..y1)
-            .map_err(|e| err(e.to_string()))?);
+            .map_err(err)?);
     } else {
-        draw!(b
-            .build_cartesian_2d(x0..x1, 0.0..y1)
-            .map_err(|e| err(e.to_string()))?);
+        draw!(b.build_cartesian_2d(x0..x1, 0.0..y1).map_err(err)?);
     }
-    root.present().map_err(|e| err(e.to_string()))?;
+    root.present().map_err(err)?;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! Decoding one captured packet: IP, TCP with checksum verification, the `tcp_bth` option and
 //! its ICRC.
 
+use super::error::{Malformed, NotTcp, Problem, Stop, Truncated};
 use super::ip::{ip_layer, ip_pair, pseudo_header_sum, IpPart};
 use super::link::link_payload;
 use super::RawPacket;
@@ -76,7 +77,7 @@ pub struct Segment {
     pub data: Option<DataSeg>,
     /// The BTH is well formed but breaks a rule of the protocol (e.g. a FIRST segment at a
     /// non-zero offset, a READ request whose payload is not 16 bytes).
-    pub problem: Option<String>,
+    pub problem: Option<Problem>,
 }
 
 impl Segment {
@@ -104,12 +105,12 @@ impl Segment {
 pub enum Outcome {
     Segment(Box<Segment>),
     /// Not a TCP segment (ARP, UDP, ICMP, an IP fragment, an unsupported link type): skipped.
-    NotTcp(String),
+    NotTcp(NotTcp),
     /// Link, IP or TCP header that cannot be parsed.
-    Malformed(String),
+    Malformed(Malformed),
     /// The capture's snap length cut the packet inside its headers: not decodable, not an
     /// error of the packet.
-    Truncated(String),
+    Truncated(Truncated),
 }
 
 /// One packet of a capture, decoded.
@@ -145,55 +146,46 @@ pub fn decode(frame: u64, pkt: &RawPacket) -> Decoded {
 
 fn decode_outcome(pkt: &RawPacket) -> Outcome {
     match decode_layers(pkt) {
-        Outcome::Malformed(why) if pkt.is_truncated() => Outcome::Truncated(format!(
-            "{why} (the capture kept {} of {} bytes)",
-            pkt.data.len(),
-            pkt.orig_len
-        )),
-        o => o,
-    }
-}
-
-fn decode_layers(pkt: &RawPacket) -> Outcome {
-    let truncated = pkt.is_truncated();
-    let l3 = match link_payload(pkt.linktype, &pkt.data) {
-        Err(m) => return Outcome::Malformed(m),
-        Ok(Err(skip)) => return Outcome::NotTcp(skip),
-        Ok(Ok(l3)) => l3,
-    };
-    let ip = match ip_layer(l3, truncated) {
-        Err(m) => return Outcome::Malformed(m),
-        Ok(Err(skip)) => return Outcome::NotTcp(skip),
-        Ok(Ok(ip)) => ip,
-    };
-    let missing = u64::from(pkt.orig_len).saturating_sub(pkt.data.len() as u64);
-    match tcp_layer(&ip, truncated, missing) {
         Ok(s) => Outcome::Segment(Box::new(s)),
-        Err(m) => Outcome::Malformed(m),
+        Err(Stop::NotTcp(why)) => Outcome::NotTcp(why),
+        Err(Stop::Malformed(header)) if pkt.is_truncated() => Outcome::Truncated(Truncated {
+            header,
+            kept: pkt.data.len(),
+            wire_len: pkt.orig_len,
+        }),
+        Err(Stop::Malformed(why)) => Outcome::Malformed(why),
     }
 }
 
-fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, String> {
+fn decode_layers(pkt: &RawPacket) -> Result<Segment, Stop> {
+    let truncated = pkt.is_truncated();
+    let l3 = link_payload(pkt.linktype, &pkt.data)?;
+    let ip = ip_layer(l3, truncated)?;
+    let missing = u64::from(pkt.orig_len).saturating_sub(pkt.data.len() as u64);
+    tcp_layer(&ip, truncated, missing).map_err(Stop::Malformed)
+}
+
+fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, Malformed> {
     let b = ip.tcp;
     if b.len() < 20 {
-        return Err(format!("TCP header truncated: {} bytes", b.len()));
+        return Err(Malformed::TcpTruncated(b.len()));
     }
     let doff = b[12] >> 4;
     if doff < 5 {
-        return Err(format!("TCP data offset {doff} is below 5"));
+        return Err(Malformed::DataOffset(doff));
     }
     let header_len = usize::from(doff) * 4;
     if b.len() < header_len {
-        return Err(format!(
-            "TCP header of {header_len} bytes truncated to {}",
-            b.len()
-        ));
+        return Err(Malformed::TcpHeaderCut {
+            header_len,
+            available: b.len(),
+        });
     }
     let be16 = |at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
     let be32 = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     let captured = &b[header_len..];
     let payload_len = u32::try_from(captured.len() as u64 + missing).unwrap_or(u32::MAX);
-    let pair = ip_pair(ip.src, ip.dst).ok_or("mixed IPv4/IPv6 addresses")?;
+    let pair = ip_pair(ip.src, ip.dst).ok_or(Malformed::MixedAddresses)?;
     let (checksum, options) = if truncated {
         (Checksum::Unverified, TcpOptions::parse(&b[20..header_len]))
     } else {
@@ -208,7 +200,7 @@ fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, 
                 TcpOptions::parse(&b[20..header_len]),
             ),
             Err(SegmentError::Options(e)) => (Checksum::Good, Err(e)),
-            Err(e) => return Err(format!("TCP: {e}")),
+            Err(e) => return Err(Malformed::Tcp(e)),
         }
     };
     let mut seg = Segment {
@@ -250,7 +242,7 @@ fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, 
                     data.read_request = ReadRequest::parse(captured).ok();
                 }
                 Ok(_) => {}
-                Err(e) => seg.problem = Some(e.to_string()),
+                Err(e) => seg.problem = Some(Problem::Message(e)),
             }
         }
         seg.data = Some(data);
@@ -263,6 +255,7 @@ mod tests {
     use super::*;
     use crate::test_util::{ip_packet, raw, segment, send, write, V4, V6};
     use crate::{analyze, Analyzer, CaptureReader, LINKTYPE_RAW};
+    use tcp_bth_wire::InboundError;
 
     #[test]
     fn ipv6_round_trip_decodes_and_verifies() {
@@ -335,7 +328,14 @@ mod tests {
         );
         assert_eq!(s.data.unwrap().len, 100);
         p.data.truncate(30);
-        assert!(matches!(decode(1, &p).outcome, Outcome::Truncated(_)));
+        assert!(matches!(
+            decode(1, &p).outcome,
+            Outcome::Truncated(Truncated {
+                header: Malformed::TcpTruncated(10),
+                kept: 30,
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -348,7 +348,12 @@ mod tests {
                 ip_packet(&segment(V4, 1, Some(send(0, Opcode::SendMiddle, 0)), b"z")),
             ),
         );
-        assert!(d.segment().unwrap().problem.is_some());
+        assert_eq!(
+            d.segment().unwrap().problem,
+            Some(Problem::Message(InboundError::PositionMismatch(
+                Opcode::SendMiddle
+            )))
+        );
         // An option whose length disagrees with its flags (T cleared, checksum fixed up).
         let mut seg = segment(V4, 1, Some(send(0, Opcode::SendOnly, 0)), b"z");
         seg[24] &= !0x04;

@@ -1,5 +1,6 @@
 //! The IP layer of a captured packet: addresses, the TCP bytes inside, header checksums.
 
+use super::error::{IpError, Malformed, NotTcp, Stop};
 use std::net::IpAddr;
 use tcp_bth_wire::IpPair;
 
@@ -54,52 +55,42 @@ pub(super) struct IpPart<'a> {
     pub(super) ip_checksum_ok: Option<bool>,
 }
 
-fn ip_number_name(n: etherparse::IpNumber) -> String {
-    match n.keyword_str() {
-        Some(k) => format!("IP protocol {k}"),
-        None => format!("IP protocol {}", n.0),
-    }
-}
-
 fn ipv4_checksum_ok(h: etherparse::Ipv4HeaderSlice<'_>) -> bool {
     h.to_header().calc_header_checksum() == h.header_checksum()
 }
 
-/// Ok(Ok(ip part)), Ok(Err(skip reason)), Err(malformed).
-pub(super) fn ip_layer(l3: &[u8], truncated: bool) -> Result<Result<IpPart<'_>, String>, String> {
+/// The TCP part of an IP packet; or why there is none: not TCP, or malformed. A packet the
+/// capture cut short (`truncated`) is parsed as far as it goes.
+pub(super) fn ip_layer(l3: &[u8], truncated: bool) -> Result<IpPart<'_>, Stop> {
     if l3.is_empty() {
-        return Err("empty IP packet".into());
+        return Err(Malformed::EmptyIp.into());
     }
-    if !truncated {
-        let ip = etherparse::IpSlice::from_slice(l3).map_err(|e| format!("IP: {e}"))?;
+    // Either slice type: (source, destination, IPv4 header checksum verdict, payload).
+    let (src, dst, ip_checksum_ok, (fragmented, ip_number, tcp)) = if truncated {
+        let (ip, _ext_err) =
+            etherparse::LaxIpSlice::from_slice(l3).map_err(|e| Malformed::Ip(IpError::cut(e)))?;
         let p = ip.payload();
-        if p.fragmented {
-            return Ok(Err("IP fragment (not reassembled)".into()));
-        }
-        if p.ip_number != etherparse::IpNumber::TCP {
-            return Ok(Err(ip_number_name(p.ip_number)));
-        }
-        let ip_checksum_ok = ip.ipv4().map(|v4| ipv4_checksum_ok(v4.header()));
-        return Ok(Ok(IpPart {
-            src: ip.source_addr(),
-            dst: ip.destination_addr(),
-            tcp: p.payload,
-            ip_checksum_ok,
-        }));
+        let ok = ip.ipv4().map(|v4| ipv4_checksum_ok(v4.header()));
+        let p = (p.fragmented, p.ip_number, p.payload);
+        (ip.source_addr(), ip.destination_addr(), ok, p)
+    } else {
+        let ip =
+            etherparse::IpSlice::from_slice(l3).map_err(|e| Malformed::Ip(IpError::whole(e)))?;
+        let p = ip.payload();
+        let ok = ip.ipv4().map(|v4| ipv4_checksum_ok(v4.header()));
+        let p = (p.fragmented, p.ip_number, p.payload);
+        (ip.source_addr(), ip.destination_addr(), ok, p)
+    };
+    if fragmented {
+        return Err(NotTcp::IpFragment.into());
     }
-    let (ip, _ext_err) = etherparse::LaxIpSlice::from_slice(l3).map_err(|e| format!("IP: {e}"))?;
-    let p = ip.payload();
-    if p.fragmented {
-        return Ok(Err("IP fragment (not reassembled)".into()));
+    if ip_number != etherparse::IpNumber::TCP {
+        return Err(NotTcp::IpProtocol(ip_number.0).into());
     }
-    if p.ip_number != etherparse::IpNumber::TCP {
-        return Ok(Err(ip_number_name(p.ip_number)));
-    }
-    let ip_checksum_ok = ip.ipv4().map(|v4| ipv4_checksum_ok(v4.header()));
-    Ok(Ok(IpPart {
-        src: ip.source_addr(),
-        dst: ip.destination_addr(),
-        tcp: p.payload,
+    Ok(IpPart {
+        src,
+        dst,
+        tcp,
         ip_checksum_ok,
-    }))
+    })
 }

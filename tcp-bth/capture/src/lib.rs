@@ -25,10 +25,12 @@
 
 // writer.rs: writing pcap files; reader.rs: reading pcap and pcapng files; link.rs and ip.rs:
 // unwrapping a captured packet down to its TCP segment; decode.rs: decoding that segment;
-// analyze.rs: following a whole capture; describe.rs: text renderings of wire values.
+// error.rs: why a packet was not decoded, or breaks the protocol; analyze.rs: following a whole
+// capture; describe.rs: text renderings of wire values.
 mod analyze;
 mod decode;
 pub mod describe;
+mod error;
 mod ip;
 mod link;
 mod reader;
@@ -41,9 +43,10 @@ pub use analyze::{
     Summary,
 };
 pub use decode::{decode, Checksum, DataSeg, Decoded, Outcome, Segment};
+pub use error::{IpError, Malformed, NotTcp, Problem, Truncated};
 pub use link::{
     LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2,
     LINKTYPE_LOOP, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_UNKNOWN,
 };
-pub use reader::{CaptureReader, Format, RawPacket, ReadError};
+pub use reader::{CaptureReader, Format, FormatError, RawPacket, ReadError};
 pub use writer::{CaptureHandle, PcapWriter, SharedWriter, SNAPLEN, TTL};

@@ -1,5 +1,7 @@
 //! Link layers: the link types a capture may use and the IP packet inside a frame of each.
 
+use super::error::{Malformed, NotTcp, Stop};
+
 /// LINKTYPE_NULL: 4-byte address family in the capturing host's byte order (BSD loopback).
 pub const LINKTYPE_NULL: u32 = 0;
 /// LINKTYPE_ETHERNET.
@@ -23,59 +25,49 @@ const DLT_RAW_14: u32 = 14;
 /// Link type of a pcapng packet whose interface the file never described.
 pub const LINKTYPE_UNKNOWN: u32 = u32::MAX;
 
-fn by_ethertype(t: u16, rest: &[u8]) -> Result<&[u8], String> {
+fn by_ethertype(t: u16, rest: &[u8]) -> Result<&[u8], Stop> {
     match t {
         ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => Ok(rest),
-        other => Err(ethertype_name(other)),
+        other => Err(NotTcp::Ethertype(other).into()),
     }
 }
 
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86DD;
 
-fn ethertype_name(t: u16) -> String {
-    match t {
-        0x0806 => "ARP".into(),
-        0x88CC => "LLDP".into(),
-        0x8035 => "RARP".into(),
-        0x8847 | 0x8848 => "MPLS".into(),
-        _ => format!("ethertype {t:#06x}"),
-    }
-}
-
-/// The IP packet inside a link-layer frame: Ok(Ok(ip)), Ok(Err(not IP)), Err(malformed).
-pub(super) fn link_payload(linktype: u32, d: &[u8]) -> Result<Result<&[u8], String>, String> {
+/// The IP packet inside a link-layer frame; or why there is none: not IP, or malformed.
+pub(super) fn link_payload(linktype: u32, d: &[u8]) -> Result<&[u8], Stop> {
     let be16 = |b: &[u8], at: usize| -> Option<u16> {
         Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
     };
     match linktype {
-        LINKTYPE_RAW | DLT_RAW_12 | DLT_RAW_14 | LINKTYPE_IPV4 | LINKTYPE_IPV6 => Ok(Ok(d)),
+        LINKTYPE_RAW | DLT_RAW_12 | DLT_RAW_14 | LINKTYPE_IPV4 | LINKTYPE_IPV6 => Ok(d),
         LINKTYPE_ETHERNET => {
             let mut at = 12;
-            let mut t = be16(d, at).ok_or("Ethernet header truncated")?;
+            let mut t = be16(d, at).ok_or(Malformed::EthernetTruncated)?;
             // 802.1Q / 802.1ad / QinQ tags.
             while matches!(t, 0x8100 | 0x88A8 | 0x9100) {
                 at += 4;
-                t = be16(d, at).ok_or("VLAN tag truncated")?;
+                t = be16(d, at).ok_or(Malformed::VlanTagTruncated)?;
             }
-            Ok(by_ethertype(t, &d[at + 2..]))
+            by_ethertype(t, &d[at + 2..])
         }
         LINKTYPE_LINUX_SLL => {
-            let t = be16(d, 14).ok_or("Linux cooked header truncated")?;
-            Ok(by_ethertype(t, &d[16..]))
+            let t = be16(d, 14).ok_or(Malformed::SllTruncated)?;
+            by_ethertype(t, &d[16..])
         }
         LINKTYPE_LINUX_SLL2 => {
-            let t = be16(d, 0).ok_or("Linux cooked v2 header truncated")?;
+            let t = be16(d, 0).ok_or(Malformed::Sll2Truncated)?;
             if d.len() < 20 {
-                return Err("Linux cooked v2 header truncated".into());
+                return Err(Malformed::Sll2Truncated.into());
             }
-            Ok(by_ethertype(t, &d[20..]))
+            by_ethertype(t, &d[20..])
         }
         LINKTYPE_NULL | LINKTYPE_LOOP => {
             let b: [u8; 4] = d
                 .get(..4)
                 .and_then(|b| b.try_into().ok())
-                .ok_or("loopback header truncated")?;
+                .ok_or(Malformed::LoopbackTruncated)?;
             let family = if linktype == LINKTYPE_LOOP {
                 u32::from_be_bytes(b)
             } else {
@@ -84,12 +76,12 @@ pub(super) fn link_payload(linktype: u32, d: &[u8]) -> Result<Result<&[u8], Stri
             };
             // AF_INET 2; AF_INET6 10 (Linux), 24 (Net/OpenBSD), 28 (FreeBSD), 30 (macOS).
             match family {
-                2 | 10 | 24 | 28 | 30 => Ok(Ok(&d[4..])),
-                f => Ok(Err(format!("loopback address family {f}"))),
+                2 | 10 | 24 | 28 | 30 => Ok(&d[4..]),
+                f => Err(NotTcp::LoopbackFamily(f).into()),
             }
         }
-        LINKTYPE_UNKNOWN => Err("packet of an interface the file does not describe".into()),
-        other => Ok(Err(format!("link type {other} not supported"))),
+        LINKTYPE_UNKNOWN => Err(Malformed::UnknownInterface.into()),
+        other => Err(NotTcp::LinkType(other).into()),
     }
 }
 
@@ -131,19 +123,19 @@ mod tests {
         arp.extend_from_slice(&[0x08, 0x06, 0, 0]);
         assert_eq!(
             decode(1, &raw(LINKTYPE_ETHERNET, arp)).outcome,
-            Outcome::NotTcp("ARP".into())
+            Outcome::NotTcp(NotTcp::Ethertype(0x0806))
         );
-        assert!(matches!(
+        assert_eq!(
             decode(1, &raw(LINKTYPE_ETHERNET, vec![0; 13])).outcome,
-            Outcome::Malformed(_)
-        ));
-        assert!(matches!(
+            Outcome::Malformed(Malformed::EthernetTruncated)
+        );
+        assert_eq!(
             decode(1, &raw(999, vec![0; 40])).outcome,
-            Outcome::NotTcp(_)
-        ));
-        assert!(matches!(
+            Outcome::NotTcp(NotTcp::LinkType(999))
+        );
+        assert_eq!(
             decode(1, &raw(LINKTYPE_RAW, vec![])).outcome,
-            Outcome::Malformed(_)
-        ));
+            Outcome::Malformed(Malformed::EmptyIp)
+        );
     }
 }

@@ -54,6 +54,7 @@ impl fmt::Display for Format {
 /// Why a capture file could not be read (further). Every error ends the read: packets before
 /// it have been returned.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     #[error("{0}")]
     Io(#[from] io::Error),
@@ -61,19 +62,31 @@ pub enum ReadError {
     UnknownFormat(Vec<u8>),
     #[error("empty file")]
     Empty,
-    #[error("bad {format} file header: {message}")]
-    Header { format: Format, message: String },
-    #[error("after packet record {record}: {message}")]
-    Record { record: u64, message: String },
+    /// The file ends inside its file header (pcap) or first section header (pcapng).
+    #[error("bad {format} file header: file ends inside its header")]
+    HeaderTruncated { format: Format },
+    #[error("bad {format} file header: {source}")]
+    Header { format: Format, source: FormatError },
+    /// The file ends inside the record after the `record`-th packet record.
+    #[error(
+        "after packet record {record}: file ends inside a record (truncated capture, or a \
+         record larger than 8 MB)"
+    )]
+    RecordTruncated { record: u64 },
+    /// The record after the `record`-th packet record cannot be read.
+    #[error("after packet record {record}: {source}")]
+    Record { record: u64, source: FormatError },
 }
 
-fn describe_pcap_error(e: &PcapError) -> String {
-    match e {
-        PcapError::IoError(io) if io.kind() == io::ErrorKind::UnexpectedEof => {
-            "file ends inside a record (truncated capture, or a record larger than 8 MB)".into()
-        }
-        other => other.to_string(),
-    }
+/// A header, record or block that breaks the pcap or pcapng format; its message is the pcap
+/// parser's.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct FormatError(PcapError);
+
+/// The parser ran out of bytes inside the structure it was reading.
+fn ends_inside(e: &PcapError) -> bool {
+    matches!(e, PcapError::IoError(io) if io.kind() == io::ErrorKind::UnexpectedEof)
 }
 
 type Source<R> = io::Chain<io::Cursor<Vec<u8>>, R>;
@@ -113,14 +126,15 @@ impl<R: Read> CaptureReader<R> {
             _ => return Err(ReadError::UnknownFormat(magic)),
         };
         let src = io::Cursor::new(magic).chain(r);
-        let header_err = |e: PcapError| ReadError::Header {
-            format,
-            message: match &e {
-                PcapError::IoError(io) if io.kind() == io::ErrorKind::UnexpectedEof => {
-                    "file ends inside its header".into()
+        let header_err = |e: PcapError| {
+            if ends_inside(&e) {
+                ReadError::HeaderTruncated { format }
+            } else {
+                ReadError::Header {
+                    format,
+                    source: FormatError(e),
                 }
-                other => other.to_string(),
-            },
+            }
         };
         let kind = match format {
             Format::Pcap => {
@@ -164,11 +178,16 @@ impl<R: Read> CaptureReader<R> {
                 self.records += 1;
                 Some(Ok(p))
             }
-            Some(Err(message)) => {
+            Some(Err(e)) => {
                 self.done = true;
-                Some(Err(ReadError::Record {
-                    record: self.records,
-                    message,
+                let record = self.records;
+                Some(Err(if ends_inside(&e) {
+                    ReadError::RecordTruncated { record }
+                } else {
+                    ReadError::Record {
+                        record,
+                        source: FormatError(e),
+                    }
                 }))
             }
             None => {
@@ -186,11 +205,13 @@ impl<R: Read> Iterator for CaptureReader<R> {
     }
 }
 
-fn next_pcap<R: Read>(r: &mut pcap_file::pcap::PcapReader<R>) -> Option<Result<RawPacket, String>> {
+fn next_pcap<R: Read>(
+    r: &mut pcap_file::pcap::PcapReader<R>,
+) -> Option<Result<RawPacket, PcapError>> {
     let header = r.header();
     let raw: RawPcapPacket = match r.next_raw_packet()? {
         Ok(p) => p,
-        Err(e) => return Some(Err(describe_pcap_error(&e))),
+        Err(e) => return Some(Err(e)),
     };
     // Our own time stamp arithmetic: never panics, carries an out-of-range fraction.
     let frac = match header.ts_resolution {
@@ -233,11 +254,11 @@ fn pcapng_ts(units: u64, tsresol: u8, offset_secs: u64) -> Option<Duration> {
     Some(Duration::new(secs.checked_add(offset_secs)?, sub))
 }
 
-fn next_pcapng<R: Read>(r: &mut PcapNgReader<R>) -> Option<Result<RawPacket, String>> {
+fn next_pcapng<R: Read>(r: &mut PcapNgReader<R>) -> Option<Result<RawPacket, PcapError>> {
     loop {
         // (interface, time stamp units, data, original length)
         let (iface, units, data, orig_len) = match r.next_block()? {
-            Err(e) => return Some(Err(describe_pcap_error(&e))),
+            Err(e) => return Some(Err(e)),
             Ok(Block::EnhancedPacket(b)) => (
                 Some(b.interface_id),
                 // pcap-file 2 stores the raw units in a Duration of nanoseconds.
@@ -284,7 +305,7 @@ fn next_pcapng<R: Read>(r: &mut PcapNgReader<R>) -> Option<Result<RawPacket, Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{ip_packet, segment, send, V4};
+    use crate::test_util::{ip_packet, segment, send, write, V4};
     use crate::{analyze, Checksum, Outcome, LINKTYPE_RAW};
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
     use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
@@ -373,6 +394,25 @@ mod tests {
     }
 
     #[test]
+    fn file_cut_inside_a_record() {
+        let seg = segment(V4, 1, None, b"cut");
+        let mut file = write(&[(V4, seg.clone()), (V4, seg)]);
+        file.truncate(file.len() - 2);
+        let a = analyze(CaptureReader::new(&file[..]).unwrap()).unwrap();
+        assert_eq!(a.records.len(), 1);
+        let e = a.error.unwrap();
+        assert!(
+            matches!(e, ReadError::RecordTruncated { record: 1 }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "after packet record 1: file ends inside a record (truncated capture, or a record \
+             larger than 8 MB)"
+        );
+    }
+
+    #[test]
     fn not_a_capture() {
         assert!(matches!(
             CaptureReader::new(&b""[..]),
@@ -382,9 +422,16 @@ mod tests {
             CaptureReader::new(&b"GET / HTTP/1.1"[..]),
             Err(ReadError::UnknownFormat(_))
         ));
+        let e = CaptureReader::new(&0xA1B2_C3D4u32.to_le_bytes()[..]).err();
         assert!(matches!(
-            CaptureReader::new(&0xA1B2_C3D4u32.to_le_bytes()[..]),
-            Err(ReadError::Header { .. })
+            e,
+            Some(ReadError::HeaderTruncated {
+                format: Format::Pcap
+            })
         ));
+        assert_eq!(
+            e.unwrap().to_string(),
+            "bad pcap file header: file ends inside its header"
+        );
     }
 }

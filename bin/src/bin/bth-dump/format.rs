@@ -208,9 +208,9 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
         .str("time", &time(d.ts))
         .raw("wire_len", d.wire_len);
     let seg = match &d.outcome {
-        Outcome::NotTcp(why) => return o.str("not_tcp", why).done(),
-        Outcome::Malformed(why) => return o.str("malformed", why).done(),
-        Outcome::Truncated(why) => return o.str("truncated", why).done(),
+        Outcome::NotTcp(why) => return o.str("not_tcp", &why.to_string()).done(),
+        Outcome::Malformed(why) => return o.str("malformed", &why.to_string()).done(),
+        Outcome::Truncated(why) => return o.str("truncated", &why.to_string()).done(),
         Outcome::Segment(s) => s,
     };
     o.str("src", &seg.src.to_string())
@@ -266,7 +266,7 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
         }
     }
     if let Some(p) = &seg.problem {
-        o.str("invalid", p);
+        o.str("invalid", &p.to_string());
     }
     o.raw("out_of_order", m.out_of_order)
         .raw("retransmission", m.retransmission)

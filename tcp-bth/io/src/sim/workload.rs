@@ -7,8 +7,10 @@ use super::pair::{pair_configs, Pair};
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, WcStatus};
 use bytes::Bytes;
+use std::io;
+use std::path::PathBuf;
 use std::time::Duration;
-use tcp_bth::{Completion, Connection, Mode, State, WcOp};
+use tcp_bth::{Completion, ConnError, Connection, ConnectionError, Mode, State, WcOp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -88,6 +90,90 @@ impl Report {
     }
 }
 
+/// Why a run failed. `message` fields are indices into [`plan`]'s list, which are also the
+/// `wr_id`s A posted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkloadError {
+    /// The capture file could not be created or completed.
+    #[error("capture {}: {source}", path.display())]
+    Capture { path: PathBuf, source: io::Error },
+    #[error("handshake did not complete")]
+    Handshake,
+    #[error("tcp_bth was not negotiated")]
+    NotNegotiated,
+    /// B refused to register one of its memory regions.
+    #[error(transparent)]
+    Register(ConnError),
+    /// A refused a SEND or RDMA WRITE.
+    #[error("post {message}: {source}")]
+    Post { message: usize, source: ConnError },
+    /// A refused an RDMA READ.
+    #[error("post read {message}: {source}")]
+    PostRead { message: usize, source: ConnError },
+    /// The run did not complete every message within its virtual time limit. `a_error` and
+    /// `b_error` are the connections' errors, if they ended.
+    #[error(
+        "not finished after {time_limit:?} of virtual time: A completed \
+         {a_completed}/{a_expected}, B {b_completed}/{b_expected}; A {a_error:?}, B {b_error:?}"
+    )]
+    Stalled {
+        time_limit: Duration,
+        a_completed: usize,
+        a_expected: usize,
+        b_completed: usize,
+        b_expected: usize,
+        a_error: Option<ConnectionError>,
+        b_error: Option<ConnectionError>,
+    },
+    /// A completion at A with an error status.
+    #[error("A completion {op:?} {wr_id:?} failed: {status:?}")]
+    FailedAtA {
+        op: WcOp,
+        wr_id: u64,
+        status: WcStatus,
+    },
+    /// A completion at B with an error status.
+    #[error("B completion {0:?} failed")]
+    FailedAtB(Completion),
+    /// B completed an operation it never receives (only receives and WRITEs with immediate).
+    #[error("unexpected completion at B: {0:?}")]
+    UnexpectedAtB(WcOp),
+    #[error("write completion without immediate")]
+    NoImmediate,
+    /// A completion at B names a message the plan does not have.
+    #[error("completion for unknown message {0}")]
+    UnknownMessage(usize),
+    /// A completion at A names a work request A never posted.
+    #[error("completion for unknown WR {0}")]
+    UnknownWr(usize),
+    /// A message completed at B with another length than was sent.
+    #[error("message {message}: {got} bytes, sent {sent}")]
+    Length { message: usize, got: u32, sent: u32 },
+    /// Receive completions at B not in MSN order.
+    #[error("receive completions out of MSN order: {prev} then {next}")]
+    MsnOrder { prev: u16, next: u16 },
+    #[error("receive completion without its buffer")]
+    NoRecvBuffer,
+    #[error("READ completion without its sink")]
+    NoReadSink,
+    /// B's WRITE target region is no longer registered.
+    #[error("target region vanished")]
+    TargetVanished,
+    /// The bytes that landed differ from the bytes sent: at B for a SEND or WRITE, at A for a
+    /// READ.
+    #[error("{}", mismatch(*kind, *message))]
+    Mismatch { kind: Kind, message: usize },
+}
+
+fn mismatch(kind: Kind, i: usize) -> String {
+    match kind {
+        Kind::Send => format!("SEND message {i} differs from what was sent"),
+        Kind::WriteImm => format!("WRITE message {i} differs from what was sent"),
+        Kind::Read => format!("READ {i} returned different bytes"),
+    }
+}
+
 /// Deterministic payload bytes for message `i` (splitmix64 stream).
 pub fn fill(seed: u64, i: u64, buf: &mut [u8]) {
     let mut x = seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -153,7 +239,7 @@ pub fn plan(cfg: &WorkloadConfig) -> Vec<Plan> {
 }
 
 /// Run the workload; Err says what went wrong (a verification failure names the message).
-pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
+pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
     let plans = plan(cfg);
     let (mut a_cfg, mut b_cfg) = pair_configs(cfg.seed);
     a_cfg.congestion = cfg.congestion;
@@ -162,8 +248,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
     let mut pair = Pair::new(a_cfg, b_cfg, cfg.link.clone());
     let capture = match &cfg.capture {
         Some(path) => {
-            let w = bth_capture::PcapWriter::create(path)
-                .map_err(|e| format!("capture {}: {e}", path.display()))?;
+            let w = bth_capture::PcapWriter::create(path).map_err(|e| capture_error(path, e))?;
             let (tap, handle) = super::pcap_tap(w, a_to_b);
             pair.tap = Some(tap);
             Some((path, handle))
@@ -172,10 +257,10 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
     };
     let started = pair.now;
     if !pair.establish(Duration::from_secs(30)) {
-        return Err("handshake did not complete".into());
+        return Err(WorkloadError::Handshake);
     }
     if !matches!(pair.a.mode(), Mode::Bth { .. }) {
-        return Err("tcp_bth was not negotiated".into());
+        return Err(WorkloadError::NotNegotiated);
     }
     let seed = cfg.seed;
 
@@ -197,13 +282,13 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
             vec![0u8; write_total.max(1) as usize],
             Access::REMOTE_WRITE | Access::LOCAL_WRITE,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| WorkloadError::Register(e.kind))?;
     let mut source_bytes = vec![0u8; read_max.max(1) as usize];
     fill(seed, u64::MAX, &mut source_bytes);
     let source = pair
         .b()
         .register_mr(source_bytes.clone(), Access::REMOTE_READ)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| WorkloadError::Register(e.kind))?;
 
     // A posts everything; B keeps `recv_depth` receive buffers posted for the SENDs.
     let sends: Vec<usize> = (0..plans.len())
@@ -234,7 +319,10 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
                         op,
                         sg_list: vec![Bytes::from(data)],
                     })
-                    .map_err(|e| format!("post {i}: {e}"))?;
+                    .map_err(|e| WorkloadError::Post {
+                        message: i,
+                        source: e.kind,
+                    })?;
             }
             Kind::Read => {
                 pair.a
@@ -244,7 +332,10 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
                         source.addr + p.offset,
                         vec![0u8; p.size as usize],
                     )
-                    .map_err(|e| format!("post read {i}: {e}"))?;
+                    .map_err(|e| WorkloadError::PostRead {
+                        message: i,
+                        source: e.kind,
+                    })?;
             }
         }
     }
@@ -252,7 +343,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
     let mut a_done = 0usize;
     let mut b_done = 0usize;
     let b_expected = plans.iter().filter(|p| p.kind != Kind::Read).count();
-    let mut failure: Option<String> = None;
+    let mut failure: Option<WorkloadError> = None;
     let mut verified = 0usize;
     let mut last_recv_msn: Option<u16> = None;
     let finished = pair.run_until(cfg.time_limit, |p| {
@@ -289,13 +380,15 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
         return Err(f);
     }
     if !finished {
-        return Err(format!(
-            "not finished after {:?} of virtual time: A completed {a_done}/{}, B {b_done}/{b_expected}; A {:?}, B {:?}",
-            cfg.time_limit,
-            plans.len(),
-            pair.a.error(),
-            pair.b().error()
-        ));
+        return Err(WorkloadError::Stalled {
+            time_limit: cfg.time_limit,
+            a_completed: a_done,
+            a_expected: plans.len(),
+            b_completed: b_done,
+            b_expected,
+            a_error: pair.a.error(),
+            b_error: pair.b().error(),
+        });
     }
     let virtual_time = pair.now - started;
 
@@ -311,9 +404,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, String> {
     let closed_cleanly = pair.a.state() == State::TimeWait && pair.b().state() == State::Closed;
     if let Some((path, handle)) = capture {
         pair.tap = None;
-        handle
-            .finish()
-            .map_err(|e| format!("capture {}: {e}", path.display()))?;
+        handle.finish().map_err(|e| capture_error(path, e))?;
     }
 
     let (a, b) = (&pair.a, pair.b.as_ref().expect("b"));
@@ -355,23 +446,22 @@ fn check_b(
     b: &Connection,
     target_rkey: u32,
     last_recv_msn: &mut Option<u16>,
-) -> Result<(), String> {
+) -> Result<(), WorkloadError> {
     if c.status != WcStatus::Success {
-        return Err(format!("B completion {c:?} failed"));
+        return Err(WorkloadError::FailedAtB(c.clone()));
     }
     let i = match c.op {
         WcOp::Recv => c.wr_id as usize,
-        WcOp::RecvRdmaWithImm => c.imm.ok_or("write completion without immediate")? as usize,
-        other => return Err(format!("unexpected completion at B: {other:?}")),
+        WcOp::RecvRdmaWithImm => c.imm.ok_or(WorkloadError::NoImmediate)? as usize,
+        other => return Err(WorkloadError::UnexpectedAtB(other)),
     };
-    let p = plans
-        .get(i)
-        .ok_or_else(|| format!("completion for unknown message {i}"))?;
+    let p = plans.get(i).ok_or(WorkloadError::UnknownMessage(i))?;
     if c.byte_len != p.size {
-        return Err(format!(
-            "message {i}: {} bytes, sent {}",
-            c.byte_len, p.size
-        ));
+        return Err(WorkloadError::Length {
+            message: i,
+            got: c.byte_len,
+            sent: p.size,
+        });
     }
     let mut want = vec![0u8; p.size as usize];
     fill(seed, i as u64, &mut want);
@@ -379,49 +469,60 @@ fn check_b(
         WcOp::Recv => {
             if let Some(prev) = *last_recv_msn {
                 if !tcp_bth::wire::msn_lt(prev, c.msn) {
-                    return Err(format!(
-                        "receive completions out of MSN order: {prev} then {}",
-                        c.msn
-                    ));
+                    return Err(WorkloadError::MsnOrder { prev, next: c.msn });
                 }
             }
             *last_recv_msn = Some(c.msn);
-            let buf = c
-                .buf
-                .as_ref()
-                .ok_or("receive completion without its buffer")?;
+            let buf = c.buf.as_ref().ok_or(WorkloadError::NoRecvBuffer)?;
             if buf[..p.size as usize] != want[..] {
-                return Err(format!("SEND message {i} differs from what was sent"));
+                return Err(WorkloadError::Mismatch {
+                    kind: Kind::Send,
+                    message: i,
+                });
             }
         }
         _ => {
-            let region = b.mr_bytes(target_rkey).ok_or("target region vanished")?;
+            let region = b
+                .mr_bytes(target_rkey)
+                .ok_or(WorkloadError::TargetVanished)?;
             let at = p.offset as usize;
             if region[at..at + p.size as usize] != want[..] {
-                return Err(format!("WRITE message {i} differs from what was sent"));
+                return Err(WorkloadError::Mismatch {
+                    kind: Kind::WriteImm,
+                    message: i,
+                });
             }
         }
     }
     Ok(())
 }
 
-fn check_a(c: &Completion, plans: &[Plan], _seed: u64, source: &[u8]) -> Result<(), String> {
+fn check_a(c: &Completion, plans: &[Plan], _seed: u64, source: &[u8]) -> Result<(), WorkloadError> {
     if c.status != WcStatus::Success {
-        return Err(format!(
-            "A completion {:?} {:?} failed: {:?}",
-            c.op, c.wr_id, c.status
-        ));
+        return Err(WorkloadError::FailedAtA {
+            op: c.op,
+            wr_id: c.wr_id,
+            status: c.status,
+        });
     }
     let i = c.wr_id as usize;
-    let p = plans
-        .get(i)
-        .ok_or_else(|| format!("completion for unknown WR {i}"))?;
+    let p = plans.get(i).ok_or(WorkloadError::UnknownWr(i))?;
     if c.op == WcOp::RdmaRead {
-        let sink = c.buf.as_ref().ok_or("READ completion without its sink")?;
+        let sink = c.buf.as_ref().ok_or(WorkloadError::NoReadSink)?;
         let at = p.offset as usize;
         if sink[..] != source[at..at + p.size as usize] {
-            return Err(format!("READ {i} returned different bytes"));
+            return Err(WorkloadError::Mismatch {
+                kind: Kind::Read,
+                message: i,
+            });
         }
     }
     Ok(())
+}
+
+fn capture_error(path: &std::path::Path, source: io::Error) -> WorkloadError {
+    WorkloadError::Capture {
+        path: path.to_owned(),
+        source,
+    }
 }
