@@ -1,49 +1,166 @@
 //! Client and server applications for throughput/latency runs (`bth-perf`) and the data-path
 //! integrity tests. Each is a small state machine called once per driver turn with the
-//! connection and the time, so the same code runs over the TUN driver and the simulated pair.
+//! connection and the time, so the same code runs over the TUN driver and the simulated pair
+//! (`tcp_bth_io::sim::Pair`; the tests in `perf/tests.rs` run it there).
 //!
 //! Protocol: once connected, the server posts its receive buffers, registers its WRITE target
 //! and READ source regions, and SENDs the client a 24-byte hello (write rkey+addr, read
 //! rkey+addr). The client then keeps `depth` work requests outstanding until `count` messages
 //! have completed, and closes; the server closes when it sees the client's FIN.
+//!
+//! Plain RDMA WRITE ([`PerfOp::Write`]) gives the server no completion per message: the client
+//! completes each WRITE when it is acknowledged, and after the last WRITE it SENDs a
+//! [`DONE_LEN`]-byte done message carrying the number of WRITEs (big-endian u64). The SEND
+//! follows the WRITEs in the same ordered stream, so when it completes at the server every
+//! WRITE before it has been placed; the server then checks the count and, with `verify`, the
+//! whole target region byte for byte. With `verify` every message has its own offset
+//! (`i * size`), so the check proves that each message landed, complete and unchanged, at its
+//! own place; without it the WRITEs cycle through `depth` slots like the other operations.
 
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, WcStatus};
 use bytes::Bytes;
+use std::fmt;
 use std::time::Duration;
-use tcp_bth::{Completion, Connection, Mode, State, WcOp};
+use tcp_bth::{Completion, ConnError, Connection, ConnectionError, Mode, State, WcOp};
 use tcp_bth_io::sim::workload::fill;
+use thiserror::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PerfOp {
     Send,
-    /// RDMA WRITE with immediate (so the server sees each message).
+    /// Plain RDMA WRITE (no immediate): the server sees no message, only the client's done
+    /// message at the end, and then checks its target region (see the module docs).
     Write,
+    /// RDMA WRITE with immediate (so the server sees each message).
+    WriteImm,
     Read,
-    /// SEND, WRITE, READ in turn.
+    /// SEND, WRITE with immediate, READ in turn.
     Mixed,
     /// Request/response: the client SENDs a message and waits for the server's small SEND
     /// back ([`REPLY_LEN`] bytes); a message completes when its reply arrives.
     SendRecv,
 }
 
+impl PerfOp {
+    /// Every operation, in the order the CLI lists them.
+    pub const ALL: [PerfOp; 6] = [
+        PerfOp::Send,
+        PerfOp::Write,
+        PerfOp::WriteImm,
+        PerfOp::Read,
+        PerfOp::Mixed,
+        PerfOp::SendRecv,
+    ];
+
+    /// The name `from_str` takes (and `Display` prints).
+    pub fn name(self) -> &'static str {
+        match self {
+            PerfOp::Send => "send",
+            PerfOp::Write => "write",
+            PerfOp::WriteImm => "write-imm",
+            PerfOp::Read => "read",
+            PerfOp::Mixed => "mixed",
+            PerfOp::SendRecv => "sendrecv",
+        }
+    }
+}
+
+impl fmt::Display for PerfOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Length of the server's reply in [`PerfOp::SendRecv`].
 pub const REPLY_LEN: usize = 8;
 
+/// Length of the client's done message in [`PerfOp::Write`]: the number of WRITEs, big-endian.
+pub const DONE_LEN: usize = 8;
+
+/// The largest WRITE target a verified [`PerfOp::Write`] run registers (`count * size`: every
+/// message has its own offset). Larger runs are refused by [`PerfConfig::validate`].
+pub const MAX_VERIFIED_WRITE_REGION: u64 = 4 << 30;
+
+/// `PerfOp::from_str` was given a name it does not know.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{input}: expected {}", valid_op_names())]
+pub struct ParseOpError {
+    /// What was given.
+    pub input: String,
+}
+
+/// "send, write, …, mixed or sendrecv".
+fn valid_op_names() -> String {
+    let names: Vec<&str> = PerfOp::ALL.iter().map(|op| op.name()).collect();
+    let (last, rest) = names.split_last().expect("ops");
+    format!("{} or {last}", rest.join(", "))
+}
+
 impl std::str::FromStr for PerfOp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<PerfOp, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "send" => Ok(PerfOp::Send),
-            "write" => Ok(PerfOp::Write),
-            "read" => Ok(PerfOp::Read),
-            "mixed" => Ok(PerfOp::Mixed),
-            "sendrecv" | "rr" => Ok(PerfOp::SendRecv),
-            _ => Err(format!(
-                "{s}: expected send, write, read, mixed or sendrecv"
-            )),
+    type Err = ParseOpError;
+    fn from_str(s: &str) -> Result<PerfOp, ParseOpError> {
+        let lower = s.to_ascii_lowercase();
+        match lower.as_str() {
+            "rr" => Ok(PerfOp::SendRecv),
+            "write_imm" => Ok(PerfOp::WriteImm),
+            name => PerfOp::ALL
+                .into_iter()
+                .find(|op| op.name() == name)
+                .ok_or_else(|| ParseOpError {
+                    input: s.to_owned(),
+                }),
         }
     }
+}
+
+/// What went wrong in a run, on either side; [`PerfReport::errors`] collects them.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum PerfError {
+    /// The connection ended abnormally.
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+    /// The stack refused a post (SEND, WRITE, READ or receive buffer).
+    #[error(transparent)]
+    Post(ConnError),
+    /// The stack refused to register a memory region.
+    #[error(transparent)]
+    Register(ConnError),
+    /// The server's reply to request `msg` was refused ([`PerfOp::SendRecv`]).
+    #[error("reply {msg}: {source}")]
+    Reply { msg: u64, source: ConnError },
+    #[error("peer does not speak tcp_bth")]
+    PeerNotBth,
+    #[error("tcp_bth negotiated in plain mode")]
+    BthInPlainMode,
+    #[error("client and server disagree on --plain")]
+    PlainMismatch,
+    #[error("malformed hello from the server")]
+    MalformedHello,
+    /// A client work request completed with an error.
+    #[error("completion {wr_id} failed: {status:?}")]
+    CompletionFailed { wr_id: u64, status: WcStatus },
+    /// A server completion of this kind completed with an error.
+    #[error("completion {op:?} failed: {status:?}")]
+    OpFailed { op: WcOp, status: WcStatus },
+    #[error("READ {msg} returned different bytes")]
+    ReadDiffers { msg: u64 },
+    /// Message `msg` did not arrive intact (at the server: SEND, or WRITE at its offset).
+    #[error("message {msg} differs")]
+    MessageDiffers { msg: u64 },
+    /// The done message of a plain WRITE run was not [`DONE_LEN`] bytes.
+    #[error("malformed done message ({len} bytes, {DONE_LEN} expected)")]
+    MalformedDone { len: u32 },
+    /// The done message counted a different number of WRITEs than the run has.
+    #[error("the client reports {got} WRITEs done, {want} expected")]
+    DoneCount { got: u64, want: u64 },
+    /// A verified plain WRITE run needs a target of `count * size` bytes; this one is too big.
+    #[error(
+        "a verified plain WRITE run needs count * size = {bytes} bytes of target region, \
+         at most {max}"
+    )]
+    WriteRegionTooLarge { bytes: u64, max: u64 },
 }
 
 #[derive(Debug, Clone)]
@@ -62,12 +179,74 @@ pub struct PerfConfig {
     pub plain: bool,
 }
 
+impl PerfConfig {
+    /// Whether plain WRITEs each get their own offset (verified [`PerfOp::Write`]), rather
+    /// than cycling through `depth` slots.
+    fn own_offsets(&self) -> bool {
+        self.op == PerfOp::Write && self.verify && !self.plain
+    }
+
+    /// Length of the server's WRITE target region.
+    fn write_region_len(&self) -> Result<usize, PerfError> {
+        let slots = if self.own_offsets() {
+            self.count
+        } else {
+            self.depth as u64
+        };
+        let bytes = slots.saturating_mul(u64::from(self.size));
+        if self.own_offsets() && bytes > MAX_VERIFIED_WRITE_REGION {
+            return Err(PerfError::WriteRegionTooLarge {
+                bytes,
+                max: MAX_VERIFIED_WRITE_REGION,
+            });
+        }
+        usize::try_from(bytes).map_err(|_| PerfError::WriteRegionTooLarge {
+            bytes,
+            max: usize::MAX as u64,
+        })
+    }
+
+    /// Whether the server can set this run up; the server refuses it (and aborts) otherwise.
+    pub fn validate(&self) -> Result<(), PerfError> {
+        self.write_region_len().map(|_| ())
+    }
+
+    /// Offset of message `i` in a region of `depth` slots (READ source, WRITE target).
+    fn slot_offset(&self, i: u64) -> u64 {
+        i % self.depth as u64 * u64::from(self.size)
+    }
+
+    /// Offset of WRITE `i` in the server's WRITE target region.
+    fn write_offset(&self, i: u64) -> u64 {
+        if self.own_offsets() {
+            i * u64::from(self.size)
+        } else {
+            self.slot_offset(i)
+        }
+    }
+}
+
 const HELLO_LEN: usize = 24;
 
-fn op_of(cfg: &PerfConfig, i: u64) -> PerfOp {
+/// The client's done message ([`PerfOp::Write`]): its `wr_id` on both sides.
+const DONE_WR: u64 = u64::MAX - 1;
+
+/// What one message is on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MsgOp {
+    Send,
+    Write,
+    WriteImm,
+    Read,
+}
+
+fn op_of(cfg: &PerfConfig, i: u64) -> MsgOp {
     match cfg.op {
-        PerfOp::Mixed => [PerfOp::Send, PerfOp::Write, PerfOp::Read][(i % 3) as usize],
-        op => op,
+        PerfOp::Send | PerfOp::SendRecv => MsgOp::Send,
+        PerfOp::Write => MsgOp::Write,
+        PerfOp::WriteImm => MsgOp::WriteImm,
+        PerfOp::Read => MsgOp::Read,
+        PerfOp::Mixed => [MsgOp::Send, MsgOp::WriteImm, MsgOp::Read][(i % 3) as usize],
     }
 }
 
@@ -88,10 +267,13 @@ pub struct PerfReport {
     pub elapsed: Duration,
     /// Post-to-completion latency of each message, sorted.
     pub latencies: Vec<Duration>,
+    /// Messages whose bytes were checked and matched, each on one side only: SENDs and WRITEs
+    /// (with or without immediate) at the server, READs at the client. Zero without `verify`.
     pub verified: u64,
-    pub errors: Vec<String>,
+    pub errors: Vec<PerfError>,
     /// Client: when message `i` was posted (`posted[i]`, driver time). Server: when message `i`
-    /// completed at the receiver (`arrived[i]`, driver time; SEND and WRITE with immediate).
+    /// completed at the receiver (`arrived[i]`, driver time; SEND and WRITE with immediate:
+    /// a plain WRITE has no completion at the receiver, so none for [`PerfOp::Write`]).
     /// For one-way latencies across the two sides (`bth-compare`).
     pub posted: Vec<Duration>,
     pub arrived: Vec<(u64, Duration)>,
@@ -119,7 +301,7 @@ impl PerfReport {
     /// Whether the connection is closed or failed; a failure is recorded as an error.
     fn connection_ended(&mut self, c: &Connection) -> bool {
         if let Some(e) = c.error() {
-            self.errors.push(e.to_string());
+            self.errors.push(PerfError::Connection(e));
             return true;
         }
         c.state() == State::Closed
@@ -145,6 +327,11 @@ pub struct Client {
     replies_posted: u64,
     posted_at: std::collections::HashMap<u64, Duration>,
     started: Option<Duration>,
+    /// [`PerfOp::Write`]: the done message is posted, and acknowledged.
+    done_posted: bool,
+    done_acked: bool,
+    /// `report.elapsed` is set (when the last message completed).
+    measured: bool,
     closed: bool,
     pub report: PerfReport,
 }
@@ -160,6 +347,9 @@ impl Client {
             replies_posted: 0,
             posted_at: Default::default(),
             started: None,
+            done_posted: false,
+            done_acked: false,
+            measured: false,
             closed: false,
             report: PerfReport::default(),
         }
@@ -175,16 +365,12 @@ impl Client {
             (Mode::Plain, true) => return self.step_plain(c, now),
             (Mode::Bth { .. }, false) => {}
             (Mode::Plain, false) => {
-                self.report
-                    .errors
-                    .push("peer does not speak tcp_bth".into());
+                self.report.errors.push(PerfError::PeerNotBth);
                 c.abort();
                 return true;
             }
             (Mode::Bth { .. }, true) => {
-                self.report
-                    .errors
-                    .push("tcp_bth negotiated in plain mode".into());
+                self.report.errors.push(PerfError::BthInPlainMode);
                 c.abort();
                 return true;
             }
@@ -211,7 +397,7 @@ impl Client {
                 && self.replies_posted < self.done + self.cfg.depth as u64
             {
                 if let Err(e) = c.post_recv(self.replies_posted, vec![0u8; REPLY_LEN]) {
-                    self.report.errors.push(e.to_string());
+                    self.report.errors.push(PerfError::Post(e.kind));
                     c.abort();
                     return true;
                 }
@@ -233,11 +419,33 @@ impl Client {
                     return true;
                 }
             }
+            if self.cfg.op == PerfOp::Write && self.next == self.cfg.count && !self.done_posted {
+                // Behind the last WRITE in the stream: when it completes at the server, every
+                // WRITE has been placed.
+                let done = WorkRequest {
+                    wr_id: DONE_WR,
+                    op: WrOp::Send { imm: None },
+                    sg_list: vec![Bytes::copy_from_slice(&self.cfg.count.to_be_bytes())],
+                };
+                if let Err(e) = c.post_send(done) {
+                    self.report.errors.push(PerfError::Post(e.kind));
+                    c.abort();
+                    return true;
+                }
+                self.done_posted = true;
+            }
         }
         if self.done >= self.cfg.count && !self.closed {
-            self.report.elapsed = now - self.started.unwrap_or(now);
-            c.close();
-            self.closed = true;
+            if !self.measured {
+                self.report.elapsed = now - self.started.unwrap_or(now);
+                self.measured = true;
+            }
+            // Plain WRITE: close once the done message is acknowledged too, so a run whose
+            // done message never arrived does not end as a clean close on this side.
+            if self.cfg.op != PerfOp::Write || self.done_acked {
+                c.close();
+                self.closed = true;
+            }
         }
         self.closed && matches!(c.state(), State::TimeWait | State::Closed)
     }
@@ -267,34 +475,38 @@ impl Client {
         self.closed && matches!(c.state(), State::TimeWait | State::Closed)
     }
 
-    fn post(&mut self, c: &mut Connection, h: [u64; 4], now: Duration) -> Result<(), String> {
+    fn post(&mut self, c: &mut Connection, h: [u64; 4], now: Duration) -> Result<(), PerfError> {
         let i = self.next;
-        let size = self.cfg.size;
-        let slot = i % self.cfg.depth as u64 * u64::from(size);
-        match op_of(&self.cfg, i) {
-            PerfOp::Read => {
-                c.post_read(i, h[2] as u32, h[3] + slot, vec![0u8; size as usize])
-                    .map_err(|e| e.to_string())?;
+        let cfg = &self.cfg;
+        let (write_rkey, write_addr) = (h[0] as u32, h[1]);
+        let wr_op = match op_of(cfg, i) {
+            MsgOp::Read => {
+                let sink = vec![0u8; cfg.size as usize];
+                c.post_read(i, h[2] as u32, h[3] + cfg.slot_offset(i), sink)
+                    .map_err(|e| PerfError::Post(e.kind))?;
+                None
             }
-            op => {
-                let wr_op = if matches!(op, PerfOp::Send | PerfOp::SendRecv) {
-                    WrOp::Send {
-                        imm: Some(i as u32),
-                    }
-                } else {
-                    WrOp::RdmaWrite {
-                        rkey: h[0] as u32,
-                        remote_addr: h[1] + slot,
-                        imm: Some(i as u32),
-                    }
-                };
-                c.post_send(WorkRequest {
-                    wr_id: i,
-                    op: wr_op,
-                    sg_list: vec![Bytes::from(payload(&self.cfg, i))],
-                })
-                .map_err(|e| e.to_string())?;
-            }
+            MsgOp::Send => Some(WrOp::Send {
+                imm: Some(i as u32),
+            }),
+            MsgOp::WriteImm => Some(WrOp::RdmaWrite {
+                rkey: write_rkey,
+                remote_addr: write_addr + cfg.write_offset(i),
+                imm: Some(i as u32),
+            }),
+            MsgOp::Write => Some(WrOp::RdmaWrite {
+                rkey: write_rkey,
+                remote_addr: write_addr + cfg.write_offset(i),
+                imm: None,
+            }),
+        };
+        if let Some(op) = wr_op {
+            c.post_send(WorkRequest {
+                wr_id: i,
+                op,
+                sg_list: vec![Bytes::from(payload(cfg, i))],
+            })
+            .map_err(|e| PerfError::Post(e.kind))?;
         }
         self.posted_at.insert(i, now);
         self.report.posted.push(now);
@@ -304,10 +516,14 @@ impl Client {
 
     fn on_completion(&mut self, comp: Completion, now: Duration) {
         if comp.status != WcStatus::Success {
-            self.report.errors.push(format!(
-                "completion {} failed: {:?}",
-                comp.wr_id, comp.status
-            ));
+            self.report.errors.push(PerfError::CompletionFailed {
+                wr_id: comp.wr_id,
+                status: comp.status,
+            });
+            return;
+        }
+        if comp.wr_id == DONE_WR && comp.op == WcOp::Send {
+            self.done_acked = true;
             return;
         }
         if comp.wr_id == u64::MAX && comp.op == WcOp::Recv {
@@ -315,9 +531,7 @@ impl Client {
             if b.len() >= HELLO_LEN && comp.byte_len as usize == HELLO_LEN {
                 self.hello = Some(unpack_hello(&b));
             } else {
-                self.report
-                    .errors
-                    .push("malformed hello from the server".into());
+                self.report.errors.push(PerfError::MalformedHello);
             }
             self.started = Some(now);
             return;
@@ -337,9 +551,7 @@ impl Client {
             if comp.buf.as_deref() == Some(&want[..]) {
                 self.report.verified += 1;
             } else {
-                self.report
-                    .errors
-                    .push(format!("READ {i} returned different bytes"));
+                self.report.errors.push(PerfError::ReadDiffers { msg: i });
             }
         }
         self.done += 1;
@@ -401,7 +613,8 @@ impl Server {
             PerfOp::Send | PerfOp::SendRecv => self.cfg.count,
             // Message i is a SEND when i % 3 == 0.
             PerfOp::Mixed => self.cfg.count.div_ceil(3),
-            PerfOp::Write | PerfOp::Read => 0,
+            // Plain WRITE: the done message has its own buffer (`set_up`).
+            PerfOp::Write | PerfOp::WriteImm | PerfOp::Read => 0,
         }
     }
 
@@ -415,9 +628,7 @@ impl Server {
             (Mode::Plain, true) => return self.step_plain(c, now),
             (Mode::Bth { .. }, false) => {}
             _ => {
-                self.report
-                    .errors
-                    .push("client and server disagree on --plain".into());
+                self.report.errors.push(PerfError::PlainMismatch);
                 c.abort();
                 return true;
             }
@@ -450,7 +661,10 @@ impl Server {
                 sg_list: vec![Bytes::from(vec![0u8; REPLY_LEN])],
             };
             if let Err(e) = c.post_send(reply) {
-                self.report.errors.push(format!("reply {i}: {e}"));
+                self.report.errors.push(PerfError::Reply {
+                    msg: i,
+                    source: e.kind,
+                });
             }
         }
         self.post_recvs(c);
@@ -508,7 +722,9 @@ impl Server {
                 if self.stream[..size] == payload(&self.cfg, i)[..] {
                     self.report.verified += 1;
                 } else {
-                    self.report.errors.push(format!("message {i} differs"));
+                    self.report
+                        .errors
+                        .push(PerfError::MessageDiffers { msg: i });
                 }
                 self.stream.drain(..size);
                 self.report.messages += 1;
@@ -521,11 +737,15 @@ impl Server {
         matches!(c.state(), State::TimeWait | State::Closed)
     }
 
-    fn set_up(&mut self, c: &mut Connection) -> Result<(), String> {
+    fn set_up(&mut self, c: &mut Connection) -> Result<(), PerfError> {
+        let target = self.cfg.write_region_len()?;
         let span = self.cfg.size as usize * self.cfg.depth;
         let w = c
-            .register_mr(vec![0u8; span], Access::REMOTE_WRITE | Access::LOCAL_WRITE)
-            .map_err(|e| e.to_string())?;
+            .register_mr(
+                vec![0u8; target],
+                Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+            )
+            .map_err(|e| PerfError::Register(e.kind))?;
         let mut src = vec![0u8; span];
         if self.cfg.verify {
             for (slot, chunk) in src.chunks_mut(self.cfg.size as usize).enumerate() {
@@ -534,26 +754,35 @@ impl Server {
         }
         let r = c
             .register_mr(src, Access::REMOTE_READ)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| PerfError::Register(e.kind))?;
         self.write_rkey = w.rkey;
+        if self.cfg.op == PerfOp::Write {
+            // Before the hello, so the done message never waits for receive credit.
+            c.post_recv(DONE_WR, vec![0u8; DONE_LEN])
+                .map_err(|e| PerfError::Post(e.kind))?;
+        }
         c.post_send(WorkRequest {
             wr_id: u64::MAX,
             op: WrOp::Send { imm: None },
             sg_list: vec![Bytes::from(pack_hello((w.rkey, w.addr), (r.rkey, r.addr)))],
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| PerfError::Post(e.kind))?;
         Ok(())
     }
 
     fn on_completion(&mut self, c: &Connection, comp: Completion, now: Duration) {
         if comp.status != WcStatus::Success {
-            self.report.errors.push(format!(
-                "completion {:?} failed: {:?}",
-                comp.op, comp.status
-            ));
+            self.report.errors.push(PerfError::OpFailed {
+                op: comp.op,
+                status: comp.status,
+            });
             return;
         }
         let i = match comp.op {
+            WcOp::Recv if comp.wr_id == DONE_WR && self.cfg.op == PerfOp::Write => {
+                self.on_done(c, &comp);
+                return;
+            }
             WcOp::Recv => {
                 self.recv_done += 1;
                 u64::from(comp.imm.unwrap_or(0))
@@ -574,15 +803,62 @@ impl Server {
         let ok = match comp.op {
             WcOp::Recv => comp.buf.as_deref() == Some(&want[..]),
             _ => {
-                let slot = (i % self.cfg.depth as u64 * u64::from(self.cfg.size)) as usize;
+                let at = self.cfg.write_offset(i) as usize;
                 c.mr_bytes(self.write_rkey)
-                    .is_some_and(|r| r[slot..slot + want.len()] == want[..])
+                    .and_then(|r| r.get(at..at + want.len()))
+                    .is_some_and(|got| got == &want[..])
             }
         };
         if ok {
             self.report.verified += 1;
         } else {
-            self.report.errors.push(format!("message {i} differs"));
+            self.report
+                .errors
+                .push(PerfError::MessageDiffers { msg: i });
+        }
+    }
+
+    /// The client's done message of a plain WRITE run: every WRITE has been placed. Count the
+    /// messages and, with `verify`, check each at its own offset in the target region.
+    fn on_done(&mut self, c: &Connection, comp: &Completion) {
+        let count = match comp.buf.as_deref() {
+            Some(b) if comp.byte_len as usize == DONE_LEN && b.len() >= DONE_LEN => {
+                u64::from_be_bytes(b[..DONE_LEN].try_into().expect("DONE_LEN bytes"))
+            }
+            _ => {
+                let len = comp.byte_len;
+                self.report.errors.push(PerfError::MalformedDone { len });
+                return;
+            }
+        };
+        if count != self.cfg.count {
+            self.report.errors.push(PerfError::DoneCount {
+                got: count,
+                want: self.cfg.count,
+            });
+            return;
+        }
+        let size = self.cfg.size as usize;
+        self.report.messages = count;
+        self.report.bytes = count.saturating_mul(size as u64);
+        if !self.cfg.verify {
+            return;
+        }
+        let region = c.mr_bytes(self.write_rkey).unwrap_or_default();
+        let mut want = vec![0u8; size];
+        for i in 0..count {
+            fill(self.cfg.seed, i, &mut want);
+            let at = self.cfg.write_offset(i) as usize;
+            if region.get(at..at + size) == Some(&want[..]) {
+                self.report.verified += 1;
+            } else {
+                self.report
+                    .errors
+                    .push(PerfError::MessageDiffers { msg: i });
+            }
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,15 +1,19 @@
 //! Our stack to our stack with tcp_bth over the io_uring TUN data path, between two namespaces
 //! this test creates: joined by veth, and through the userspace impairment relay (loss and
-//! reordering). Mixed SEND / WRITE-with-immediate / READ messages, every byte verified.
+//! reordering). Mixed SEND / WRITE-with-immediate / READ messages, and plain RDMA WRITEs (no
+//! immediate: the server checks its whole target region when the client says it is done),
+//! every byte verified.
 
 use bth_tests::tunpair::run_perf;
-use bth_tools::perf::{PerfConfig, PerfOp, PerfReport};
+use bth_tools::perf::{PerfConfig, PerfOp, PerfReport, MAX_VERIFIED_WRITE_REGION};
 use bth_tools::topology::TwoNs;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tcp_bth_io::sim::LinkConfig;
 
 static N: AtomicU32 = AtomicU32::new(0);
+
+const SIZE: u32 = 256 * 1024;
 
 /// Total bytes moved by each test: 1 GiB by default (CI), BTH_TUN_BYTES overrides it.
 fn total_bytes(default: u64) -> u64 {
@@ -19,15 +23,21 @@ fn total_bytes(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// Plain WRITE runs: 64 MiB by default (the server holds a target region of that size),
+/// BTH_TUN_BYTES overrides it up to the largest region a verified plain WRITE run may use.
+fn plain_write_bytes() -> u64 {
+    total_bytes(64 << 20).min(MAX_VERIFIED_WRITE_REGION)
+}
+
 fn run(
+    op: PerfOp,
     relay: Option<LinkConfig>,
     total: u64,
 ) -> (PerfReport, PerfReport, Option<tcp_bth_io::tun::RelayStats>) {
-    let size = 256 * 1024;
     let cfg = PerfConfig {
-        op: PerfOp::Mixed,
-        size,
-        count: total.div_ceil(u64::from(size)),
+        op,
+        size: SIZE,
+        count: total.div_ceil(u64::from(SIZE)),
         depth: 8,
         verify: true,
         seed: 3,
@@ -46,35 +56,66 @@ fn run(
 fn check(c: &PerfReport, s: &PerfReport, total: u64) {
     assert!(c.errors.is_empty(), "client errors: {:?}", c.errors);
     assert!(s.errors.is_empty(), "server errors: {:?}", s.errors);
-    let count = total.div_ceil(256 * 1024);
+    let count = total.div_ceil(u64::from(SIZE));
     assert_eq!(c.messages, count);
     // SEND and WRITE messages are verified at the server, READs at the client.
     assert_eq!(s.verified + c.verified, count, "every message verified");
     assert!(c.verified > 0 && s.verified > 0);
 }
 
-fn bth_between_namespaces_over_veth() {
-    let total = total_bytes(1 << 30);
-    let (c, s, _) = run(None, total);
-    check(&c, &s, total);
-    println!(
-        "veth: {} bytes in {:?} ({:.2} Gbit/s)",
-        c.bytes,
-        c.elapsed,
-        c.gbps()
+/// Plain WRITE: the client completes each message when it is acknowledged; the server has no
+/// completion per message and checks every message at its own offset once the done message
+/// (which follows the WRITEs in the stream) arrives.
+fn check_plain_write(c: &PerfReport, s: &PerfReport, total: u64) {
+    assert!(c.errors.is_empty(), "client errors: {:?}", c.errors);
+    assert!(s.errors.is_empty(), "server errors: {:?}", s.errors);
+    let count = total.div_ceil(u64::from(SIZE));
+    assert_eq!(c.messages, count, "client completions");
+    assert_eq!(c.bytes, count * u64::from(SIZE));
+    assert_eq!(c.verified, 0, "plain WRITEs are checked at the server only");
+    assert_eq!(s.messages, count, "the done message's count");
+    assert_eq!(s.bytes, count * u64::from(SIZE), "server-side bytes");
+    assert_eq!(
+        s.verified, count,
+        "every message verified at its own offset"
+    );
+    assert!(
+        s.arrived.is_empty(),
+        "no completion per plain WRITE at the server"
     );
 }
 
-fn bth_between_namespaces_through_the_impairment_relay() {
+/// "N bytes in T (G Gbit/s)", as the client measured it.
+fn rate(c: &PerfReport) -> String {
+    format!(
+        "{} bytes in {:?} ({:.2} Gbit/s)",
+        c.bytes,
+        c.elapsed,
+        c.gbps()
+    )
+}
+
+fn bth_between_namespaces_over_veth() {
     let total = total_bytes(1 << 30);
-    let link = LinkConfig::default()
+    let (c, s, _) = run(PerfOp::Mixed, None, total);
+    check(&c, &s, total);
+    println!("veth: {}", rate(&c));
+}
+
+/// 20 µs each way, 0.5% loss, 5% reordering (up to 100 µs), 0.1% duplication.
+fn impaired_link() -> LinkConfig {
+    LinkConfig::default()
         .with_delay(Duration::from_micros(20))
         .with_bandwidth_bps(0)
         .with_loss(0.005)
         .with_reorder(0.05, Duration::from_micros(100))
         .with_duplicate(0.001)
-        .with_seed(9);
-    let (c, s, relay) = run(Some(link), total);
+        .with_seed(9)
+}
+
+fn bth_between_namespaces_through_the_impairment_relay() {
+    let total = total_bytes(1 << 30);
+    let (c, s, relay) = run(PerfOp::Mixed, Some(impaired_link()), total);
     check(&c, &s, total);
     let r = relay.expect("relay stats");
     assert!(
@@ -87,7 +128,38 @@ fn bth_between_namespaces_through_the_impairment_relay() {
     );
 }
 
+fn plain_rdma_write_between_namespaces_over_veth() {
+    let total = plain_write_bytes();
+    let (c, s, _) = run(PerfOp::Write, None, total);
+    check_plain_write(&c, &s, total);
+    println!(
+        "veth, plain WRITE: {}, {} messages verified at the server",
+        rate(&c),
+        s.verified
+    );
+}
+
+fn plain_rdma_write_through_the_impairment_relay() {
+    let total = plain_write_bytes();
+    let (c, s, relay) = run(PerfOp::Write, Some(impaired_link()), total);
+    check_plain_write(&c, &s, total);
+    let r = relay.expect("relay stats");
+    // The WRITEs go from the client (namespace B) to the server (A).
+    assert!(
+        r.b_to_a.dropped() > 0 && r.b_to_a.reordered > 0,
+        "the relay dropped or reordered none of the WRITE data: {r:?}"
+    );
+    println!(
+        "relay, plain WRITE: {}; client to server {} dropped, {} reordered",
+        rate(&c),
+        r.b_to_a.dropped(),
+        r.b_to_a.reordered
+    );
+}
+
 bth_tests::test_main!(
     bth_between_namespaces_over_veth[NetAdmin],
     bth_between_namespaces_through_the_impairment_relay[NetAdmin],
+    plain_rdma_write_between_namespaces_over_veth[NetAdmin],
+    plain_rdma_write_through_the_impairment_relay[NetAdmin],
 );

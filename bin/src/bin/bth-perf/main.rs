@@ -37,7 +37,10 @@ enum Cmd {
 
 #[derive(Args, Clone)]
 struct Workload {
-    /// send, write (RDMA WRITE with immediate), read, or mixed.
+    /// send; write (plain RDMA WRITE: no completion at the server; the client SENDs a done
+    /// message after the last WRITE, then with --verify the server checks every message at its
+    /// own offset); write-imm (RDMA WRITE with immediate: the server sees each message); read;
+    /// mixed (SEND, WRITE with immediate and READ in turn); or sendrecv (request/response).
     #[arg(long, default_value = "send")]
     op: PerfOp,
     /// Message size in bytes (1..=16777215).
@@ -49,7 +52,7 @@ struct Workload {
     /// Work requests kept outstanding.
     #[arg(long, default_value_t = 16)]
     depth: usize,
-    /// Check every byte received.
+    /// Check every byte received (plain write: needs count × size ≤ 4 GiB of server memory).
     #[arg(long)]
     verify: bool,
     /// Plain TCP byte stream (no tcp_bth option): both sides must agree.
@@ -88,7 +91,7 @@ fn perf_config(w: &Workload) -> Result<PerfConfig, String> {
     if w.depth == 0 || w.count == 0 {
         return Err("--depth and --count must be positive".into());
     }
-    Ok(PerfConfig {
+    let cfg = PerfConfig {
         op: w.op,
         size: w.size,
         count: w.count,
@@ -96,7 +99,9 @@ fn perf_config(w: &Workload) -> Result<PerfConfig, String> {
         verify: w.verify,
         seed: 1,
         plain: w.plain,
-    })
+    };
+    cfg.validate().map_err(|e| e.to_string())?;
+    Ok(cfg)
 }
 
 fn print_report(role: &str, r: &PerfReport) {

@@ -1,0 +1,184 @@
+//! The perf apps over the simulated pair (`tcp_bth_io::sim::Pair`): the same `Client` and
+//! `Server` that `bth-perf` and the TUN tests run, on a virtual clock.
+
+use super::*;
+use tcp_bth_io::sim::{pair_configs, Direction, LinkConfig, LinkStats, Pair};
+
+const SIZE: u32 = 64 * 1024;
+const COUNT: u64 = 48;
+
+fn cfg(op: PerfOp) -> PerfConfig {
+    PerfConfig {
+        op,
+        size: SIZE,
+        count: COUNT,
+        depth: 8,
+        verify: true,
+        seed: 11,
+        plain: false,
+    }
+}
+
+/// Client in A, server in B, each stepped once per simulated instant until both have closed.
+fn run_sim(client: PerfConfig, server: PerfConfig, link: LinkConfig) -> (PerfReport, PerfReport) {
+    let (c, s, _) = run_sim_stats(client, server, link);
+    (c, s)
+}
+
+/// [`run_sim`], also returning what the link did to the client's packets (A to B).
+fn run_sim_stats(
+    client: PerfConfig,
+    server: PerfConfig,
+    link: LinkConfig,
+) -> (PerfReport, PerfReport, LinkStats) {
+    let (a, b) = pair_configs(7);
+    let mut p = Pair::new(a, b, link);
+    let mut cl = Client::new(client);
+    let mut sv = Server::new(server);
+    let (mut c_done, mut s_done) = (false, false);
+    let deadline = p.now + Duration::from_secs(120);
+    let mut idle = 0;
+    while !(c_done && s_done) {
+        let now = p.now;
+        if !c_done {
+            c_done = cl.step(&mut p.a, now);
+        }
+        if let (false, Some(b)) = (s_done, p.b.as_mut()) {
+            s_done = sv.step(b, now);
+        }
+        // Nothing more will happen: let the apps look once more (they may post), then stop.
+        if p.step(deadline) {
+            idle = 0;
+        } else {
+            idle += 1;
+            if idle > 2 {
+                break;
+            }
+        }
+    }
+    assert!(c_done && s_done, "run did not finish by {:?}", p.now);
+    (cl.report, sv.report, p.link.stats(Direction::AtoB))
+}
+
+fn lossy_link() -> LinkConfig {
+    LinkConfig::default()
+        .with_loss(0.01)
+        .with_reorder(0.05, Duration::from_micros(200))
+        .with_duplicate(0.005)
+        .with_seed(5)
+}
+
+#[test]
+fn op_names_parse_back_and_unknown_names_list_the_valid_ones() {
+    for op in PerfOp::ALL {
+        assert_eq!(op.to_string().parse::<PerfOp>(), Ok(op));
+        assert_eq!(op.name().to_uppercase().parse::<PerfOp>(), Ok(op));
+    }
+    assert_eq!("rr".parse::<PerfOp>(), Ok(PerfOp::SendRecv));
+    assert_eq!("write_imm".parse::<PerfOp>(), Ok(PerfOp::WriteImm));
+    let e = "writes".parse::<PerfOp>().unwrap_err();
+    assert_eq!(e.input, "writes");
+    assert_eq!(
+        e.to_string(),
+        "writes: expected send, write, write-imm, read, mixed or sendrecv"
+    );
+}
+
+#[test]
+fn every_op_verifies_every_message_exactly_once_in_the_simulator() {
+    for op in PerfOp::ALL {
+        let (c, s) = run_sim(cfg(op), cfg(op), LinkConfig::default());
+        assert!(c.errors.is_empty(), "{op}: client errors {:?}", c.errors);
+        assert!(s.errors.is_empty(), "{op}: server errors {:?}", s.errors);
+        assert_eq!(c.messages, COUNT, "{op}");
+        assert_eq!(c.latencies.len() as u64, COUNT, "{op}");
+        assert_eq!(
+            c.verified + s.verified,
+            COUNT,
+            "{op}: each message verified once"
+        );
+        // Which side checks what: READs at the client, everything else at the server.
+        let at_client = match op {
+            PerfOp::Read => COUNT,
+            PerfOp::Mixed => COUNT / 3,
+            _ => 0,
+        };
+        assert_eq!(c.verified, at_client, "{op}");
+    }
+}
+
+#[test]
+fn plain_write_lands_every_message_at_its_own_offset_through_loss_and_reordering() {
+    let (c, s, link) = run_sim_stats(cfg(PerfOp::Write), cfg(PerfOp::Write), lossy_link());
+    assert!(
+        link.dropped() > 0 && link.reordered > 0,
+        "the link dropped or reordered none of the WRITEs: {link:?}"
+    );
+    println!("link A to B: {link:?}; client {:?}", c.elapsed);
+    assert!(c.errors.is_empty(), "client errors {:?}", c.errors);
+    assert!(s.errors.is_empty(), "server errors {:?}", s.errors);
+    assert_eq!((c.messages, c.bytes), (COUNT, COUNT * u64::from(SIZE)));
+    assert_eq!(c.verified, 0, "a plain WRITE is checked at the server only");
+    assert_eq!(s.verified, COUNT);
+    assert_eq!((s.messages, s.bytes), (COUNT, COUNT * u64::from(SIZE)));
+    assert!(
+        s.arrived.is_empty(),
+        "a plain WRITE completes nothing at the server"
+    );
+}
+
+#[test]
+fn plain_write_without_verify_counts_the_messages_from_the_done_message() {
+    let mut c = cfg(PerfOp::Write);
+    c.verify = false;
+    let (cr, sr) = run_sim(c.clone(), c, LinkConfig::default());
+    assert!(cr.errors.is_empty() && sr.errors.is_empty());
+    assert_eq!((cr.messages, sr.messages), (COUNT, COUNT));
+    assert_eq!(sr.bytes, COUNT * u64::from(SIZE));
+    assert_eq!(cr.verified + sr.verified, 0);
+}
+
+#[test]
+fn plain_write_check_sees_bytes_that_differ() {
+    // The client writes another pattern than the server expects: every message must fail.
+    let mut client = cfg(PerfOp::Write);
+    client.seed += 1;
+    let (c, s) = run_sim(client, cfg(PerfOp::Write), LinkConfig::default());
+    assert!(c.errors.is_empty(), "client errors {:?}", c.errors);
+    assert_eq!(s.verified, 0);
+    let want: Vec<PerfError> = (0..COUNT)
+        .map(|msg| PerfError::MessageDiffers { msg })
+        .collect();
+    assert_eq!(s.errors, want);
+}
+
+#[test]
+fn plain_write_check_sees_a_short_run() {
+    // The client stops early: its done message says so, and the server reports it.
+    let mut client = cfg(PerfOp::Write);
+    client.count = COUNT - 1;
+    let (c, s) = run_sim(client, cfg(PerfOp::Write), LinkConfig::default());
+    assert!(c.errors.is_empty(), "client errors {:?}", c.errors);
+    assert_eq!(
+        s.errors,
+        vec![PerfError::DoneCount {
+            got: COUNT - 1,
+            want: COUNT
+        }]
+    );
+    assert_eq!(s.verified, 0);
+}
+
+#[test]
+fn a_verified_plain_write_run_too_big_for_its_own_offsets_is_refused() {
+    let mut c = cfg(PerfOp::Write);
+    c.count = MAX_VERIFIED_WRITE_REGION / u64::from(SIZE) + 1;
+    let e = c.validate().unwrap_err();
+    assert!(matches!(e, PerfError::WriteRegionTooLarge { .. }), "{e}");
+    // Without verify the WRITEs cycle through `depth` slots: any count is fine.
+    c.verify = false;
+    assert_eq!(c.validate(), Ok(()));
+    c.op = PerfOp::WriteImm;
+    c.verify = true;
+    assert_eq!(c.validate(), Ok(()));
+}
