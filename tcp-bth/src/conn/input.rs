@@ -62,10 +62,12 @@ impl Connection {
     /// Rate-limited like challenge ACKs.
     fn on_closed(&mut self, now: Duration, seg: &TcpRepr<'_>) {
         let we_reset = self.error.as_ref().is_some_and(ConnectionError::sent_rst);
-        if we_reset && !seg.flags.rst() && seg.flags.ack() {
-            if allow(&mut self.last_challenge, now, CHALLENGE_ACK_INTERVAL) {
-                self.owed.rst = Some(seg.ack);
-            }
+        if we_reset
+            && !seg.flags.rst()
+            && seg.flags.ack()
+            && allow(&mut self.last_challenge, now, CHALLENGE_ACK_INTERVAL)
+        {
+            self.owed.rst = Some(seg.ack);
         }
     }
 

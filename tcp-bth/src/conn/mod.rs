@@ -138,7 +138,8 @@ impl RxHeld {
 /// memory regions may be set up before the handshake; a plain peer turns it into `Plain` and
 /// anything posted completes flushed.
 enum RxPath {
-    Bth(BthRx),
+    // Boxed: the plain path is a few words, placement is hundreds of bytes.
+    Bth(Box<BthRx>),
     Plain(PlainRx),
 }
 
@@ -212,7 +213,7 @@ impl Connection {
             neg: Negotiated::default(),
             snd: SendState::new(&cfg, iss),
             rcv: RecvState::new(ts_offset),
-            rx: RxPath::Bth(BthRx::new(&cfg, iss)),
+            rx: RxPath::Bth(Box::new(BthRx::new(&cfg, iss))),
             owed: Owed::default(),
             last_challenge: None,
             last_invalid_ack: None,

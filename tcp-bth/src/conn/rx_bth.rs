@@ -113,13 +113,11 @@ impl Connection {
                 self.fail_with_nak(n, ConnectionError::LocalLength);
                 return;
             }
-            PlaceOutcome::ReadRequested(req) => {
-                if !self.answer_read(inbound.msn, req) {
-                    self.stats.read_responses_refused += 1;
-                    let n = nak(NakCode::InvalidRequest);
-                    self.fail_with_nak(n, ConnectionError::RemoteInvalidRequest);
-                    return;
-                }
+            PlaceOutcome::ReadRequested(req) if !self.answer_read(inbound.msn, req) => {
+                self.stats.read_responses_refused += 1;
+                let n = nak(NakCode::InvalidRequest);
+                self.fail_with_nak(n, ConnectionError::RemoteInvalidRequest);
+                return;
             }
             other if !other.accepted() => {
                 // Out of placement's window, too fragmented, or flushed: not taken, so not

@@ -36,7 +36,7 @@ impl PlainRx {
             if end > self.queued_to {
                 let skip = (self.queued_to - s) as usize;
                 self.queue.extend(&chunk[skip..]);
-                added += (end - self.queued_to) as u64;
+                added += end - self.queued_to;
                 self.queued_to = end;
             }
         }
