@@ -157,6 +157,10 @@ struct Owed {
     rst: Option<u32>,
     /// Persist probe: (seq, ack).
     probe: Option<(u32, u32)>,
+    /// The last ACK before a NAK's RST: (seq, ack). It acknowledges every message that arrived
+    /// before the failed one, so those complete as successes at the requester (an IB NAK
+    /// implies the same for the PSNs before it).
+    ack_before_rst: Option<(u32, u32)>,
 }
 
 pub struct Connection {
@@ -387,6 +391,8 @@ impl Connection {
     fn fail_with_nak(&mut self, nak: Nak, err: ConnectionError) {
         self.nak = Some(nak);
         self.stats.naks_sent += 1;
+        let seq = self.snd.seq_of(self.snd.max());
+        self.owed.ack_before_rst = Some((seq, self.rcv.seq_of(self.rcv.nxt)));
         self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
         self.fail(err);
     }

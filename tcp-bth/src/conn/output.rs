@@ -29,6 +29,9 @@ impl Connection {
     }
 
     fn next_segment(&mut self, now: Duration) -> Option<Vec<u8>> {
+        if let Some((seq, ack)) = self.owed.ack_before_rst.take() {
+            return Some(self.build(now, TcpFlags::ACK, seq, ack, Body::None));
+        }
         if let Some(seq) = self.owed.rst.take() {
             return Some(self.build(now, TcpFlags::RST, seq, 0, Body::None));
         }
