@@ -6,7 +6,7 @@ use crate::msg::{place_segment, Books, Dest, MsgTrack};
 use crate::outcome::{Counters, DropReason, PlaceOutcome};
 use crate::window::{Locate, MsnWindow, MAX_WINDOW};
 use std::collections::VecDeque;
-use tcp_bth_wire::{Inbound, MsgClass, Position, ReadRequest, MAX_MESSAGE_LEN};
+use tcp_bth_wire::{Inbound, MsgClass, ReadRequest, MAX_MESSAGE_LEN};
 
 /// What a connection's receive side needs to know from the handshake and the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,16 +174,14 @@ impl Placement {
     }
 
     /// Place one data segment. Never panics and never writes outside the segment's target,
-    /// whatever the segment says.
+    /// whatever the segment says. The segment's own consistency (class matches opcode, offset
+    /// matches position, length within 24 bits) was checked once, by `Inbound::from_bth`;
+    /// placement checks it against the message and the target.
     pub fn place(&mut self, seg: &Inbound<'_>) -> PlaceOutcome {
         self.books.counters.segments += 1;
         if self.flushed {
             self.books.counters.after_flush += 1;
             return PlaceOutcome::Dropped(DropReason::Flushed);
-        }
-        if !well_formed(seg) {
-            self.books.counters.invalid += 1;
-            return PlaceOutcome::Dropped(DropReason::Invalid);
         }
         let out = match seg.class {
             MsgClass::Send => self.place_send(seg),
@@ -314,19 +312,4 @@ impl Placement {
         self.books.counters.unknown_read_responses += 1;
         PlaceOutcome::Dropped(DropReason::UnknownRead)
     }
-}
-
-/// The checks `Inbound::from_bth` makes, repeated because an `Inbound` can also be built by
-/// hand, plus class/opcode agreement. Cheap, and it keeps every later step's arithmetic in range.
-fn well_formed(seg: &Inbound<'_>) -> bool {
-    let end = u64::from(seg.offset) + seg.payload.len() as u64;
-    let starts = matches!(seg.opcode.position(), Position::First | Position::Only);
-    // Empty only as a zero-length SEND or WRITE (`ZERO_LENGTH_MBO` on the wire): one segment.
-    let zero_length_ok = seg.opcode.position() == Position::Only
-        && matches!(seg.class, MsgClass::Send | MsgClass::Write);
-    (!seg.payload.is_empty() || zero_length_ok)
-        && end <= u64::from(MAX_MESSAGE_LEN)
-        && MsgClass::of(seg.opcode) == Some(seg.class)
-        && starts == (seg.offset == 0)
-        && seg.last != seg.opcode.more()
 }

@@ -103,6 +103,8 @@ pub enum InboundError {
 }
 
 /// A validated data segment: enough to place it without further checks on the BTH itself.
+/// Built only by [`Inbound::from_bth`] (the private `checked` field sees to that), so whoever
+/// holds one knows every check below has passed: the segment is validated once, here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Inbound<'a> {
     pub class: MsgClass,
@@ -116,7 +118,12 @@ pub struct Inbound<'a> {
     pub imm: Option<u32>,
     pub reth: Option<Reth>,
     pub payload: &'a [u8],
+    checked: Checked,
 }
+
+/// Proof of construction by [`Inbound::from_bth`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Checked;
 
 impl<'a> Inbound<'a> {
     /// Interpret a parsed option and its segment's payload.
@@ -155,6 +162,7 @@ impl<'a> Inbound<'a> {
             imm: bth.ext.immediate(),
             reth: bth.ext.reth(),
             payload,
+            checked: Checked,
         })
     }
 
@@ -177,6 +185,7 @@ impl<'a> Inbound<'a> {
             imm: bth.ext.immediate(),
             reth: bth.ext.reth(),
             payload: &[],
+            checked: Checked,
         })
     }
 
