@@ -637,7 +637,6 @@ mod tests {
             cc.on_ack(Duration::MAX, u64::MAX, Some(Duration::MAX), u64::MAX);
             cc.on_ack(Duration::MAX, u64::MAX, Some(Duration::ZERO), u64::MAX);
             assert!(cc.cwnd() >= cc.mss());
-            let _ = cc.pacing_rate(Some(Duration::from_nanos(1)));
             cc.on_rto(Duration::ZERO);
             assert_eq!(cc.cwnd(), cc.mss());
             assert!(cc.ssthresh() >= 2 * cc.mss().min(u64::MAX / 2));

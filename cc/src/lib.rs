@@ -25,7 +25,7 @@
 //! | the cumulative ACK passes the recovery point (`snd_nxt` when the episode began) | [`on_recovery_end`](CongestionControl::on_recovery_end)`(now)` |
 //! | the retransmission timer expires with data outstanding | [`on_rto`](CongestionControl::on_rto)`(now)` |
 //! | the last reduction proves spurious (Eifel / DSACK / F-RTO) | [`on_spurious_congestion`](CongestionControl::on_spurious_congestion)`()` |
-//! | before sending | [`cwnd`](CongestionControl::cwnd)`()`; optionally [`pacing_rate`](CongestionControl::pacing_rate)`(srtt)` |
+//! | before sending | [`cwnd`](CongestionControl::cwnd)`()` |
 //!
 //! **Recovery episodes.** A window of data is one congestion event however many of its
 //! segments are lost (RFC 6582 §3.2, RFC 9438 §4.6). The stack owns the sequence space, so it
@@ -147,28 +147,6 @@ pub trait CongestionControl: Send + fmt::Debug {
     /// The sender MSS the window is counted in (the MSS given at construction, at least 1).
     fn mss(&self) -> u64;
 
-    /// Pacing rate in bytes per second for a smoothed RTT `srtt`, or None without a usable RTT
-    /// (none, or zero).
-    ///
-    /// As Linux (`tcp_update_pacing_rate`): `2 * cwnd / srtt` while `cwnd < ssthresh / 2` (slow
-    /// start, where the window doubles per RTT and pacing must keep up), else
-    /// `1.2 * cwnd / srtt` (the last slow-start round, recovery and congestion avoidance).
-    /// Saturates at `u64::MAX`.
-    fn pacing_rate(&self, srtt: Option<Duration>) -> Option<u64> {
-        let nanos = srtt?.as_nanos();
-        if nanos == 0 {
-            return None;
-        }
-        let (num, den): (u128, u128) = if self.cwnd() < self.ssthresh() / 2 {
-            (2, 1)
-        } else {
-            (6, 5)
-        };
-        // cwnd < 2^64, so cwnd * 2 * 1e9 < 2^95: no overflow in u128.
-        let rate = u128::from(self.cwnd()) * num * 1_000_000_000 / (den * nanos);
-        Some(u64::try_from(rate).unwrap_or(u64::MAX))
-    }
-
     /// Algorithm name as [`Algorithm`] parses it (`"newreno"`, `"cubic"`).
     fn name(&self) -> &'static str;
 }
@@ -278,29 +256,6 @@ mod tests {
             assert_eq!(cc.mss(), 1448);
         }
         assert_eq!(Algorithm::default(), Algorithm::Cubic);
-    }
-
-    #[test]
-    fn pacing() {
-        let mut cc = Algorithm::NewReno.build(1000);
-        assert_eq!(cc.pacing_rate(None), None);
-        assert_eq!(cc.pacing_rate(Some(Duration::ZERO)), None);
-        // Slow start: 2 * 10000 B / 0.1 s.
-        assert_eq!(
-            cc.pacing_rate(Some(Duration::from_millis(100))),
-            Some(200_000)
-        );
-        cc.on_congestion_event(Duration::ZERO, 10_000);
-        // Congestion avoidance: 1.2 * 5000 B / 0.1 s.
-        assert_eq!(
-            cc.pacing_rate(Some(Duration::from_millis(100))),
-            Some(60_000)
-        );
-        assert_eq!(
-            cc.pacing_rate(Some(Duration::from_nanos(1))),
-            Some(6_000_000_000_000)
-        );
-        assert_eq!(cc.pacing_rate(Some(Duration::MAX)), Some(0));
     }
 
     #[test]
