@@ -7,6 +7,7 @@ mod events;
 mod isn;
 mod paws;
 mod read;
+mod socket;
 mod verbs;
 
 use super::*;
