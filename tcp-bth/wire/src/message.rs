@@ -232,11 +232,22 @@ mod tests {
             Inbound::from_bth(&b, b"x"),
             Err(InboundError::PositionMismatch(Opcode::SendMiddle))
         );
-        b.mbo = MAX_MESSAGE_LEN;
+        b.mbo = MAX_MESSAGE_LEN - 1;
         assert!(matches!(
             Inbound::from_bth(&b, b"xx"),
             Err(InboundError::BeyondMessageLimit { .. })
         ));
+        // The last offset is the zero-length form's, valid only on a 1-byte ONLY segment.
+        b.mbo = ZERO_LENGTH_MBO;
+        assert!(matches!(
+            Inbound::from_bth(&b, b"x"),
+            Err(InboundError::BadZeroLength { .. })
+        ));
+        let mut z = Bth::new(Opcode::SendOnlyWithImmediate);
+        z.mbo = ZERO_LENGTH_MBO;
+        z.ext = Extension::Immediate(9);
+        let i = Inbound::from_bth(&z, b"\0").unwrap();
+        assert_eq!((i.payload.len(), i.offset, i.last, i.imm), (0, 0, true, Some(9)));
         let mut w = Bth::new(Opcode::RdmaWriteOnlyWithImmediate);
         w.ext = Extension::RethImmediate(Reth { rkey: 1, addr: 2 }, 3);
         let i = Inbound::from_bth(&w, b"abc").unwrap();
