@@ -26,6 +26,6 @@ pub mod rtt;
 pub use config::Config;
 pub use conn::{
     Completion, ConnError, Connection, ConnectionError, Event, Mode, PostBufError, PostSendError,
-    RegisterError, Rejected, RxHeld, State, Stats, WcOp,
+    RegisterError, Rejected, RxHeld, Sge, State, Stats, WcOp,
 };
 pub use listener::{Listener, ListenerConfig, ListenerStats};

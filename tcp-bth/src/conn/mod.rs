@@ -45,6 +45,7 @@ use rx_plain::PlainRx;
 use send::SendState;
 use std::time::Duration;
 use timer::{Timer, TimerTable};
+pub use verbs::Sge;
 
 /// RFC 9293 connection states. LISTEN is the driver's job: it hands a SYN to [`Connection::accept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

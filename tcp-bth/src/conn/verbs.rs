@@ -8,6 +8,14 @@ use super::*;
 use bth_framer::{PostError, WorkRequest, WrOp};
 use bth_placement::{Access, MrHandle};
 
+/// A range of one of our registered regions: `offset` bytes from its start, `len` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sge {
+    pub lkey: u32,
+    pub offset: u64,
+    pub len: u32,
+}
+
 /// How a post goes on: into the QP, or straight to a flush completion.
 enum Admit {
     Open,
@@ -91,6 +99,47 @@ impl Connection {
             RxPath::Bth(rx) => rx.placement.regions().bytes(rkey),
             RxPath::Plain(_) => None,
         }
+    }
+
+    /// Write `data` at byte `offset` of one of our regions, between operations (the region
+    /// needs LOCAL_WRITE). The rkey stays the same, so a peer's later READ sees the new bytes
+    /// without a new registration. As in verbs, writing a region while a peer's WRITE or READ
+    /// of it is in flight gives whatever bytes were there when each segment was served.
+    pub fn mr_write(&mut self, rkey: u32, offset: usize, data: &[u8]) -> Result<(), ConnError> {
+        let RxPath::Bth(rx) = &mut self.rx else {
+            return Err(ConnError::NotBth);
+        };
+        Ok(rx.placement.regions_mut().write_local(rkey, offset, data)?)
+    }
+
+    /// Post a SEND or RDMA WRITE whose bytes come from our registered regions, one
+    /// scatter/gather entry per range (`lkey` is the region's key: one key serves both
+    /// sides here). The ranges are checked first and copied into the work request when it is
+    /// posted: the application may change the region right after (verbs would read it at send
+    /// time and forbid that until the completion). On refusal nothing is posted.
+    pub fn post_send_sg(&mut self, wr_id: u64, op: WrOp, sg: &[Sge]) -> Result<u16, ConnError> {
+        let RxPath::Bth(rx) = &self.rx else {
+            return Err(ConnError::NotBth);
+        };
+        let regions = rx.placement.regions();
+        let mut sg_list = Vec::with_capacity(sg.len());
+        for e in sg {
+            let oob = bth_placement::MrError::OutOfBounds {
+                rkey: e.lkey,
+                addr: e.offset,
+                len: u64::from(e.len),
+            };
+            let bytes = regions
+                .bytes(e.lkey)
+                .ok_or(bth_placement::MrError::UnknownRkey(e.lkey))?;
+            let start = usize::try_from(e.offset).map_err(|_| oob)?;
+            let end = start.checked_add(e.len as usize).ok_or(oob)?;
+            sg_list.push(bytes::Bytes::copy_from_slice(
+                bytes.get(start..end).ok_or(oob)?,
+            ));
+        }
+        self.post_send(WorkRequest { wr_id, op, sg_list })
+            .map_err(|r| r.kind)
     }
 
     /// Post a receive buffer for the next incoming SEND; advertises the new credit. Allowed

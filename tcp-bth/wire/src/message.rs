@@ -247,7 +247,10 @@ mod tests {
         z.mbo = ZERO_LENGTH_MBO;
         z.ext = Extension::Immediate(9);
         let i = Inbound::from_bth(&z, b"\0").unwrap();
-        assert_eq!((i.payload.len(), i.offset, i.last, i.imm), (0, 0, true, Some(9)));
+        assert_eq!(
+            (i.payload.len(), i.offset, i.last, i.imm),
+            (0, 0, true, Some(9))
+        );
         let mut w = Bth::new(Opcode::RdmaWriteOnlyWithImmediate);
         w.ext = Extension::RethImmediate(Reth { rkey: 1, addr: 2 }, 3);
         let i = Inbound::from_bth(&w, b"abc").unwrap();

@@ -3,6 +3,7 @@
 //! pure ACK as the spec defines it.
 
 use super::*;
+use crate::conn::Sge;
 use crate::wire::{NakCode, TcpRepr};
 use bth_placement::{Access, WcStatus};
 
@@ -286,4 +287,59 @@ fn a_lost_credit_update_is_repeated() {
         |d| d.b.poll_completion().is_some(),
     );
     assert!(ok && dropped == 1, "the SEND never got its credit");
+}
+
+/// Memory the application keeps: a region registered once is rewritten locally between two
+/// READs of the peer and the second READ sees the new bytes under the same rkey (it used to
+/// take deregistering, which changes the rkey). Sends take their bytes from a region by
+/// {lkey, offset, len}.
+#[test]
+fn registered_memory_is_rewritten_in_place_and_sent_from() {
+    let mut d = established(true);
+    let access = Access::LOCAL_WRITE | Access::REMOTE_READ;
+    let mr = d.b.register_mr(pattern(1, 4096), access).unwrap();
+    let read = |d: &mut Wire, id: u64| {
+        d.a.post_read(id, mr.rkey, mr.addr + 100, vec![0; 1000])
+            .unwrap();
+        let c = collect(d, true, 1).remove(0);
+        assert_eq!(c.status, WcStatus::Success);
+        c.buf.unwrap()
+    };
+    assert_eq!(read(&mut d, 1), pattern(1, 4096)[100..1100]);
+    d.b.mr_write(mr.rkey, 0, &pattern(2, 4096)).unwrap();
+    assert_eq!(read(&mut d, 2), pattern(2, 4096)[100..1100]);
+    assert!(
+        d.b.mr_write(mr.rkey, 4000, &[0; 100]).is_err(),
+        "past the end"
+    );
+
+    // B sends bytes 10..60 and 200..230 of its region as one SEND.
+    d.a.post_recv(9, vec![0; 80]).unwrap();
+    let sg = [
+        Sge {
+            lkey: mr.rkey,
+            offset: 10,
+            len: 50,
+        },
+        Sge {
+            lkey: mr.rkey,
+            offset: 200,
+            len: 30,
+        },
+    ];
+    d.b.post_send_sg(3, WrOp::Send { imm: None }, &sg).unwrap();
+    let bad = Sge {
+        lkey: mr.rkey,
+        offset: 4090,
+        len: 10,
+    };
+    assert!(d
+        .b
+        .post_send_sg(4, WrOp::Send { imm: None }, &[bad])
+        .is_err());
+    let c = collect(&mut d, true, 1).remove(0);
+    let region = pattern(2, 4096);
+    let want: Vec<u8> = [&region[10..60], &region[200..230]].concat();
+    assert_eq!((c.wr_id, c.byte_len), (9, 80));
+    assert_eq!(c.buf.unwrap(), want);
 }
