@@ -55,6 +55,17 @@ impl Peer {
         c.handle_segment(self.now, &repr.to_vec(self.cfg.ip).unwrap());
     }
 
+    /// A segment of ours at our first data byte, acknowledging A's SYN.
+    fn seg(&self, flags: TcpFlags, bth: Bth, payload: &[u8]) -> Seg {
+        Seg {
+            seq: PEER_ISS + 1,
+            ack: self.their_iss.wrapping_add(1),
+            flags,
+            bth: Some(bth),
+            payload: payload.to_vec(),
+        }
+    }
+
     /// The next segment A sends (`send!`), parsed with its checksum checked.
     fn recv(&self, c: &mut Connection) -> Seg {
         let bytes = c.poll_transmit(self.now).expect("a segment");
@@ -133,16 +144,8 @@ fn credit_then_completed_msn_on_pure_acks() {
     let mut send = Bth::new(Opcode::SendOnly);
     send.msn = PEER_FIRST_MSN;
     p.now += MS;
-    p.send(
-        &mut c,
-        Seg {
-            seq: PEER_ISS + 1,
-            ack: p.their_iss.wrapping_add(1),
-            flags: TcpFlags::ACK | TcpFlags::PSH,
-            bth: Some(send),
-            payload: b"hello, placement".to_vec(),
-        },
-    );
+    let data = p.seg(TcpFlags::ACK | TcpFlags::PSH, send, b"hello, placement");
+    p.send(&mut c, data);
     let ack = p.recv(&mut c);
     let b = ack.bth.expect("BTH");
     assert_eq!(ack.ack, PEER_ISS + 1 + 16);
@@ -161,20 +164,13 @@ fn credit_then_completed_msn_on_pure_acks() {
 fn zero_length_send_on_the_wire() {
     let (mut c, mut p) = connected();
     p.now += MS;
-    p.send(
-        &mut c,
-        Seg {
-            seq: PEER_ISS + 1,
-            ack: p.their_iss.wrapping_add(1),
-            flags: TcpFlags::ACK,
-            bth: Some(Bth {
-                rtr: true,
-                msn: 0,
-                ..Bth::new(Opcode::Acknowledge)
-            }),
-            payload: Vec::new(),
-        },
-    );
+    let credit = Bth {
+        rtr: true,
+        msn: 0,
+        ..Bth::new(Opcode::Acknowledge)
+    };
+    let credit = p.seg(TcpFlags::ACK, credit, &[]);
+    p.send(&mut c, credit);
     c.post_send(WorkRequest {
         wr_id: 5,
         op: WrOp::Send { imm: Some(42) },
