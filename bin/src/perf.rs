@@ -333,8 +333,13 @@ pub struct Client {
     /// `report.elapsed` is set (when the last message completed).
     measured: bool,
     closed: bool,
+    /// When the connection entered TIME-WAIT (see [`Client::finished`]).
+    time_wait_since: Option<Duration>,
     pub report: PerfReport,
 }
+
+/// Longest the client stays in TIME-WAIT before it reports the run over.
+const TIME_WAIT_LINGER_MAX: Duration = Duration::from_secs(3);
 
 impl Client {
     pub fn new(cfg: PerfConfig) -> Client {
@@ -351,7 +356,25 @@ impl Client {
             done_acked: false,
             measured: false,
             closed: false,
+            time_wait_since: None,
             report: PerfReport::default(),
+        }
+    }
+
+    /// After our close: CLOSED, or TIME-WAIT for a few RTOs. TIME-WAIT exists to acknowledge
+    /// the peer's FIN again if our last ACK was lost; a client that stopped its driver at once
+    /// left the server in LAST-ACK retransmitting its FIN until it gave up (15 RTOs, minutes,
+    /// and a `TimedOut` error on a run that had moved every byte). Three RTOs cover the
+    /// server's first retransmissions without holding the process for the full 2·MSL.
+    fn finished(&mut self, c: &Connection, now: Duration) -> bool {
+        match c.state() {
+            _ if !self.closed => false,
+            State::Closed => true,
+            State::TimeWait => {
+                let since = *self.time_wait_since.get_or_insert(now);
+                now.saturating_sub(since) >= (c.rto() * 3).min(TIME_WAIT_LINGER_MAX)
+            }
+            _ => false,
         }
     }
 
@@ -447,7 +470,7 @@ impl Client {
                 self.closed = true;
             }
         }
-        self.closed && matches!(c.state(), State::TimeWait | State::Closed)
+        self.finished(c, now)
     }
 
     /// Byte stream: keep the send queue topped up with whole messages until all are queued,
@@ -472,7 +495,7 @@ impl Client {
             c.close();
             self.closed = true;
         }
-        self.closed && matches!(c.state(), State::TimeWait | State::Closed)
+        self.finished(c, now)
     }
 
     fn post(&mut self, c: &mut Connection, h: [u64; 4], now: Duration) -> Result<(), PerfError> {
