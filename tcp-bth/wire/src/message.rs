@@ -223,7 +223,8 @@ mod tests {
             Inbound::from_bth(&b, b"x"),
             Err(InboundError::PositionMismatch(Opcode::SendMiddle))
         );
-        b.mbo = MAX_MESSAGE_LEN;
+        // The last real offset is 2^24 - 2 (2^24 - 1 is the zero-length marker).
+        b.mbo = MAX_MESSAGE_LEN - 1;
         assert!(matches!(
             Inbound::from_bth(&b, b"xx"),
             Err(InboundError::BeyondMessageLimit { .. })
