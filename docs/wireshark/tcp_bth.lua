@@ -32,9 +32,21 @@
 --   tcp_bth.rtr  tcp_bth.rtr_ack  tcp_bth.rsvd  tcp_bth.opcode  tcp_bth.msn  tcp_bth.offset
 --   tcp_bth.seg  tcp_bth.icrc  tcp_bth.icrc.status (0 bad, 1 good, 2 unverified)
 --   tcp_bth.tsval  tcp_bth.tsecr  tcp_bth.imm  tcp_bth.rkey  tcp_bth.addr
+--   tcp_bth.syndrome     ACKNOWLEDGE with R=0: the low byte of mbo_seg, an AETH syndrome
+--                        (0x00 ACK, 0x61 invalid request, 0x62 remote access error,
+--                        0x63 remote operational error)
+--   tcp_bth.nak          present (TRUE) on a NAK: the syndrome is a NAK code and the offset
+--                        field names the opcode of the failed message, whose MSN is tcp_bth.msn
+--   tcp_bth.nak.opcode   that opcode
+--   tcp_bth.zero_length  present (TRUE) on the one segment of a zero-length SEND/RDMA WRITE:
+--                        offset field 0xFFFFFF, one pad byte of payload that is not message data
+-- The raw fields (tcp_bth.offset, tcp_bth.seg) always show the bytes as they are; the three
+-- forms above are interpretations added next to them. Wire format of all three: docs/option.md.
 -- Expert infos: tcp_bth.len_inconsistent (length disagrees with the T flag and the opcode),
 --   tcp_bth.truncated, tcp_bth.unknown_opcode, tcp_bth.version_unsupported, tcp_bth.m_inconsistent,
---   tcp_bth.icrc_bad.
+--   tcp_bth.icrc_bad, tcp_bth.zero_length_invalid (offset 0xFFFFFF on an opcode without a
+--   zero-length form, or with a payload other than one pad byte), tcp_bth.nak_received (a NAK:
+--   the connection ends with this RST).
 --
 -- Tested with tshark 4.0 (Lua 5.2); uses the `bit32` or `bit` library, or Lua 5.3+ operators.
 
@@ -82,6 +94,29 @@ for v, d in pairs(OPCODES) do
     opcode_names[v] = d[1]
 end
 
+local ACKNOWLEDGE = 0x11
+-- The offset field of a zero-length message's segment (no real byte can sit at 2^24 - 1).
+local ZERO_LENGTH_MBO = 0xFFFFFF
+-- Opcodes with a zero-length form: SEND_ONLY[_WITH_IMMEDIATE], RDMA_WRITE_ONLY[_WITH_IMMEDIATE].
+local ZERO_LENGTH_OPCODES = { [0x04] = true, [0x05] = true, [0x0A] = true, [0x0B] = true }
+-- AETH syndromes an ACKNOWLEDGE with R=0 carries: 0 = ACK, the rest NAK codes.
+local SYNDROMES = {
+    [0x00] = "ACK",
+    [0x61] = "NAK invalid request",
+    [0x62] = "NAK remote access error",
+    [0x63] = "NAK remote operational error",
+}
+local NAK_NAMES = {
+    [0x61] = "invalid-request",
+    [0x62] = "remote-access-error",
+    [0x63] = "remote-operational-error",
+}
+
+-- Opcodes of a message class (SEND, RDMA WRITE, READ request, READ response): 0x00-0x10.
+local function is_message_opcode(op)
+    return op <= 0x10
+end
+
 local p = Proto("tcp_bth", "TCP BTH")
 
 local F = {
@@ -106,6 +141,10 @@ local F = {
     imm = ProtoField.uint32("tcp_bth.imm", "Immediate data", base.HEX),
     rkey = ProtoField.uint32("tcp_bth.rkey", "R_Key", base.HEX),
     addr = ProtoField.uint64("tcp_bth.addr", "Remote address", base.HEX),
+    syndrome = ProtoField.uint8("tcp_bth.syndrome", "Syndrome (AETH)", base.HEX, SYNDROMES),
+    nak = ProtoField.bool("tcp_bth.nak", "NAK"),
+    nak_opcode = ProtoField.uint24("tcp_bth.nak.opcode", "NAK for opcode", base.HEX, opcode_names),
+    zero_length = ProtoField.bool("tcp_bth.zero_length", "Zero-length message (1 pad byte)"),
 }
 p.fields = F
 
@@ -123,8 +162,13 @@ local E = {
         expert.group.MALFORMED, expert.severity.WARN),
     icrc = ProtoExpert.new("tcp_bth.icrc_bad", "ICRC does not match option header and payload",
         expert.group.CHECKSUM, expert.severity.ERROR),
+    zero_length = ProtoExpert.new("tcp_bth.zero_length_invalid",
+        "Offset 0xFFFFFF (zero-length form) on a segment that cannot be zero-length",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    nak = ProtoExpert.new("tcp_bth.nak_received", "NAK: the responder failed a message",
+        expert.group.RESPONSE_CODE, expert.severity.WARN),
 }
-p.experts = { E.len, E.truncated, E.opcode, E.version, E.more, E.icrc }
+p.experts = { E.len, E.truncated, E.opcode, E.version, E.more, E.icrc, E.zero_length, E.nak }
 
 -- CRC32C (Castagnoli, reflected polynomial 0x82F63B78), table driven.
 local CRC_TABLE = {}
@@ -159,8 +203,30 @@ local f_options = Field.new("tcp.options")
 local f_hdr_len = Field.new("tcp.hdr_len")
 local f_len = Field.new("tcp.len")
 
+-- What the option says, in words, for the tree and the info column.
+-- plen: the TCP payload length, or nil when unknown.
+local function summary(name, flags, op, msn, off, syndrome, plen)
+    if op == 0xFF then
+        return string.format("%s first-msn=%d max-msg=%d", name, msn, off)
+    elseif band(flags, 0x10) ~= 0 then
+        return string.format("%s credit-msn=%d grant=%dx4KiB", name, msn, off)
+    elseif op == ACKNOWLEDGE then
+        if NAK_NAMES[syndrome] and is_message_opcode(off) then
+            return string.format("NAK %s for %s msn=%d", NAK_NAMES[syndrome],
+                opcode_names[off], msn)
+        elseif syndrome == 0 and off == 0 then
+            return string.format("ACK completed-msn=%d", msn)
+        end
+        return string.format("%s msn=%d off=%d syndrome=0x%02x", name, msn, off, syndrome)
+    elseif off == ZERO_LENGTH_MBO and ZERO_LENGTH_OPCODES[op] and plen == 1 then
+        return string.format("%s msn=%d zero-length", name, msn)
+    end
+    return string.format("%s msn=%d off=%d", name, msn, off)
+end
+
 -- payload: a ByteArray, or nil when the capture does not hold the whole payload
-local function dissect_option(r, olen, payload, pinfo, tree)
+-- plen: the TCP payload length (tcp.len), or nil when it cannot be paired with this option
+local function dissect_option(r, olen, payload, plen, pinfo, tree)
     local sub = tree:add(p, r)
     sub:add(F.len, r:range(1, 1))
     sub:add(F.exid, r:range(2, 2))
@@ -183,9 +249,29 @@ local function dissect_option(r, olen, payload, pinfo, tree)
     local oi = sub:add(F.opcode, op_r)
     local msn = r:range(6, 2):uint()
     local off = r:range(8, 3):uint()
+    local low = r:range(11, 1):uint()
     sub:add(F.msn, r:range(6, 2))
-    sub:add(F.offset, r:range(8, 3))
+    local off_item = sub:add(F.offset, r:range(8, 3))
     sub:add(F.seg, r:range(11, 1))
+    local rtr = band(flags, 0x10) ~= 0
+    if op == ACKNOWLEDGE and not rtr then
+        -- The low byte of an ACKNOWLEDGE's mbo_seg is an AETH syndrome.
+        local si = sub:add(F.syndrome, r:range(11, 1))
+        if NAK_NAMES[low] and is_message_opcode(off) then
+            sub:add(F.nak, r:range(11, 1), true):set_generated()
+            sub:add(F.nak_opcode, r:range(8, 3))
+            si:add_proto_expert_info(E.nak, string.format("NAK %s for %s MSN %d",
+                NAK_NAMES[low], opcode_names[off], msn))
+        end
+    elseif off == ZERO_LENGTH_MBO and is_message_opcode(op) and plen then
+        if ZERO_LENGTH_OPCODES[op] and plen == 1 then
+            sub:add(F.zero_length, r:range(8, 3), true):set_generated()
+        else
+            off_item:add_proto_expert_info(E.zero_length, string.format(
+                "offset 0xFFFFFF on %s with %d payload bytes (needs a SEND or RDMA WRITE ONLY "
+                .. "opcode and 1 pad byte)", opcode_names[op], plen))
+        end
+    end
     local icrc_item = sub:add(F.icrc, r:range(12, 4))
 
     local version = band(flags, 0x03)
@@ -196,8 +282,9 @@ local function dissect_option(r, olen, payload, pinfo, tree)
     end
     local def = OPCODES[op]
     local name = def and def[1] or string.format("opcode 0x%02x", op)
-    sub:append_text(string.format(": %s, MSN %d, offset %d", name, msn, off))
-    pinfo.cols.info:append(string.format(" [BTH %s msn=%d off=%d]", name, msn, off))
+    local what = summary(name, flags, op, msn, off, low, plen)
+    sub:append_text(": " .. what)
+    pinfo.cols.info:append(" [BTH " .. what .. "]")
     if not def then
         oi:add_proto_expert_info(E.opcode, string.format("Unknown tcp_bth opcode 0x%02x", op))
     else
@@ -263,9 +350,10 @@ function p.dissector(tvb, pinfo, tree)
         -- The payload for the ICRC, when the TCP header fields pair up with this option area
         -- and the capture holds every payload byte.
         local payload = nil
+        local plen = nil
         if #hdr_lens == #opts and #lens == #opts then
             local src = fi.source
-            local plen = lens[i].value
+            plen = lens[i].value
             local poff = fi.offset - 20 + hdr_lens[i].value
             if plen == 0 then
                 payload = ByteArray.new()
@@ -291,7 +379,7 @@ function p.dissector(tvb, pinfo, tree)
                 end
                 if kind == KIND and olen >= 4 and bytes:get_index(at + 2) == EXID_HI
                     and bytes:get_index(at + 3) == EXID_LO then
-                    dissect_option(r:range(at, olen), olen, payload, pinfo, tree)
+                    dissect_option(r:range(at, olen), olen, payload, plen, pinfo, tree)
                 end
                 at = at + olen
             end

@@ -12,7 +12,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tcp_bth::wire::{
-    Bth, IpPair, MsgClass, Opcode, SegmentError, TcpFlags, TcpOptions, TcpRepr, Timestamps,
+    Bth, Extension, InboundError, IpPair, MsgClass, Nak, NakCode, Opcode, Reth, SegmentError,
+    TcpFlags, TcpOptions, TcpRepr, Timestamps, ZERO_LENGTH_MBO,
 };
 use tcp_bth_io::sim::pair::{A_IP, A_PORT, B_IP, B_PORT};
 use tcp_bth_io::sim::workload::{self, Kind, Report, WorkloadConfig};
@@ -514,6 +515,11 @@ fn fix_checksum(seg: &mut [u8], ip: IpPair) {
 fn bth_segment(seq: u32, payload: &[u8]) -> Vec<u8> {
     let mut b = Bth::new(Opcode::SendOnly);
     b.msn = 3;
+    any_segment(seq, TcpFlags::ACK | TcpFlags::PSH, b, payload)
+}
+
+/// A segment from A carrying `b` (timestamps added, ICRC sealed over `payload`).
+fn any_segment(seq: u32, flags: TcpFlags, mut b: Bth, payload: &[u8]) -> Vec<u8> {
     b.timestamps = Some(Timestamps { tsval: 5, tsecr: 6 });
     b.seal(payload);
     TcpRepr {
@@ -521,7 +527,7 @@ fn bth_segment(seq: u32, payload: &[u8]) -> Vec<u8> {
         dst_port: B_PORT,
         seq,
         ack: 1,
-        flags: TcpFlags::ACK | TcpFlags::PSH,
+        flags,
         window: 100,
         urgent: 0,
         options: TcpOptions {
@@ -534,8 +540,11 @@ fn bth_segment(seq: u32, payload: &[u8]) -> Vec<u8> {
     .unwrap()
 }
 
-/// Three crafted segments: 1 well formed, 2 a length that contradicts the flags (ICRC re-sealed),
-/// 3 a payload changed under a correct TCP checksum (only the ICRC catches it).
+/// Crafted segments: 1 well formed, 2 a length that contradicts the flags (ICRC re-sealed),
+/// 3 a payload changed under a correct TCP checksum (only the ICRC catches it); then the forms
+/// of docs/option.md: 4 a zero-length SEND_ONLY_WITH_IMMEDIATE (one pad byte), 5 a zero-length
+/// RDMA_WRITE_ONLY_WITH_IMMEDIATE, 6 a pure ACK with R=0, 7 a NAK on the RST that ends the
+/// connection, 8 the zero-length offset on a SEND_FIRST (malformed).
 fn crafted_capture() -> TempFile {
     let file = TempFile::new("crafted");
     let mut w = PcapWriter::create(file.path()).unwrap();
@@ -556,16 +565,65 @@ fn crafted_capture() -> TempFile {
     *s.last_mut().unwrap() ^= 1;
     fix_checksum(&mut s, A);
     w.write_tcp(Duration::from_micros(2), A, &s).unwrap();
+    for (i, s) in special_forms().iter().enumerate() {
+        w.write_tcp(Duration::from_micros(3 + i as u64), A, s)
+            .unwrap();
+    }
     drop(w);
     file
+}
+
+/// Frames 4-8 of [`crafted_capture`].
+fn special_forms() -> [Vec<u8>; 5] {
+    let data = TcpFlags::ACK | TcpFlags::PSH;
+    let zero_length = |op, msn, ext| Bth {
+        msn,
+        mbo: ZERO_LENGTH_MBO,
+        ext,
+        ..Bth::new(op)
+    };
+    let send = zero_length(
+        Opcode::SendOnlyWithImmediate,
+        4,
+        Extension::Immediate(0xC0FFEE),
+    );
+    let write = zero_length(
+        Opcode::RdmaWriteOnlyWithImmediate,
+        8,
+        Extension::RethImmediate(
+            Reth {
+                rkey: 0x11,
+                addr: 0x2000,
+            },
+            7,
+        ),
+    );
+    let ack = Bth {
+        msn: 4,
+        ..Bth::new(Opcode::Acknowledge)
+    };
+    let nak = Nak {
+        code: NakCode::RemoteAccess,
+        opcode: Opcode::RdmaWriteFirst,
+        msn: 9,
+    }
+    .to_bth();
+    let bad = zero_length(Opcode::SendFirst, 5, Extension::None);
+    [
+        any_segment(1024, data, send, &[0]),
+        any_segment(1025, data, write, &[0]),
+        any_segment(1026, TcpFlags::ACK, ack, &[]),
+        any_segment(1026, TcpFlags::RST, nak, &[]),
+        any_segment(1026, data, bad, &[0]),
+    ]
 }
 
 fn rust_decoder_flags_a_bad_length_and_a_bad_icrc() {
     let file = crafted_capture();
     let a = analyze_file(file.path()).unwrap();
-    assert_eq!(a.summary.packets, 3);
+    assert_eq!(a.summary.packets, 8);
     assert_eq!(a.summary.checksum_errors, 0);
-    assert_eq!(a.summary.malformed, 1);
+    assert_eq!(a.summary.malformed, 2, "frames 2 and 8");
     assert_eq!(a.summary.icrc_errors, 1);
     let seg = |i: usize| match &a.records[i].0.outcome {
         Outcome::Segment(s) => s.clone(),
@@ -573,6 +631,43 @@ fn rust_decoder_flags_a_bad_length_and_a_bad_icrc() {
     };
     assert!(seg(1).options.is_err());
     assert_eq!((seg(0).icrc_ok, seg(2).icrc_ok), (Some(true), Some(false)));
+    // The forms of docs/option.md: well formed, ICRC over the pad byte correct.
+    for i in 3..8 {
+        assert_eq!(seg(i).icrc_ok, Some(true), "frame {}", i + 1);
+    }
+    for (i, class) in [(3, MsgClass::Send), (4, MsgClass::Write)] {
+        let d = seg(i).data.expect("zero-length data segment");
+        assert!(d.zero_length && seg(i).problem.is_none(), "frame {}", i + 1);
+        assert_eq!((d.class, d.offset, d.len, d.end()), (class, 0, 0, 0));
+    }
+    let msgs: Vec<(MsgClass, u16, Option<u64>, u64)> = a
+        .messages
+        .iter()
+        .map(|(k, m)| (k.class, k.msn, m.len, m.bytes))
+        .collect();
+    assert!(msgs.contains(&(MsgClass::Send, 4, Some(0), 0)), "{msgs:?}");
+    assert!(msgs.contains(&(MsgClass::Write, 8, Some(0), 0)), "{msgs:?}");
+    let ack = seg(5);
+    let ack = ack.bth().unwrap();
+    assert_eq!(
+        (ack.rtr, ack.msn, ack.seg, Nak::from_bth(ack)),
+        (false, 4, 0, None)
+    );
+    assert_eq!(
+        Nak::from_bth(seg(6).bth().unwrap()),
+        Some(Nak {
+            code: NakCode::RemoteAccess,
+            opcode: Opcode::RdmaWriteFirst,
+            msn: 9
+        })
+    );
+    assert_eq!(
+        seg(7).problem,
+        Some(bth_capture::Problem::Message(InboundError::BadZeroLength {
+            opcode: Opcode::SendFirst,
+            pad: 1
+        }))
+    );
 }
 
 fn lua_dissector_flags_a_bad_length_and_a_bad_icrc() {
@@ -598,7 +693,89 @@ fn lua_dissector_flags_a_bad_length_and_a_bad_icrc() {
     };
     assert_eq!(experts("tcp_bth.len_inconsistent"), vec![2]);
     assert_eq!(experts("tcp_bth.icrc_bad"), vec![3]);
-    assert_eq!(experts("tcp_bth.icrc.status == 1"), vec![1, 2]);
+    assert_eq!(
+        experts("tcp_bth.icrc.status == 1"),
+        vec![1, 2, 4, 5, 6, 7, 8]
+    );
+    assert_eq!(experts("tcp_bth.zero_length_invalid"), vec![8]);
+    assert_eq!(experts("tcp_bth.nak_received"), vec![7]);
+}
+
+/// The zero-length form, the R=0 pure ACK and the NAK as the Lua dissector shows them: fields
+/// and info column, frame by frame (frames 4-8 of [`crafted_capture`]).
+fn lua_dissector_names_zero_length_ack_and_nak() {
+    let file = crafted_capture();
+    let path = file.path().to_str().unwrap();
+    let script = lua_script();
+    let out = tshark(&[
+        "-X",
+        &script,
+        "-r",
+        path,
+        "-Y",
+        "frame.number >= 4",
+        "-T",
+        "fields",
+        "-E",
+        "separator=|",
+        "-e",
+        "frame.number",
+        "-e",
+        "tcp_bth.offset",
+        "-e",
+        "tcp_bth.zero_length",
+        "-e",
+        "tcp_bth.syndrome",
+        "-e",
+        "tcp_bth.nak",
+        "-e",
+        "tcp_bth.nak.opcode",
+        "-e",
+        "_ws.col.Info",
+    ]);
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('|').collect()).collect();
+    assert_eq!(rows.len(), 5, "{out}");
+    // tshark 4.0 prints booleans as 1 and unsigned fields with a value string as numbers
+    // (hex fields as 0x..); accept "True" as later versions print it.
+    let t = |v: &str| v == "1" || v.eq_ignore_ascii_case("true");
+    let num = |v: &str| match v.strip_prefix("0x") {
+        Some(h) => u32::from_str_radix(h, 16).unwrap_or_else(|e| panic!("{v:?}: {e}")),
+        None => v.parse().unwrap_or_else(|e| panic!("{v:?}: {e}")),
+    };
+    let info = |r: &[&str]| r[6].to_string();
+    // 4, 5: zero-length, the raw offset field still 0xFFFFFF.
+    for (r, name, msn) in [
+        (&rows[0], "SEND_ONLY_WITH_IMMEDIATE", 4),
+        (&rows[1], "RDMA_WRITE_ONLY_WITH_IMMEDIATE", 8),
+    ] {
+        assert_eq!(num(r[1]), ZERO_LENGTH_MBO, "{r:?}");
+        assert!(t(r[2]), "{r:?}");
+        assert!(r[3].is_empty() && r[4].is_empty(), "{r:?}");
+        assert!(
+            info(r).contains(&format!("[BTH {name} msn={msn} zero-length]")),
+            "{r:?}"
+        );
+    }
+    // 6: pure ACK, R=0: syndrome 0 (ACK), not a NAK.
+    let r = &rows[2];
+    assert_eq!((num(r[3]), r[2], r[4], r[5]), (0, "", "", ""), "{r:?}");
+    assert!(info(r).contains("[BTH ACK completed-msn=4]"), "{r:?}");
+    // 7: the NAK.
+    let r = &rows[3];
+    assert_eq!(num(r[3]), 0x62, "{r:?}");
+    assert!(t(r[4]), "{r:?}");
+    assert_eq!(
+        num(r[5]),
+        u32::from(Opcode::RdmaWriteFirst.as_u8()),
+        "{r:?}"
+    );
+    assert!(
+        info(r).contains("[BTH NAK remote-access-error for RDMA_WRITE_FIRST msn=9]"),
+        "{r:?}"
+    );
+    // 8: the zero-length offset where it cannot be: not shown as zero-length.
+    let r = &rows[4];
+    assert_eq!((num(r[1]), r[2]), (ZERO_LENGTH_MBO, ""), "{r:?}");
 }
 
 fn reader_survives_damaged_files() {
@@ -649,5 +826,6 @@ bth_tests::test_main!(
     lua_dissector_agrees_with_the_rust_decoder[Tshark],
     rust_decoder_flags_a_bad_length_and_a_bad_icrc,
     lua_dissector_flags_a_bad_length_and_a_bad_icrc[Tshark],
+    lua_dissector_names_zero_length_ack_and_nak[Tshark],
     reader_survives_damaged_files,
 );

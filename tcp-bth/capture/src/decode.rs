@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tcp_bth_wire::{
     Bth, Inbound, MsgClass, Opcode, ReadRequest, SegmentError, TcpFlags, TcpOptionError,
-    TcpOptions, TcpRepr,
+    TcpOptions, TcpRepr, ZERO_LENGTH_MBO,
 };
 
 /// TCP checksum verdict.
@@ -35,10 +35,14 @@ pub struct DataSeg {
     pub class: MsgClass,
     pub opcode: Opcode,
     pub msn: u16,
-    /// Byte offset of the first payload byte inside the message.
+    /// Byte offset of the first payload byte inside the message (0 for a zero-length message).
     pub offset: u32,
-    /// Payload bytes (as on the wire, even if the capture kept fewer).
+    /// Message bytes carried: the payload bytes as on the wire, even if the capture kept fewer;
+    /// 0 for the pad byte of a zero-length message.
     pub len: u32,
+    /// The one segment of a zero-length SEND or RDMA WRITE: offset field `ZERO_LENGTH_MBO`, one
+    /// pad byte of payload that is not message data.
+    pub zero_length: bool,
     /// LAST or ONLY: the message is `offset + len` bytes long.
     pub last: bool,
     /// A READ request's payload (rkey, address, length), when it was captured whole.
@@ -227,12 +231,14 @@ fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, 
         seg.icrc_ok = Some(bth.icrc_ok(captured));
     }
     if let Some(class) = MsgClass::of(bth.opcode).filter(|_| payload_len > 0) {
+        let zero_length = is_zero_length(&bth, payload_len);
         let mut data = DataSeg {
             class,
             opcode: bth.opcode,
             msn: bth.msn,
-            offset: bth.mbo,
-            len: payload_len,
+            offset: if zero_length { 0 } else { bth.mbo },
+            len: if zero_length { 0 } else { payload_len },
+            zero_length,
             last: !bth.opcode.more(),
             read_request: None,
         };
@@ -248,6 +254,14 @@ fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, 
         seg.data = Some(data);
     }
     Ok(seg)
+}
+
+/// The segment of a zero-length message (docs/option.md): a SEND or RDMA WRITE `*_ONLY` opcode,
+/// offset field [`ZERO_LENGTH_MBO`] and exactly one (pad) byte of payload. Decided from the
+/// payload length on the wire, so also for a capture that kept only the headers; any other use
+/// of that offset is refused by [`Inbound::from_bth`] and reported as a problem.
+pub fn is_zero_length(bth: &Bth, payload_len: u32) -> bool {
+    bth.mbo == ZERO_LENGTH_MBO && payload_len == 1 && Inbound::from_bth(bth, &[0]).is_ok()
 }
 
 #[cfg(test)]
@@ -367,5 +381,53 @@ mod tests {
         let mut an = Analyzer::new();
         an.add(&d);
         assert_eq!(an.summary().malformed, 1);
+    }
+
+    #[test]
+    fn zero_length_message_is_data_of_no_bytes_not_a_problem() {
+        use tcp_bth_wire::{Extension, ZERO_LENGTH_MBO};
+        let mut b = send(5, Opcode::SendOnlyWithImmediate, ZERO_LENGTH_MBO);
+        b.ext = Extension::Immediate(0x42);
+        let zl = segment(V4, 1, Some(b), &[0]);
+        let after = segment(V4, 2, Some(send(6, Opcode::SendOnly, 0)), b"abc");
+        let file = write(&[(V4, zl), (V4, after)]);
+        let a = analyze(CaptureReader::new(&file[..]).unwrap()).unwrap();
+        let s = a.records[0].0.segment().unwrap();
+        assert_eq!((s.problem, s.icrc_ok, s.payload_len), (None, Some(true), 1));
+        let d = s.data.unwrap();
+        assert!(d.zero_length && d.last);
+        assert_eq!((d.offset, d.len, d.end()), (0, 0, 0));
+        assert_eq!((a.summary.malformed, a.summary.messages), (0, 2));
+        let m = a.messages.values().next().unwrap();
+        assert_eq!(
+            (m.len, m.bytes, m.max_end, m.segments, m.imm, m.misplaced),
+            (Some(0), 0, 0, 1, Some(0x42), 0),
+            "a message of 0 bytes"
+        );
+        // The pad byte is still a byte of the TCP stream: the next segment is not out of order.
+        assert_eq!(a.records[1].1, crate::Marks::default());
+    }
+
+    #[test]
+    fn zero_length_offset_elsewhere_is_a_problem() {
+        use tcp_bth_wire::ZERO_LENGTH_MBO;
+        for (op, payload) in [
+            (Opcode::SendFirst, &[0][..]),
+            (Opcode::RdmaReadResponseOnly, &[0][..]),
+            (Opcode::SendOnly, &[0, 0][..]),
+        ] {
+            let seg = segment(V4, 1, Some(send(0, op, ZERO_LENGTH_MBO)), payload);
+            let d = decode(1, &raw(LINKTYPE_RAW, ip_packet(&seg)));
+            let s = d.segment().unwrap();
+            assert_eq!(
+                s.problem,
+                Some(Problem::Message(InboundError::BadZeroLength {
+                    opcode: op,
+                    pad: payload.len()
+                })),
+                "{op}"
+            );
+            assert!(!s.data.unwrap().zero_length);
+        }
     }
 }

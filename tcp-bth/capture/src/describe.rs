@@ -1,7 +1,7 @@
 //! Human-readable renderings of wire values, shared by the tools (`bth decode`, `bth-dump`).
 
 use std::fmt::Write;
-use tcp_bth_wire::{Bth, Extension, TcpOptions, TcpRepr};
+use tcp_bth_wire::{Bth, Extension, Inbound, Nak, Opcode, TcpOptions, TcpRepr, ZERO_LENGTH_MBO};
 
 /// One field per line.
 pub fn bth(b: &Bth) -> String {
@@ -17,8 +17,33 @@ pub fn bth(b: &Bth) -> String {
         b.rsvd
     );
     let _ = writeln!(s, "msn           {}", b.msn);
-    let _ = writeln!(s, "offset        {}", b.mbo);
-    let _ = writeln!(s, "segment       {}", b.seg);
+    // With one pad byte of payload this offset is a zero-length message (docs/option.md).
+    let zero_length = b.mbo == ZERO_LENGTH_MBO && Inbound::from_bth(b, &[0]).is_ok();
+    if zero_length {
+        let _ = writeln!(
+            s,
+            "offset        {} (zero-length message: 1 pad byte)",
+            b.mbo
+        );
+    } else {
+        let _ = writeln!(s, "offset        {}", b.mbo);
+    }
+    if b.opcode == Opcode::Acknowledge && !b.rtr {
+        // On an ACKNOWLEDGE the low byte of mbo_seg is the AETH syndrome.
+        match Nak::from_bth(b) {
+            Some(n) => {
+                let _ = writeln!(s, "syndrome      {:#04x} ({n})", b.seg);
+            }
+            None if b.seg == 0 => {
+                let _ = writeln!(s, "syndrome      0x00 (ACK)");
+            }
+            None => {
+                let _ = writeln!(s, "syndrome      {:#04x} (not defined)", b.seg);
+            }
+        }
+    } else {
+        let _ = writeln!(s, "segment       {}", b.seg);
+    }
     let _ = writeln!(s, "icrc          {:#010x}", b.icrc);
     if let Some(ts) = b.timestamps {
         let _ = writeln!(s, "tsval         {}", ts.tsval);
@@ -92,4 +117,44 @@ pub fn segment(t: &TcpRepr<'_>) -> String {
     let _ = writeln!(s, "payload       {} bytes", t.payload.len());
     s.push_str(&options(&t.options));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcp_bth_wire::{Nak, NakCode, Timestamps};
+
+    #[test]
+    fn nak_and_zero_length_are_named() {
+        let mut nak = Nak {
+            code: NakCode::RemoteAccess,
+            opcode: Opcode::RdmaWriteFirst,
+            msn: 3,
+        }
+        .to_bth();
+        nak.timestamps = Some(Timestamps::default());
+        let t = bth(&nak);
+        assert!(t.contains("offset        6\n"), "{t}");
+        assert!(
+            t.contains("syndrome      0x62 (NAK remote access error for RDMA_WRITE_FIRST MSN 3)\n"),
+            "{t}"
+        );
+        let ack = Bth {
+            msn: 4,
+            mbo: 0,
+            seg: 0,
+            ..nak
+        };
+        assert!(bth(&ack).contains("syndrome      0x00 (ACK)\n"));
+        let mut zl = Bth::new(Opcode::SendOnly);
+        zl.mbo = ZERO_LENGTH_MBO;
+        let t = bth(&zl);
+        assert!(
+            t.contains("offset        16777215 (zero-length message: 1 pad byte)\n"),
+            "{t}"
+        );
+        assert!(t.contains("segment       0\n"), "{t}");
+        zl.opcode = Opcode::SendLast;
+        assert!(bth(&zl).contains("offset        16777215\n"));
+    }
 }

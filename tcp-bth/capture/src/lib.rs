@@ -42,7 +42,7 @@ pub use analyze::{
     analyze, analyze_file, Analysis, Analyzer, FlowInfo, FlowKey, Marks, MessageInfo, MessageKey,
     Summary,
 };
-pub use decode::{decode, Checksum, DataSeg, Decoded, Outcome, Segment};
+pub use decode::{decode, is_zero_length, Checksum, DataSeg, Decoded, Outcome, Segment};
 pub use error::{IpError, Malformed, NotTcp, Problem, Truncated};
 pub use link::{
     LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2,

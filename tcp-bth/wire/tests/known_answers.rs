@@ -2,7 +2,10 @@
 //! more per option length. ICRC values were computed with an independent bitwise CRC32C
 //! (polynomial 0x82F63B78, check value crc32c("123456789") = 0xE3069283), not with this crate.
 
-use tcp_bth_wire::{Bth, BthOption, Extension, Opcode, Reth, Timestamps};
+use tcp_bth_wire::{
+    Bth, BthOption, Extension, ExtensionKind, Inbound, InboundError, MsgClass, Nak, NakCode,
+    Opcode, Reth, Timestamps, ZERO_LENGTH_MBO,
+};
 
 fn h(s: &str) -> Vec<u8> {
     hex::decode(s.replace(' ', "")).unwrap()
@@ -151,4 +154,209 @@ fn icrc_covers_header_and_payload() {
     let mut view = BthOption::new_checked(&mut bytes[..]).unwrap();
     view.seal(b"hello");
     assert_eq!(&bytes[12..16], &0xA2AE_4E27u32.to_be_bytes());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Zero-length messages, NAKs and the R=0 pure ACK (docs/option.md, "Special forms"). Each is the
+// ordinary layout with T=1: 24 bytes for the ACKNOWLEDGE forms, the prototype's `struct enf_bth`
+// after the 4-byte prefix, and 28 or 40 bytes for the zero-length forms with their extension.
+// ---------------------------------------------------------------------------------------------
+
+const TS: Timestamps = Timestamps {
+    tsval: 0x0102_0304,
+    tsecr: 0x0506_0708,
+};
+
+/// The pad byte the sender puts in the one segment of a zero-length message.
+const PAD: [u8; 1] = [0];
+
+/// A NAK option: ACKNOWLEDGE, R=0, MSN of the failed message, offset field = opcode of the
+/// offending segment, low byte = AETH syndrome; ICRC over the 8 header bytes only.
+fn check_nak(bytes: &str, icrc: u32, nak: Nak) {
+    let bytes = h(bytes);
+    let want = Bth {
+        timestamps: Some(TS),
+        icrc,
+        ..nak.to_bth()
+    };
+    check(&bytes, want);
+    assert_eq!(bytes.len(), 24, "the prototype's 24-byte layout");
+    assert!(want.icrc_ok(&[]), "ICRC over the header alone");
+    assert!(BthOption::new_checked(&bytes[..]).unwrap().icrc_ok(&[]));
+    assert_eq!(Nak::from_bth(&want), Some(nak));
+}
+
+#[test]
+fn len24_nak_invalid_request_for_a_send() {
+    // A SEND longer than the receive posted for it (or a READ longer than the requester
+    // accepts, with RDMA_READ_REQUEST in the offset field).
+    check_nak(
+        "FE18EFAB 04 11 0007 00000461 2C3C9970 01020304 05060708",
+        0x2C3C_9970,
+        Nak {
+            code: NakCode::InvalidRequest,
+            opcode: Opcode::SendOnly,
+            msn: 7,
+        },
+    );
+}
+
+#[test]
+fn len24_nak_remote_access_error_for_a_write() {
+    check_nak(
+        "FE18EFAB 04 11 0003 00000662 F86CE4DA 01020304 05060708",
+        0xF86C_E4DA,
+        Nak {
+            code: NakCode::RemoteAccess,
+            opcode: Opcode::RdmaWriteFirst,
+            msn: 3,
+        },
+    );
+}
+
+#[test]
+fn len24_nak_remote_operational_error_for_a_read() {
+    check_nak(
+        "FE18EFAB 04 11 FFFE 00000C63 D1A70B48 01020304 05060708",
+        0xD1A7_0B48,
+        Nak {
+            code: NakCode::RemoteOperational,
+            opcode: Opcode::RdmaReadRequest,
+            msn: 0xFFFE,
+        },
+    );
+}
+
+#[test]
+fn syndromes_are_the_aeth_nak_codes() {
+    let codes = [
+        (NakCode::InvalidRequest, 0x61),
+        (NakCode::RemoteAccess, 0x62),
+        (NakCode::RemoteOperational, 0x63),
+    ];
+    for (code, syndrome) in codes {
+        assert_eq!(code.syndrome(), syndrome);
+        assert_eq!(NakCode::from_syndrome(syndrome), Some(code));
+    }
+    // 0x00 is an ordinary ACK; 0x60 (PSN sequence error) and RNR NAKs (0x20..) are not used.
+    for s in [0x00, 0x20, 0x60, 0x64, 0xFF] {
+        assert_eq!(NakCode::from_syndrome(s), None, "{s:#04x}");
+    }
+}
+
+#[test]
+fn len24_pure_ack_r0_names_the_newest_completed_send() {
+    // R=0, syndrome 0: MSN is the newest SEND MSN completed in order, the offset field 0.
+    let bytes = h("FE18EFAB 04 11 0102 00000000 C67F52C8 01020304 05060708");
+    let mut b = base(Opcode::Acknowledge, 0x0102, 0, 0, 0xC67F_52C8);
+    b.timestamps = Some(TS);
+    check(&bytes, b);
+    assert!(!b.rtr && b.icrc_ok(&[]));
+    assert_eq!(Nak::from_bth(&b), None, "syndrome 0 is an ACK");
+}
+
+/// A zero-length message's segment (T=1, offset field 0xFFFFFF, index 0): the option bytes, and
+/// what the receiver makes of it.
+fn check_zero_length(bytes: &str, opcode: Opcode, msn: u16, icrc: u32, ext: Extension) {
+    let bytes = h(bytes);
+    let want = Bth {
+        timestamps: Some(TS),
+        ext,
+        ..base(opcode, msn, ZERO_LENGTH_MBO, 0, icrc)
+    };
+    check(&bytes, want);
+    assert!(want.icrc_ok(&PAD), "ICRC covers the pad byte");
+    assert!(!want.icrc_ok(&[]), "the pad byte is part of the ICRC");
+    assert!(BthOption::new_checked(&bytes[..]).unwrap().icrc_ok(&PAD));
+    let i = Inbound::from_bth(&want, &PAD).expect("zero-length form accepted");
+    assert_eq!(
+        (i.class, i.msn, i.offset, i.payload, i.last, i.end()),
+        (MsgClass::of(opcode).unwrap(), msn, 0, &[][..], true, 0),
+        "nothing to place: a message of 0 bytes"
+    );
+    assert_eq!((i.imm, i.reth), (ext.immediate(), ext.reth()));
+}
+
+#[test]
+fn len28_zero_length_send_only_with_immediate() {
+    check_zero_length(
+        "FE1CEFAB 04 05 0009 FFFFFF00 9B538B95 01020304 05060708 CAFEBABE",
+        Opcode::SendOnlyWithImmediate,
+        9,
+        0x9B53_8B95,
+        Extension::Immediate(0xCAFE_BABE),
+    );
+}
+
+#[test]
+fn len40_zero_length_rdma_write_only_with_immediate() {
+    // The address is the WRITE's target (offset 0 in the message): nothing is written there.
+    check_zero_length(
+        "FE28EFAB 04 0B 0002 FFFFFF00 3EB724A9 01020304 05060708 \
+         00000011 00007F0000001000 99AABBCC",
+        Opcode::RdmaWriteOnlyWithImmediate,
+        2,
+        0x3EB7_24A9,
+        Extension::RethImmediate(
+            Reth {
+                rkey: 0x11,
+                addr: 0x7F00_0000_1000,
+            },
+            0x99AA_BBCC,
+        ),
+    );
+}
+
+#[test]
+fn zero_length_form_refused_outside_send_and_write_only() {
+    // Only SEND and RDMA WRITE *_ONLY (with or without immediate) have a zero-length form: a
+    // zero-length message is one segment, and a READ is never empty.
+    let mut refused = 0;
+    for &op in Opcode::ALL {
+        if MsgClass::of(op).is_none() {
+            continue;
+        }
+        let mut b = base(op, 4, ZERO_LENGTH_MBO, 0, 0);
+        b.ext = match op.extension() {
+            ExtensionKind::None => Extension::None,
+            ExtensionKind::Immediate => Extension::Immediate(1),
+            ExtensionKind::Reth => Extension::Reth(Reth { rkey: 1, addr: 2 }),
+            ExtensionKind::RethImmediate => Extension::RethImmediate(Reth { rkey: 1, addr: 2 }, 1),
+        };
+        let allowed = matches!(
+            op,
+            Opcode::SendOnly
+                | Opcode::SendOnlyWithImmediate
+                | Opcode::RdmaWriteOnly
+                | Opcode::RdmaWriteOnlyWithImmediate
+        );
+        let got = Inbound::from_bth(&b, &PAD);
+        if allowed {
+            let i = got.unwrap_or_else(|e| panic!("{op}: {e}"));
+            assert_eq!((i.payload.len(), i.end(), i.last), (0, 0, true), "{op}");
+        } else {
+            assert_eq!(
+                got,
+                Err(InboundError::BadZeroLength { opcode: op, pad: 1 }),
+                "{op}"
+            );
+            refused += 1;
+        }
+        // Exactly one pad byte: none, or two, is not the zero-length form.
+        for pad in [&[][..], &[0, 0][..]] {
+            assert_eq!(
+                Inbound::from_bth(&b, pad),
+                Err(InboundError::BadZeroLength {
+                    opcode: op,
+                    pad: pad.len()
+                }),
+                "{op} with {} pad bytes",
+                pad.len()
+            );
+        }
+    }
+    assert_eq!(
+        refused, 13,
+        "SEND and WRITE FIRST/MIDDLE/LAST(_WITH_IMMEDIATE), all READ opcodes"
+    );
 }

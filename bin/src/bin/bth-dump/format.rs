@@ -5,7 +5,7 @@ use bth_capture::{Checksum, Decoded, Marks, MessageInfo, MessageKey, Outcome, Se
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
-use tcp_bth::wire::{Bth, Extension, MsgClass, Opcode, TcpFlags};
+use tcp_bth::wire::{Bth, Extension, MsgClass, Nak, NakCode, Opcode, TcpFlags};
 
 /// `seconds.nanoseconds`.
 pub fn time(ts: Duration) -> String {
@@ -44,22 +44,50 @@ pub fn class_name(c: MsgClass) -> &'static str {
     }
 }
 
+/// Short name of a NAK code, as printed and in JSON.
+pub fn nak_name(code: NakCode) -> String {
+    match code {
+        NakCode::InvalidRequest => "invalid-request".into(),
+        NakCode::RemoteAccess => "remote-access-error".into(),
+        NakCode::RemoteOperational => "remote-operational-error".into(),
+        other => format!("nak-{:#04x}", other.syndrome()),
+    }
+}
+
 /// The BTH fields in one line, as their meaning depends on the opcode and the R flag.
-pub fn bth_fields(b: &Bth) -> String {
-    let mut s = b.opcode.to_string();
+/// `zero_length`: the segment is the one pad byte of a zero-length message (see
+/// [`bth_capture::is_zero_length`]), whose offset field is a marker, not an offset.
+pub fn bth_fields(b: &Bth, zero_length: bool) -> String {
+    let mut s = String::new();
     match b.opcode {
         Opcode::Hello => {
-            let _ = write!(s, " first-msn {} max-msg {}", b.msn, b.mbo);
+            let _ = write!(s, "{} first-msn {} max-msg {}", b.opcode, b.msn, b.mbo);
         }
         _ if b.rtr => {
             // From a data receiver: MSN is the SEND credit, the offset field a grant.
-            let _ = write!(s, " credit-msn {} grant {}x4KiB", b.msn, b.mbo);
+            let _ = write!(s, "{} credit-msn {} grant {}x4KiB", b.opcode, b.msn, b.mbo);
         }
-        Opcode::Acknowledge => {
-            let _ = write!(s, " msn {}", b.msn);
+        Opcode::Acknowledge => match Nak::from_bth(b) {
+            Some(n) => {
+                let _ = write!(s, "NAK {} for {} msn {}", nak_name(n.code), n.opcode, n.msn);
+            }
+            None if b.mbo == 0 && b.seg == 0 => {
+                let _ = write!(s, "ack completed-msn {}", b.msn);
+            }
+            // Not a form this version defines: show the raw fields.
+            None => {
+                let _ = write!(
+                    s,
+                    "{} msn {} off {} syndrome {:#04x}",
+                    b.opcode, b.msn, b.mbo, b.seg
+                );
+            }
+        },
+        _ if zero_length => {
+            let _ = write!(s, "{} zero-length msn {} (1 pad byte)", b.opcode, b.msn);
         }
         _ => {
-            let _ = write!(s, " msn {} off {} seg {}", b.msn, b.mbo, b.seg);
+            let _ = write!(s, "{} msn {} off {} seg {}", b.opcode, b.msn, b.mbo, b.seg);
         }
     }
     let mut fl = String::new();
@@ -138,7 +166,8 @@ pub fn line(d: &Decoded, m: Marks, t0: Duration) -> String {
         seg.payload_len
     );
     if let Some(b) = seg.bth() {
-        let _ = write!(s, " | {}", bth_fields(b));
+        let zero_length = seg.data.is_some_and(|d| d.zero_length);
+        let _ = write!(s, " | {}", bth_fields(b, zero_length));
         match seg.icrc_ok {
             Some(true) => s.push_str(" icrc ok"),
             Some(false) => s.push_str(" ICRC BAD"),
@@ -244,6 +273,14 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
             .raw("r", b.rtr)
             .raw("a", b.rtr_ack)
             .raw("icrc", b.icrc);
+        if b.opcode == Opcode::Acknowledge && !b.rtr {
+            // The low byte of an ACKNOWLEDGE's mbo_seg: 0 = ACK, 0x61-0x63 = NAK.
+            o.raw("syndrome", b.seg);
+            if let Some(n) = Nak::from_bth(b) {
+                o.str("nak", &nak_name(n.code))
+                    .str("nak_opcode", &n.opcode.to_string());
+            }
+        }
         if let Some(ts) = b.timestamps {
             o.raw("tsval", ts.tsval).raw("tsecr", ts.tsecr);
         }
@@ -258,7 +295,8 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
         }
     }
     if let Some(data) = seg.data {
-        o.str("class", class_name(data.class));
+        o.str("class", class_name(data.class))
+            .raw("zero_length", data.zero_length);
         if let Some(r) = data.read_request {
             o.raw("read_rkey", r.rkey)
                 .raw("read_addr", r.addr)
@@ -510,6 +548,116 @@ mod tests {
             m.contains(" send          0      1         5         5"),
             "{m}"
         );
+    }
+
+    /// A capture of: a zero-length SEND_ONLY_WITH_IMMEDIATE (one pad byte), an R=0 pure ACK,
+    /// an R=1 credit update and a NAK on an RST, decoded.
+    fn special_forms() -> Vec<(Decoded, Marks)> {
+        let ts = Some(Timestamps { tsval: 1, tsecr: 2 });
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        let mut zl = Bth::new(Opcode::SendOnlyWithImmediate);
+        zl.msn = 9;
+        zl.mbo = tcp_bth::wire::ZERO_LENGTH_MBO;
+        zl.timestamps = ts;
+        zl.ext = Extension::Immediate(0x77);
+        let mut ack = Bth::new(Opcode::Acknowledge);
+        ack.msn = 5;
+        ack.timestamps = ts;
+        let credit = Bth {
+            rtr: true,
+            msn: 6,
+            mbo: 16,
+            ..ack
+        };
+        let mut nak = tcp_bth::wire::Nak {
+            code: NakCode::RemoteAccess,
+            opcode: Opcode::RdmaWriteFirst,
+            msn: 3,
+        }
+        .to_bth();
+        nak.timestamps = ts;
+        let mut rst = seg(102, nak, &[]);
+        rst[13] = TcpFlags::RST.0;
+        fix_checksum(&mut rst);
+        for (i, s) in [
+            seg(100, zl, &[0]),
+            seg(101, ack, &[]),
+            seg(101, credit, &[]),
+            rst,
+        ]
+        .iter()
+        .enumerate()
+        {
+            w.write_tcp(Duration::from_micros(i as u64), IP, s).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let a = analyze(CaptureReader::new(&bytes[..]).unwrap()).unwrap();
+        assert!(a.error.is_none());
+        assert_eq!(a.summary.malformed, 0);
+        a.records
+    }
+
+    fn fix_checksum(s: &mut [u8]) {
+        if let Err(tcp_bth::wire::SegmentError::Checksum { expected, .. }) =
+            TcpRepr::parse(s, Some(IP))
+        {
+            s[16..18].copy_from_slice(&expected.to_be_bytes());
+        }
+    }
+
+    #[test]
+    fn lines_name_zero_length_ack_credit_and_nak() {
+        let r = special_forms();
+        let want = [
+            "len 1 | SEND_ONLY_WITH_IMMEDIATE zero-length msn 9 (1 pad byte) imm 0x77 icrc ok",
+            "len 0 | ack completed-msn 5 icrc ok",
+            "len 0 | ACKNOWLEDGE credit-msn 6 grant 16x4KiB R icrc ok",
+            "len 0 | NAK remote-access-error for RDMA_WRITE_FIRST msn 3 icrc ok",
+        ];
+        for ((d, m), want) in r.iter().zip(want) {
+            let l = line(d, *m, Duration::ZERO);
+            assert!(l.ends_with(want), "{l}");
+        }
+        assert!(line(&r[3].0, r[3].1, Duration::ZERO).contains(" [R] seq 102 "));
+    }
+
+    #[test]
+    fn json_has_syndrome_nak_and_zero_length() {
+        let r = special_forms();
+        let j: Vec<String> = r.iter().map(|(d, m)| json_record(d, *m)).collect();
+        // (record, text it contains, or with '!' in front, must not contain)
+        for (i, want) in [
+            (0, "\"offset\":16777215,\"seg\":0,"),
+            (0, "\"class\":\"send\",\"zero_length\":true"),
+            (1, "\"syndrome\":0,"),
+            (1, "!nak"),
+            (2, "!syndrome"),
+            (
+                3,
+                "\"syndrome\":98,\"nak\":\"remote-access-error\",\"nak_opcode\":\"RDMA_WRITE_FIRST\"",
+            ),
+        ] {
+            match want.strip_prefix('!') {
+                Some(absent) => assert!(!j[i].contains(absent), "{}", j[i]),
+                None => assert!(j[i].contains(want), "{}", j[i]),
+            }
+        }
+    }
+
+    #[test]
+    fn zero_length_message_in_the_table() {
+        let r = special_forms();
+        let mut an = bth_capture::Analyzer::new();
+        for (d, _) in &r {
+            an.add(d);
+        }
+        let m = messages_text(an.messages());
+        assert!(
+            m.contains(" send          9      1         0         0  imm 0x77"),
+            "{m}"
+        );
+        assert!(summary_text(an.summary(), an.messages())
+            .contains("  messages               1 (send 1)\n"));
     }
 
     #[test]

@@ -13,10 +13,16 @@ use std::time::Duration;
 const COUNTS: &str = "\
 Each line: frame number, time, source > destination, TCP flags (S F R P U E W, `.` = ACK), seq,
 ack, window (unscaled), payload length, then after `|` the BTH: opcode, and for data `msn`,
-`off` (byte offset in the message), `seg` (segment index); for the SYN hello `first-msn` and
-`max-msg`; on segments with R set `credit-msn` and `grant` (4 KiB units); then the flags M, R,
-A, the immediate, rkey and remote address when present, and `icrc ok` / `ICRC BAD`. A line
-ends with [out-of-order] or [retransmission] and with any error found.
+`off` (byte offset in the message), `seg` (segment index); for the one segment of a zero-length
+message `zero-length msn N (1 pad byte)` (offset field 0xFFFFFF, the payload byte is padding);
+for the SYN hello `first-msn` and `max-msg`; on segments with R set `credit-msn` and `grant`
+(4 KiB units); an ACKNOWLEDGE with R clear shows as `ack completed-msn N` (newest SEND
+completed in order) or, on the RST that ends a connection, as `NAK <code> for <opcode> msn N`
+(code invalid-request, remote-access-error or remote-operational-error; the opcode and MSN name
+the failed message); then the flags M, R, A, the immediate, rkey and remote address when
+present, and `icrc ok` / `ICRC BAD`. A line ends with [out-of-order] or [retransmission] and
+with any error found. JSON records carry the same as fields: `syndrome` (ACKNOWLEDGE with R
+clear: 0 = ACK, 0x61-0x63 = NAK), `nak` and `nak_opcode`, and `zero_length` on data segments.
 
 Definitions used in the summary:
   packets            packet records in the file
@@ -25,7 +31,8 @@ Definitions used in the summary:
   data segments      BTH segments with payload whose opcode belongs to a message: SEND_*,
                      RDMA_WRITE_*, RDMA_READ_REQUEST, RDMA_READ_RESPONSE_*
   messages           distinct (direction, class, MSN) among data segments; the class is the
-                     MSN counter (send, write, read request, read response; see docs/design.md)
+                     MSN counter (send, write, read request, read response; see docs/design.md).
+                     A zero-length message counts, with 0 bytes (its pad byte is not data)
   out-of-order       a segment with payload whose TCP sequence number is below the highest
                      sequence number + length already seen in the same direction, i.e. it
                      comes after data that follows it in the stream. In a capture taken at the
