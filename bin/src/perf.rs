@@ -16,6 +16,11 @@
 //! whole target region byte for byte. With `verify` every message has its own offset
 //! (`i * size`), so the check proves that each message landed, complete and unchanged, at its
 //! own place; without it the WRITEs cycle through `depth` slots like the other operations.
+//!
+//! Size 0 is allowed for [`PerfOp::Send`] and [`PerfOp::WriteImm`] only: zero-length SEND and
+//! RDMA WRITE with immediate, the completion signal of collective libraries, carry nothing but
+//! their immediate. With `verify` the server checks every message's immediate (its index,
+//! arriving in order within its class) and length, so a zero-length run is verified too.
 
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, WcStatus};
@@ -155,6 +160,20 @@ pub enum PerfError {
     /// The done message counted a different number of WRITEs than the run has.
     #[error("the client reports {got} WRITEs done, {want} expected")]
     DoneCount { got: u64, want: u64 },
+    /// Size 0 was asked for an operation that moves bytes (only SEND and WRITE with immediate
+    /// have a zero-length form worth measuring).
+    #[error(
+        "size 0 is for send and write-imm only (zero-length SEND / WRITE with immediate); \
+         {op} needs at least 1 byte"
+    )]
+    ZeroSize { op: PerfOp },
+    /// A message arrived with another immediate than the next one expected in its class
+    /// (`verify`: message `i` carries `i`, and a class completes in order).
+    #[error("immediate {got:?} arrived where message {want} was expected")]
+    UnexpectedImmediate { got: Option<u32>, want: u64 },
+    /// Message `msg` arrived with another length than the run's size (`verify`).
+    #[error("message {msg} is {got} bytes long, {want} expected")]
+    LengthDiffers { msg: u64, got: u32, want: u32 },
     /// A verified plain WRITE run needs a target of `count * size` bytes; this one is too big.
     #[error(
         "a verified plain WRITE run needs count * size = {bytes} bytes of target region, \
@@ -206,8 +225,11 @@ impl PerfConfig {
         })
     }
 
-    /// Whether the server can set this run up; the server refuses it (and aborts) otherwise.
+    /// Whether this run can be set up; client and server refuse it (and abort) otherwise.
     pub fn validate(&self) -> Result<(), PerfError> {
+        if self.size == 0 && !matches!(self.op, PerfOp::Send | PerfOp::WriteImm) {
+            return Err(PerfError::ZeroSize { op: self.op });
+        }
         self.write_region_len().map(|_| ())
     }
 
@@ -240,13 +262,27 @@ enum MsgOp {
     Read,
 }
 
+/// The operations of [`PerfOp::Mixed`], in turn.
+const MIXED: [MsgOp; 3] = [MsgOp::Send, MsgOp::WriteImm, MsgOp::Read];
+
 fn op_of(cfg: &PerfConfig, i: u64) -> MsgOp {
     match cfg.op {
         PerfOp::Send | PerfOp::SendRecv => MsgOp::Send,
         PerfOp::Write => MsgOp::Write,
         PerfOp::WriteImm => MsgOp::WriteImm,
         PerfOp::Read => MsgOp::Read,
-        PerfOp::Mixed => [MsgOp::Send, MsgOp::WriteImm, MsgOp::Read][(i % 3) as usize],
+        PerfOp::Mixed => MIXED[(i % 3) as usize],
+    }
+}
+
+/// Index of the `n`-th message (from 0) that is an `op`: where it stands among all messages.
+fn nth_of(cfg: &PerfConfig, op: MsgOp, n: u64) -> u64 {
+    match cfg.op {
+        PerfOp::Mixed => {
+            let turn = MIXED.iter().position(|&m| m == op).expect("a mixed op") as u64;
+            3 * n + turn
+        }
+        _ => n,
     }
 }
 
@@ -399,6 +435,11 @@ impl Client {
             }
         }
         if !self.hello_posted {
+            if let Err(e) = self.cfg.validate() {
+                self.report.errors.push(e);
+                c.abort();
+                return true;
+            }
             self.hello_posted = c.post_recv(u64::MAX, vec![0u8; HELLO_LEN]).is_ok();
         }
         while let Some(comp) = c.poll_completion() {
@@ -612,6 +653,9 @@ pub struct Server {
     recv_done: u64,
     /// Request/response: replies owed, sent on the next turn (see [`Server::step`]).
     replies: Vec<u64>,
+    /// Messages completed so far of each class (SEND, WRITE with immediate), for the order
+    /// check of `verify`.
+    seen: [u64; 2],
     pub report: PerfReport,
 }
 
@@ -626,6 +670,7 @@ impl Server {
             posted: 0,
             recv_done: 0,
             replies: Vec::new(),
+            seen: [0; 2],
             report: PerfReport::default(),
         }
     }
@@ -761,6 +806,7 @@ impl Server {
     }
 
     fn set_up(&mut self, c: &mut Connection) -> Result<(), PerfError> {
+        self.cfg.validate()?;
         let target = self.cfg.write_region_len()?;
         let span = self.cfg.size as usize * self.cfg.depth;
         let w = c
@@ -770,7 +816,8 @@ impl Server {
             )
             .map_err(|e| PerfError::Register(e.kind))?;
         let mut src = vec![0u8; span];
-        if self.cfg.verify {
+        // Empty with size 0 (zero-length runs read nothing).
+        if self.cfg.verify && span > 0 {
             for (slot, chunk) in src.chunks_mut(self.cfg.size as usize).enumerate() {
                 fill(self.cfg.seed ^ 0x5EED, slot as u64, chunk);
             }
@@ -819,7 +866,7 @@ impl Server {
         if self.cfg.op == PerfOp::SendRecv {
             self.replies.push(i);
         }
-        if !self.cfg.verify {
+        if !self.cfg.verify || !self.in_order(&comp, i) {
             return;
         }
         let want = payload(&self.cfg, i);
@@ -839,6 +886,33 @@ impl Server {
                 .errors
                 .push(PerfError::MessageDiffers { msg: i });
         }
+    }
+
+    /// `verify`: message `i` (the immediate) is the next one of its class, with the run's size.
+    /// Records the error and returns false otherwise.
+    fn in_order(&mut self, comp: &Completion, i: u64) -> bool {
+        let (class, op) = match comp.op {
+            WcOp::Recv => (0, MsgOp::Send),
+            _ => (1, MsgOp::WriteImm),
+        };
+        let want = nth_of(&self.cfg, op, self.seen[class]);
+        self.seen[class] += 1;
+        if comp.imm != Some(want as u32) {
+            let got = comp.imm;
+            self.report
+                .errors
+                .push(PerfError::UnexpectedImmediate { got, want });
+            return false;
+        }
+        if comp.byte_len != self.cfg.size {
+            self.report.errors.push(PerfError::LengthDiffers {
+                msg: i,
+                got: comp.byte_len,
+                want: self.cfg.size,
+            });
+            return false;
+        }
+        true
     }
 
     /// The client's done message of a plain WRITE run: every WRITE has been placed. Count the

@@ -115,13 +115,70 @@ fn check_mode(c: &Connection, cfg: &PerfConfig, side: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Run one perf exchange between our stack in A (server, port 4791) and B (client); `limit`
-/// bounds each side's run.
-pub fn run_pair(ns: &TwoNs, cfg: &PerfConfig, limit: Duration) -> io::Result<PairRun> {
+/// An application on one side of a [`run_apps`] run: called once per driver turn with the
+/// connection and the driver's time (post work, poll completions there); true when it is done.
+pub trait App: Send + 'static {
+    fn step(&mut self, c: &mut Connection, now: Duration) -> bool;
+}
+
+impl App for Client {
+    fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
+        Client::step(self, c, now)
+    }
+}
+
+impl App for Server {
+    fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
+        Server::step(self, c, now)
+    }
+}
+
+/// One side of a [`run_apps`] run, once its app is done.
+pub struct Side<A> {
+    pub app: A,
+    /// The connection as the driver left it (closed or failed, or still open if the app
+    /// stopped early): completions not yet polled are still in it.
+    pub conn: Connection,
+    /// user + system CPU of the side's thread while it drove the connection.
+    pub cpu: Duration,
+}
+
+/// The server's connection: it listens on port 4791 in namespace A.
+pub fn server_config(bth: bool) -> Config {
+    Config {
+        local_port: 4791,
+        bth,
+        ..Config::default()
+    }
+}
+
+/// The client's connection: from B's stack address to the server's.
+pub fn client_config(bth: bool) -> Config {
+    Config {
+        local_port: 40001,
+        remote_port: 4791,
+        bth,
+        ip: IpPair::V4 {
+            src: topology::B_STACK.octets(),
+            dst: topology::A_STACK.octets(),
+        },
+        ..Config::default()
+    }
+}
+
+/// Run `server` on our stack in A (listening with `server_cfg`) and `client` in B (connecting
+/// with `client_cfg`), one thread, TUN device and io_uring driver each; `limit` bounds each
+/// side's run. The client starts once the server's driver is up.
+pub fn run_apps<S: App, C: App>(
+    ns: &TwoNs,
+    (server_cfg, server): (Config, S),
+    (client_cfg, client): (Config, C),
+    limit: Duration,
+) -> io::Result<(Side<S>, Side<C>)> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let server = {
-        let (name, cfg) = (ns.a.clone(), cfg.clone());
-        std::thread::spawn(move || -> io::Result<SideRun> {
+        let name = ns.a.clone();
+        std::thread::spawn(move || -> io::Result<Side<S>> {
             let set_up = stack_tun(&name, true).and_then(|tun| Driver::new(tun, topology::A_STACK));
             let mut d = match set_up {
                 Ok(d) => {
@@ -133,21 +190,7 @@ pub fn run_pair(ns: &TwoNs, cfg: &PerfConfig, limit: Duration) -> io::Result<Pai
                     return Err(e);
                 }
             };
-            let conn_cfg = Config {
-                local_port: 4791,
-                bth: !cfg.plain,
-                ..Config::default()
-            };
-            let mut s = Server::new(cfg.clone());
-            let mut w = Watch::new();
-            let cpu0 = thread_cpu();
-            let c = d.run(Endpoint::Listen(conn_cfg), limit, |c, now| {
-                w.turn(c, now);
-                s.step(c, now)
-            })?;
-            let cpu = thread_cpu() - cpu0;
-            check_mode(&c, &cfg, "server")?;
-            Ok(w.finish(s.report, &c, cpu))
+            drive(&mut d, Endpoint::Listen(server_cfg), server, limit)
         })
     };
     ready_rx
@@ -155,30 +198,11 @@ pub fn run_pair(ns: &TwoNs, cfg: &PerfConfig, limit: Duration) -> io::Result<Pai
         .map_err(|_| io::Error::other("server thread died"))?
         .map_err(io::Error::other)?;
     let client = {
-        let (name, cfg) = (ns.b.clone(), cfg.clone());
-        std::thread::spawn(move || -> io::Result<SideRun> {
+        let name = ns.b.clone();
+        std::thread::spawn(move || -> io::Result<Side<C>> {
             let tun = stack_tun(&name, false)?;
             let mut d = Driver::new(tun, topology::B_STACK)?;
-            let conn_cfg = Config {
-                local_port: 40001,
-                remote_port: 4791,
-                bth: !cfg.plain,
-                ip: IpPair::V4 {
-                    src: topology::B_STACK.octets(),
-                    dst: topology::A_STACK.octets(),
-                },
-                ..Config::default()
-            };
-            let mut cl = Client::new(cfg.clone());
-            let mut w = Watch::new();
-            let cpu0 = thread_cpu();
-            let c = d.run(Endpoint::Connect(conn_cfg), limit, |c, now| {
-                w.turn(c, now);
-                cl.step(c, now)
-            })?;
-            let cpu = thread_cpu() - cpu0;
-            check_mode(&c, &cfg, "client")?;
-            Ok(w.finish(cl.report, &c, cpu))
+            drive(&mut d, Endpoint::Connect(client_cfg), client, limit)
         })
     };
     let c = client
@@ -187,8 +211,62 @@ pub fn run_pair(ns: &TwoNs, cfg: &PerfConfig, limit: Duration) -> io::Result<Pai
     let s = server
         .join()
         .map_err(|_| io::Error::other("server thread panicked"))?;
+    Ok((s?, c?))
+}
+
+fn drive<A: App>(
+    d: &mut Driver,
+    endpoint: Endpoint,
+    mut app: A,
+    limit: Duration,
+) -> io::Result<Side<A>> {
+    let cpu0 = thread_cpu();
+    let conn = d.run(endpoint, limit, |c, now| app.step(c, now))?;
+    let cpu = thread_cpu() - cpu0;
+    Ok(Side { app, conn, cpu })
+}
+
+/// A perf app with the bookkeeping of [`Watch`] around each turn.
+struct Watched<A> {
+    app: A,
+    watch: Watch,
+}
+
+impl<A> Watched<A> {
+    fn new(app: A) -> Watched<A> {
+        Watched {
+            app,
+            watch: Watch::new(),
+        }
+    }
+}
+
+impl<A: App> App for Watched<A> {
+    fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
+        self.watch.turn(c, now);
+        self.app.step(c, now)
+    }
+}
+
+/// Run one perf exchange between our stack in A (server, port 4791) and B (client); `limit`
+/// bounds each side's run.
+pub fn run_pair(ns: &TwoNs, cfg: &PerfConfig, limit: Duration) -> io::Result<PairRun> {
+    let (s, c) = run_apps(
+        ns,
+        (
+            server_config(!cfg.plain),
+            Watched::new(Server::new(cfg.clone())),
+        ),
+        (
+            client_config(!cfg.plain),
+            Watched::new(Client::new(cfg.clone())),
+        ),
+        limit,
+    )?;
+    check_mode(&s.conn, cfg, "server")?;
+    check_mode(&c.conn, cfg, "client")?;
     Ok(PairRun {
-        client: c?,
-        server: s?,
+        client: c.app.watch.finish(c.app.app.report, &c.conn, c.cpu),
+        server: s.app.watch.finish(s.app.app.report, &s.conn, s.cpu),
     })
 }

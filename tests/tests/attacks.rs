@@ -3,10 +3,8 @@
 //! sends, `Listener` half-open expiry, and ISN unpredictability. See docs/reliability.md. (The SYN
 //! flood against the `Listener` is in syn_flood_memory.rs: it measures RSS, so it runs alone.)
 
-use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, MrHandle, WcStatus};
 use bth_tests::*;
-use bytes::Bytes;
 use std::time::Duration;
 use tcp_bth::wire::{
     Bth, Extension, IpPair, MsgClass, NakCode, Opcode, Reth, SackBlock, TcpFlags, TcpOptions,
@@ -34,26 +32,6 @@ fn bth_pair(seed: u64) -> Pair {
 
 fn completions(c: &mut Connection) -> Vec<Completion> {
     std::iter::from_fn(|| c.poll_completion()).collect()
-}
-
-fn write_wr(wr_id: u64, rkey: u32, addr: u64, data: &[u8], imm: Option<u32>) -> WorkRequest {
-    WorkRequest {
-        wr_id,
-        op: WrOp::RdmaWrite {
-            rkey,
-            remote_addr: addr,
-            imm,
-        },
-        sg_list: vec![Bytes::copy_from_slice(data)],
-    }
-}
-
-fn send_wr(wr_id: u64, data: &[u8]) -> WorkRequest {
-    WorkRequest {
-        wr_id,
-        op: WrOp::Send { imm: None },
-        sg_list: vec![Bytes::copy_from_slice(data)],
-    }
 }
 
 /// B's memory for the access tests: a writable region, a read-only canary, a posted receive.
@@ -84,7 +62,7 @@ fn setup(seed: u64) -> Setup {
     }
     let first_msg = pattern(seed, 5000);
     let first_write = pattern(seed + 1, 10_000);
-    p.a.post_send(send_wr(1, &first_msg)).unwrap();
+    p.a.post_send(send_wr(1, &first_msg, None)).unwrap();
     p.a.post_send(write_wr(2, good.rkey, good.addr, &first_write, Some(77)))
         .unwrap();
     let mut got = Vec::new();
@@ -173,7 +151,7 @@ fn write_with_wrong_rkey_is_a_remote_access_error() {
         .post_send(write_wr(3, bad_rkey, s.good.addr + 20_000, &data, None))
         .unwrap();
     // A SEND behind it must not land either.
-    s.p.a.post_send(send_wr(4, &data)).unwrap();
+    s.p.a.post_send(send_wr(4, &data, None)).unwrap();
     assert_access_error(&mut s, 3);
     let _ = (&s.first_msg, s.canary);
 }
@@ -548,7 +526,7 @@ fn blind_syn_with_any_sequence_number_never_resets() {
         p.now = now;
         if bth {
             p.b().post_recv(1, vec![0u8; 100]).unwrap();
-            p.a.post_send(send_wr(1, &[7u8; 100])).unwrap();
+            p.a.post_send(send_wr(1, &[7u8; 100], None)).unwrap();
             assert!(p.run_until(5 * SEC, |p| p.b().poll_completion().is_some()));
         }
     }

@@ -4,11 +4,10 @@
 //! immediate: the server checks its whole target region when the client says it is done),
 //! every byte verified.
 
-use bth_tests::tunpair::run_perf;
+use bth_tests::tunpair::{impaired_link, run_perf};
 use bth_tools::perf::{PerfConfig, PerfOp, PerfReport, MAX_VERIFIED_WRITE_REGION};
 use bth_tools::topology::TwoNs;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 use tcp_bth_io::sim::LinkConfig;
 
 static N: AtomicU32 = AtomicU32::new(0);
@@ -100,17 +99,6 @@ fn bth_between_namespaces_over_veth() {
     let (c, s, _) = run(PerfOp::Mixed, None, total);
     check(&c, &s, total);
     println!("veth: {}", rate(&c));
-}
-
-/// 20 µs each way, 0.5% loss, 5% reordering (up to 100 µs), 0.1% duplication.
-fn impaired_link() -> LinkConfig {
-    LinkConfig::default()
-        .with_delay(Duration::from_micros(20))
-        .with_bandwidth_bps(0)
-        .with_loss(0.005)
-        .with_reorder(0.05, Duration::from_micros(100))
-        .with_duplicate(0.001)
-        .with_seed(9)
 }
 
 fn bth_between_namespaces_through_the_impairment_relay() {

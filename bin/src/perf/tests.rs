@@ -236,4 +236,87 @@ fn a_lost_last_ack_is_answered_from_time_wait() {
     assert!(sv.report.errors.is_empty(), "{:?}", sv.report.errors);
     assert_eq!(w.b.state(), tcp_bth::State::Closed);
     assert!(w.b.error().is_none(), "{:?}", w.b.error());
+
+/// Zero-length SEND and WRITE with immediate (`size: 0`), through loss and reordering: every
+/// message arrives, in order, with its immediate and length 0, and is counted as verified.
+#[test]
+fn zero_length_send_and_write_imm_are_verified_through_loss_and_reordering() {
+    const N: u64 = 2000;
+    for op in [PerfOp::Send, PerfOp::WriteImm] {
+        let mut c = cfg(op);
+        c.size = 0;
+        c.count = N;
+        c.depth = 16;
+        let (cr, sr, link) = run_sim_stats(c.clone(), c, lossy_link());
+        assert!(link.dropped() > 0 && link.reordered > 0, "{op}: {link:?}");
+        assert!(cr.errors.is_empty(), "{op}: client errors {:?}", cr.errors);
+        assert!(sr.errors.is_empty(), "{op}: server errors {:?}", sr.errors);
+        assert_eq!((cr.messages, cr.bytes), (N, 0), "{op}");
+        assert_eq!((sr.messages, sr.bytes, sr.verified), (N, 0, N), "{op}");
+        let order: Vec<u64> = sr.arrived.iter().map(|a| a.0).collect();
+        assert_eq!(order, (0..N).collect::<Vec<_>>(), "{op}");
+    }
+}
+
+#[test]
+fn size_zero_is_refused_for_operations_that_move_bytes() {
+    for op in PerfOp::ALL {
+        let mut c = cfg(op);
+        c.size = 0;
+        match op {
+            PerfOp::Send | PerfOp::WriteImm => assert_eq!(c.validate(), Ok(()), "{op}"),
+            _ => {
+                let e = c.validate().unwrap_err();
+                assert_eq!(e, PerfError::ZeroSize { op }, "{op}");
+                assert!(e.to_string().contains("send and write-imm only"), "{e}");
+            }
+        }
+    }
+    // Both apps refuse the run at set-up, so neither posts anything.
+    let mut c = cfg(PerfOp::Read);
+    c.size = 0;
+    let (cr, sr) = run_sim(c.clone(), c, LinkConfig::default());
+    let zero = PerfError::ZeroSize { op: PerfOp::Read };
+    assert_eq!(cr.errors.first(), Some(&zero), "{:?}", cr.errors);
+    assert_eq!(sr.errors.first(), Some(&zero), "{:?}", sr.errors);
+    assert_eq!(cr.messages + sr.messages, 0);
+}
+
+/// `verify` checks each message's immediate (its index, in order within its class) and length.
+#[test]
+fn verify_checks_immediates_and_lengths() {
+    let mut c = cfg(PerfOp::Mixed);
+    c.size = 0;
+    let mut s = Server::new(c.clone());
+    let conn = Connection::connect(pair_configs(1).0, Duration::ZERO);
+    let recv = |imm: u32, byte_len: u32| Completion {
+        wr_id: 0,
+        class: tcp_bth::wire::MsgClass::Send,
+        msn: 0,
+        op: WcOp::Recv,
+        byte_len,
+        imm: Some(imm),
+        status: WcStatus::Success,
+        buf: Some(Vec::new()),
+    };
+    // Mixed: SENDs are messages 0, 3, 6, …
+    s.on_completion(&conn, recv(0, 0), Duration::ZERO);
+    s.on_completion(&conn, recv(3, 0), Duration::ZERO);
+    s.on_completion(&conn, recv(9, 0), Duration::ZERO);
+    s.on_completion(&conn, recv(9, 4), Duration::ZERO);
+    assert_eq!(s.report.verified, 2);
+    assert_eq!(
+        s.report.errors,
+        [
+            PerfError::UnexpectedImmediate {
+                got: Some(9),
+                want: 6
+            },
+            PerfError::LengthDiffers {
+                msg: 9,
+                got: 4,
+                want: 0
+            },
+        ]
+    );
 }

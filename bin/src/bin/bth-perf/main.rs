@@ -43,7 +43,8 @@ struct Workload {
     /// mixed (SEND, WRITE with immediate and READ in turn); or sendrecv (request/response).
     #[arg(long, default_value = "send")]
     op: PerfOp,
-    /// Message size in bytes (1..=16777215).
+    /// Message size in bytes (0..=16777215; 0, a zero-length message with immediate, for send
+    /// and write-imm only).
     #[arg(long, default_value_t = 65536)]
     size: u32,
     /// Number of messages.
@@ -85,8 +86,8 @@ struct ServerArgs {
 }
 
 fn perf_config(w: &Workload) -> Result<PerfConfig, String> {
-    if w.size == 0 || w.size > tcp_bth::wire::MAX_MESSAGE_LEN {
-        return Err("--size must be 1..=16777215".into());
+    if w.size > tcp_bth::wire::MAX_MESSAGE_LEN {
+        return Err("--size must be 0..=16777215".into());
     }
     if w.depth == 0 || w.count == 0 {
         return Err("--depth and --count must be positive".into());
