@@ -236,6 +236,7 @@ fn a_lost_last_ack_is_answered_from_time_wait() {
     assert!(sv.report.errors.is_empty(), "{:?}", sv.report.errors);
     assert_eq!(w.b.state(), tcp_bth::State::Closed);
     assert!(w.b.error().is_none(), "{:?}", w.b.error());
+}
 
 /// Zero-length SEND and WRITE with immediate (`size: 0`), through loss and reordering: every
 /// message arrives, in order, with its immediate and length 0, and is counted as verified.
