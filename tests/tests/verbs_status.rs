@@ -302,10 +302,9 @@ fn send_longer_than_the_receive_fails_on_both_sides_through_loss() {
     length_error_through_loss(false);
 }
 
-/// Core bug (see [`a_failing_message_behind_a_hole_flushes_the_messages_before_it`]): with
-/// 2% loss, seed 3 flushes SENDs 7 and 8 on both sides instead of delivering them.
+/// Strict form (see [`a_failing_message_behind_a_hole_leaves_the_messages_before_it_delivered`]):
+/// with 2% loss, seed 3 used to flush SENDs 7 and 8 on both sides instead of delivering them.
 #[test]
-#[ignore = "core bug: the responder fails at an out-of-order segment, flushing earlier messages"]
 fn send_longer_than_the_receive_leaves_earlier_messages_delivered_through_loss() {
     length_error_through_loss(true);
 }
@@ -413,10 +412,9 @@ fn write_with_a_bad_rkey_completes_remote_access_error_through_loss() {
     bad_rkey_write_through_loss(false);
 }
 
-/// Core bug, as for the length error: seed 2 flushes WRITE 5 (posted before the bad one) on
-/// both sides.
+/// Strict form, as for the length error: seed 2 used to flush WRITE 5 (posted before the bad
+/// one) on both sides.
 #[test]
-#[ignore = "core bug: the responder fails at an out-of-order segment, flushing earlier messages"]
 fn write_with_a_bad_rkey_leaves_earlier_writes_delivered_through_loss() {
     bad_rkey_write_through_loss(true);
 }
@@ -474,10 +472,10 @@ fn read_out_of_bounds_completes_remote_access_error_through_loss() {
     bad_read_through_loss(false);
 }
 
-/// Core bug (see [`a_message_behind_the_failing_one_is_not_delivered`]): with 2% loss, seed 11
-/// delivers the SEND posted after the bad READ at B while A completes it `WrFlushError`.
+/// Strict form (see [`a_message_behind_the_failing_one_is_not_delivered`]): with 2% loss, seed
+/// 11 used to deliver the SEND posted after the bad READ at B while A completed it
+/// `WrFlushError`.
 #[test]
-#[ignore = "core bug: on failure, completions held for cross-class order are released as Success"]
 fn read_out_of_bounds_delivers_nothing_posted_after_it_through_loss() {
     bad_read_through_loss(true);
 }
@@ -795,8 +793,9 @@ fn zero_length_immediates_mixed_with_data_through_loss_and_reordering() {
     assert!(dropped > 0 && reordered > 0 && retransmits > 0);
 }
 
-// Core bugs, reduced to one dropped segment on a back-to-back pair (`Wire`). Each test asserts
-// IB RC behaviour and fails today; the lossy tests above marked `strict` hit the same bugs.
+// Two core bugs these tests found, reduced to one dropped segment on a back-to-back pair
+// (`Wire`). Each test asserts IB RC behaviour; both failed before the fix (the refusal waits
+// for the cumulative point in rx_bth.rs; `Connection::fail` flushes what lies beyond a hole).
 
 /// A's data segments (payload not empty), in transmission order, for a filter.
 fn is_data(dir: tcp_bth::pair::Direction, p: &[u8]) -> bool {
@@ -840,18 +839,18 @@ fn wire_to_failure(
     (a, b)
 }
 
-/// Core bug A. SEND 1 (4000 bytes, three segments) fits its receive; SEND 2 (5000 bytes) does
+/// Bug A (fixed). SEND 1 (4000 bytes, three segments) fits its receive; SEND 2 (5000 bytes) does
 /// not. The second segment of SEND 1 is lost once, so SEND 2's first segment arrives behind a
 /// hole. The responder fails there at once (rx_bth.rs `on_bth_data`: `LengthError` →
 /// `fail_with_nak` for any segment, in whatever order it arrives), and SEND 1, whose missing
 /// segment would have been retransmitted, is flushed on both sides. An IB RC responder executes
 /// requests in PSN order: SEND 1 completes successfully on both sides, SEND 2 with the error.
+/// Fixed: the refusal waits until the cumulative point reaches the bad segment.
 /// The same holds for a bad-rkey WRITE or a bad READ request behind a hole
 /// (`PlaceOutcome::AccessError`, `ReadRequested`): the NAK should wait until the stream is
 /// complete up to the failing message.
 #[test]
-#[ignore = "core bug: the responder fails at an out-of-order segment, flushing earlier messages"]
-fn a_failing_message_behind_a_hole_flushes_the_messages_before_it() {
+fn a_failing_message_behind_a_hole_leaves_the_messages_before_it_delivered() {
     let mut w = wire(51);
     w.b.post_recv(10, vec![0u8; 8192]).unwrap();
     w.b.post_recv(11, vec![0u8; 100]).unwrap();
@@ -875,16 +874,16 @@ fn a_failing_message_behind_a_hole_flushes_the_messages_before_it() {
     );
 }
 
-/// Core bug B. A posts a READ past the end of B's region, then a SEND. The READ request's
+/// Bug B (fixed). A posts a READ past the end of B's region, then a SEND. The READ request's
 /// segment is lost once, so the SEND arrives first, is placed whole, and its completion is held
 /// until the cumulative point passes it (cross-class order). The retransmitted READ request
 /// fails the QP, and `Connection::fail` (conn/mod.rs) calls `cq.release_all()`, releasing the
 /// held SEND completion as a success: B delivers a message A completes `WrFlushError`, and one
 /// that follows the refused request in the stream. An IB RC responder never executes a request
 /// behind a NAKed one: B's receive should be flushed. Any failure (length error, bad WRITE) with
-/// a fully placed message of another class beyond a hole does the same.
+/// a fully placed message of another class beyond a hole did the same. Fixed: on failure,
+/// completions still held beyond the cumulative point are flushed.
 #[test]
-#[ignore = "core bug: on failure, completions held for cross-class order are released as Success"]
 fn a_message_behind_the_failing_one_is_not_delivered() {
     let mut w = wire(52);
     let src =

@@ -41,6 +41,11 @@ impl CompletionQueue {
         self.release(u64::MAX);
     }
 
+    /// Take what is still held: messages beyond a hole that the connection will never fill.
+    pub fn take_held(&mut self) -> Vec<Completion> {
+        std::mem::take(&mut self.held).into_values().collect()
+    }
+
     pub fn pop(&mut self) -> Option<Completion> {
         self.ready.pop_front()
     }

@@ -112,6 +112,9 @@ pub struct Stats {
     /// RDMA READ requests whose response could not be framed (longer than the requester
     /// announced it accepts): the QP failed, never a silent drop.
     pub read_responses_refused: u64,
+    /// Segments at or beyond a request we are about to refuse (it waits for the segments
+    /// before it): neither placed nor acknowledged.
+    pub behind_refused_request: u64,
     /// NAKs we sent (each ends the connection: IB RC's fatal responder errors).
     pub naks_sent: u64,
     /// NAKs the peer sent us, each completing one of our work requests with its error.
@@ -357,6 +360,11 @@ impl Connection {
 
     /// Enter the error state: the failed work request (if any) completes with its error,
     /// everything else outstanding with a flush error; all timers stop.
+    ///
+    /// Receive side: completions of messages wholly below the cumulative point leave as they
+    /// are. A message that arrived whole beyond a hole never will be acknowledged, so its
+    /// sender flushes it: here it flushes too (its buffer handed back; a WRITE-with-immediate
+    /// notice is dropped), so both sides agree. Send side: in posting order, READs included.
     fn fail(&mut self, err: ConnectionError) {
         if self.error.is_none() {
             self.error = Some(err.clone());
@@ -371,9 +379,6 @@ impl Connection {
             }),
             _ => None,
         };
-        for c in self.snd.fail(failed) {
-            self.cq.push(c);
-        }
         if let RxPath::Bth(b) = &mut self.rx {
             if let Some(f) = failed.filter(|f| f.class == MsgClass::ReadRequest) {
                 // Our READ's response will never come: it completes with the NAK's status.
@@ -382,8 +387,46 @@ impl Connection {
             b.placement.flush();
             b.drain(&mut self.cq, u64::MAX);
         }
-        self.cq.release_all();
-        self.snd.reads.clear();
+        self.cq.release(self.rcv.nxt);
+        let mut reads = Vec::new();
+        for mut c in self.cq.take_held() {
+            if c.status == WcStatus::Success {
+                if c.op == WcOp::RecvRdmaWithImm {
+                    continue;
+                }
+                c.status = WcStatus::WrFlushError;
+                c.byte_len = 0;
+                c.imm = None;
+            }
+            match c.op {
+                WcOp::RdmaRead => reads.push(c),
+                _ => self.cq.push(c),
+            }
+        }
+        let queued = self.snd.fail(failed);
+        // READs whose request was acknowledged before the failure were posted before anything
+        // still queued: they end first.
+        let still_queued = |msn: u16| {
+            queued
+                .iter()
+                .any(|q| matches!(q, send::QueuedEnd::Read(m) if *m == msn))
+        };
+        let (later, earlier): (Vec<_>, Vec<_>) =
+            reads.into_iter().partition(|c| still_queued(c.msn));
+        for c in earlier {
+            self.cq.push(c);
+        }
+        let mut later = later;
+        for q in queued {
+            match q {
+                send::QueuedEnd::Done(c) => self.cq.push(c),
+                send::QueuedEnd::Read(msn) => {
+                    if let Some(i) = later.iter().position(|c| c.msn == msn) {
+                        self.cq.push(later.remove(i));
+                    }
+                }
+            }
+        }
         self.timers.stop_all();
     }
 

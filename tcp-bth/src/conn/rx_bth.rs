@@ -14,6 +14,18 @@ pub(super) struct BthRx {
     /// its completion waits until the cumulative point passes it, which orders completions
     /// across classes (placement orders them within a class).
     msg_end: HashMap<(MsgClass, u16), u64>,
+    /// A request we must refuse, found beyond a hole. IB RC's responder meets requests in
+    /// order, so everything before the bad one completes: the QP fails (and the NAK goes
+    /// out) only once the cumulative point reaches it. Nothing at or beyond it is taken.
+    refusal: Option<Refusal>,
+}
+
+#[derive(Debug, Clone)]
+struct Refusal {
+    /// Stream offset of the refused segment.
+    at: u64,
+    nak: Nak,
+    err: ConnectionError,
 }
 
 impl BthRx {
@@ -36,6 +48,7 @@ impl BthRx {
         BthRx {
             placement,
             msg_end: HashMap::new(),
+            refusal: None,
         }
     }
 
@@ -76,6 +89,12 @@ impl Connection {
             return;
         }
         let (start, end) = (start.max(0) as u64, end as u64);
+        if rx.refusal.as_ref().is_some_and(|r| start >= r.at) {
+            // At or past a request we will refuse: the QP fails there, so nothing later is
+            // placed or acknowledged (IB: the responder takes nothing after a NAK).
+            self.stats.behind_refused_request += 1;
+            return;
+        }
         let inbound = match Inbound::from_bth(&bth, seg.payload) {
             Ok(i) => i,
             Err(_) => {
@@ -102,7 +121,7 @@ impl Connection {
                 // was written and other messages stay as they are. The requester learns which
                 // work request failed from the NAK.
                 let n = nak(NakCode::RemoteAccess);
-                self.fail_with_nak(n, ConnectionError::RemoteAccess);
+                self.refuse(start, n, ConnectionError::RemoteAccess);
                 return;
             }
             PlaceOutcome::LengthError => {
@@ -110,13 +129,13 @@ impl Connection {
                 // length error, the SEND with a remote invalid request (IB RC). Its bytes are
                 // not acknowledged, so the requester cannot complete it as a success first.
                 let n = nak(NakCode::InvalidRequest);
-                self.fail_with_nak(n, ConnectionError::LocalLength);
+                self.refuse(start, n, ConnectionError::LocalLength);
                 return;
             }
             PlaceOutcome::ReadRequested(req) if !self.answer_read(inbound.msn, req) => {
                 self.stats.read_responses_refused += 1;
                 let n = nak(NakCode::InvalidRequest);
-                self.fail_with_nak(n, ConnectionError::RemoteInvalidRequest);
+                self.refuse(start, n, ConnectionError::RemoteInvalidRequest);
                 return;
             }
             other if !other.accepted() => {
@@ -149,6 +168,29 @@ impl Connection {
             rx.msg_end.retain(|_, e| *e > nxt);
         }
         self.cq.release(self.rcv.nxt);
+        self.refuse_when_reached();
+    }
+
+    /// Refuse the request whose segment starts at stream offset `at`: now, if everything
+    /// before it has arrived; otherwise once it has (the earliest refusal wins).
+    fn refuse(&mut self, at: u64, nak: Nak, err: ConnectionError) {
+        let RxPath::Bth(rx) = &mut self.rx else {
+            return;
+        };
+        if rx.refusal.as_ref().is_none_or(|r| at < r.at) {
+            rx.refusal = Some(Refusal { at, nak, err });
+        }
+        self.refuse_when_reached();
+    }
+
+    fn refuse_when_reached(&mut self) {
+        let RxPath::Bth(rx) = &mut self.rx else {
+            return;
+        };
+        if rx.refusal.as_ref().is_some_and(|r| self.rcv.nxt >= r.at) {
+            let r = rx.refusal.take().expect("checked");
+            self.fail_with_nak(r.nak, r.err);
+        }
     }
 
     /// Queue the response to an RDMA READ from our registered memory (placement already

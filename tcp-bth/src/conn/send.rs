@@ -9,7 +9,6 @@ use crate::rtt::RttEstimator;
 use crate::wire::NakCode;
 use bth_cc::CongestionControl;
 use bth_framer::{Framer, FramerConfig};
-use std::collections::HashMap;
 
 pub(super) struct SendState {
     pub iss: u32,
@@ -34,8 +33,6 @@ pub(super) struct SendState {
     pub credit_news: bool,
     /// Since when the SEND at `nxt` has waited for credit (RNR), if it is waiting.
     pub rnr_since: Option<Duration>,
-    /// READ work requests waiting for their response: wr_id by request MSN.
-    pub reads: HashMap<u16, u64>,
 }
 
 impl SendState {
@@ -62,7 +59,6 @@ impl SendState {
             peer_credit: None,
             credit_news: false,
             rnr_since: None,
-            reads: HashMap::new(),
         }
     }
 
@@ -112,21 +108,32 @@ impl SendState {
             .collect()
     }
 
-    /// The QP failed: every SEND and WRITE still queued completes, `failed` with its own
-    /// status and the rest flushed, in posting order.
-    pub fn fail(&mut self, failed: Option<FailedWr>) -> Vec<Completion> {
+    /// The QP failed: every work request still queued ends, in posting order. A SEND or
+    /// WRITE completes here, `failed` with its own status and the rest flushed; a READ
+    /// request is named by its MSN (its completion is placement's, with the sink).
+    pub fn fail(&mut self, failed: Option<FailedWr>) -> Vec<QueuedEnd> {
         self.framer
             .release(u64::MAX)
             .into_iter()
             .filter_map(|r| {
+                if r.class == MsgClass::ReadRequest {
+                    return Some(QueuedEnd::Read(r.msn));
+                }
                 let status = match failed {
                     Some(f) if f.class == r.class && f.msn == r.msn => f.status,
                     _ => WcStatus::WrFlushError,
                 };
-                requester_completion(r, status)
+                requester_completion(r, status).map(QueuedEnd::Done)
             })
             .collect()
     }
+}
+
+/// How a queued work request ends when the QP fails.
+pub(super) enum QueuedEnd {
+    Done(Completion),
+    /// The READ request with this MSN: its completion comes from placement.
+    Read(u16),
 }
 
 /// The work request whose error ended the QP (the others complete flushed).
