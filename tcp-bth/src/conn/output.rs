@@ -69,14 +69,12 @@ impl Connection {
     fn next_data(&mut self, now: Duration) -> Option<Vec<u8>> {
         let cwnd = self.snd.cc.cwnd();
         let mss = u64::from(self.payload_mss());
-        // 1. A tail loss probe, 2. segments marked lost, in order.
-        let resend = self
-            .snd
-            .tlp_probe
-            .take()
-            .or_else(|| self.snd.rec.next_lost());
+        // 1. A tail loss probe (not held by cwnd), 2. segments marked lost, in order.
+        let probe = self.snd.tlp_probe.take();
+        let resend = probe.or_else(|| self.snd.rec.next_lost());
         if let Some((start, end)) = resend {
-            if self.snd.rec.pipe() + (end - start) <= cwnd.max(mss) || self.snd.rec.pipe() == 0 {
+            let pipe = self.snd.rec.pipe();
+            if probe.is_some() || pipe + (end - start) <= cwnd.max(mss) || pipe == 0 {
                 if let Some(body) = self.data_body(start, (end - start) as u32) {
                     let tsval = self.rcv.tsval(now);
                     self.snd.rec.on_retransmit(start, now, tsval);
@@ -85,12 +83,17 @@ impl Connection {
                 }
             }
         }
-        // 3. New data.
+        // 3. New data. A probe of new data is one segment, whatever cwnd says.
+        let probe_new = std::mem::take(&mut self.snd.tlp_new);
         let end = self.snd.framer.stream_end();
         if self.snd.nxt >= end {
             return None;
         }
-        let room_cwnd = cwnd.saturating_sub(self.snd.rec.pipe());
+        let room_cwnd = if probe_new {
+            mss
+        } else {
+            cwnd.saturating_sub(self.snd.rec.pipe())
+        };
         let room = room_cwnd.min(self.snd.window_room()).min(mss);
         if room == 0 || (room < mss && room < end - self.snd.nxt && self.snd.rec.pipe() > 0) {
             // Wait for a full segment's room rather than sending runts (Nagle-like).

@@ -26,7 +26,10 @@ pub(super) struct SendState {
     pub rtt: RttEstimator,
     pub cc: Box<dyn CongestionControl>,
     pub recovery_point: Option<u64>,
+    /// The tail loss probe to send: a retransmission of this range, or (`tlp_new`) one new
+    /// segment. Either goes out whatever cwnd says (RFC 8985 §7.3).
     pub tlp_probe: Option<(u64, u64)>,
+    pub tlp_new: bool,
     /// The last SEND MSN the peer has a receive posted for (its R=1 credit).
     pub peer_credit: Option<u16>,
     /// New credit arrived: echo it with A=1 on the next segment.
@@ -56,6 +59,7 @@ impl SendState {
             cc: cfg.congestion.build(u32::from(cfg.mss)),
             recovery_point: None,
             tlp_probe: None,
+            tlp_new: false,
             peer_credit: None,
             credit_news: false,
             rnr_since: None,

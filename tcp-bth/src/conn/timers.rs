@@ -93,8 +93,17 @@ impl Connection {
             return;
         }
         self.snd.rec.stats.tlp_probes += 1;
-        // New data is the better probe when the window allows it; otherwise resend the tail.
-        if self.snd.nxt >= self.snd.framer.stream_end() {
+        // RFC 8985 §7.3: new data is the better probe when there is some and the peer's window
+        // (and, for a SEND, its credit) allows it; otherwise resend the tail. Either way the
+        // probe goes out even when cwnd is full: a sender limited by cwnd whose flight's ACK
+        // was lost is exactly the case the probe exists for (it used to wait for the RTO).
+        let bth = matches!(self.mode, Mode::Bth { .. });
+        let new_data = self.snd.nxt < self.snd.framer.stream_end()
+            && self.snd.window_room() > 0
+            && (!bth || self.snd.credit_allows(self.snd.nxt));
+        if new_data {
+            self.snd.tlp_new = true;
+        } else {
             self.snd.tlp_probe = self.snd.rec.last();
         }
         let _ = now;

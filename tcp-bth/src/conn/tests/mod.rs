@@ -8,6 +8,7 @@ mod isn;
 mod paws;
 mod read;
 mod socket;
+mod tlp;
 mod verbs;
 
 use super::*;

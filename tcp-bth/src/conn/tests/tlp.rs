@@ -1,0 +1,47 @@
+//! Tail loss probe (RFC 8985 §7) when the sender is limited by cwnd with data still queued:
+//! one lost ACK must cost a probe timeout, not a retransmission timeout.
+
+use super::*;
+use crate::wire::TcpRepr;
+
+/// A whole flight's only ACK is lost while 1 MiB is queued behind cwnd. The probe (after about
+/// 2·SRTT = 200 µs here) draws a new ACK and the transfer goes on; it used to do nothing when
+/// unsent data was queued, so the sender sat silent for the 200 ms minimum RTO.
+#[test]
+fn a_lost_ack_with_data_queued_is_repaired_by_the_probe_not_the_rto() {
+    let mut d = established(true);
+    let n = 64u64;
+    for i in 0..n {
+        d.b.post_recv(i, vec![0; 16384]).unwrap();
+    }
+    d.settle(Duration::from_millis(10));
+    for i in 0..n {
+        d.a.post_send(send_wr(i, pattern(i as u8, 16384))).unwrap();
+    }
+    let mut dropped = 0;
+    let mut done = 0;
+    let start = d.now;
+    let ok = d.run(
+        Duration::from_secs(5),
+        |dir, _, p| {
+            let pure_ack = TcpRepr::parse(&p, None).is_ok_and(|s| s.payload.is_empty());
+            if dir == Direction::BtoA && pure_ack && dropped == 0 {
+                dropped += 1;
+                return None;
+            }
+            Some(p)
+        },
+        |d| {
+            while d.b.poll_completion().is_some() {
+                done += 1;
+            }
+            done == n
+        },
+    );
+    assert!(ok && dropped == 1);
+    let took = d.now - start;
+    let rec = d.a.recovery_stats();
+    assert_eq!(rec.rto_losses, 0, "{rec:?}, took {took:?}");
+    assert!(rec.tlp_probes >= 1, "{rec:?}");
+    assert!(took < Duration::from_millis(100), "took {took:?}: {rec:?}");
+}
