@@ -56,6 +56,30 @@ impl Connection {
         }
     }
 
+    /// A reordered duplicate ACK that PAWS would drop but that cannot be a replay (Linux's
+    /// `tcp_disordered_ack`): a pure ACK at RCV.NXT acknowledging exactly SND.UNA, changing no
+    /// window, with a TSval less than an RTO older than `ts_recent`. Under reordering such ACKs
+    /// are common (they carry SACK blocks the sender needs), and dropping each one drew another
+    /// ACK in answer.
+    fn disordered_ack(&self, seg: &TcpRepr<'_>, seg_off: i64, tsval: u32, recent: u32) -> bool {
+        let f = seg.flags;
+        let pure = f.ack() && !f.syn() && !f.fin() && !f.rst() && seg.payload.is_empty();
+        let dup = self.snd.off_of(seg.ack) == self.snd.una as i64;
+        let wl1 = self.rcv.off_of(self.snd.wl1);
+        let wnd = u64::from(seg.window) << self.neg.peer_wscale;
+        let updates_window = seg_off > wl1 || (seg_off == wl1 && wnd > self.snd.wnd);
+        let replay_window = self
+            .snd
+            .rtt
+            .rto()
+            .as_micros()
+            .min(u128::from(u32::MAX >> 1)) as u32;
+        pure && seg_off == self.rcv.nxt as i64
+            && dup
+            && !updates_window
+            && recent.wrapping_sub(tsval) <= replay_window
+    }
+
     /// CLOSED after a failure we reported with RST: a peer that keeps sending (our RST was lost,
     /// or it was outside the peer's window and drew a challenge ACK) gets the RST again, at the
     /// sequence number it acknowledges (RFC 9293 §3.10.7.1), with the NAK if there was one.
@@ -148,7 +172,10 @@ impl Connection {
         }
         let ts = self.seg_timestamps(seg);
         if let (Some(ts), Some(recent)) = (ts, self.rcv.ts_recent_valid(now)) {
-            if !f.rst() && recovery::tsval_before(ts.tsval, recent) {
+            let old = recovery::tsval_before(ts.tsval, recent);
+            if old && self.disordered_ack(seg, seg_off, ts.tsval, recent) {
+                self.stats.paws_disordered_acks += 1;
+            } else if !f.rst() && old {
                 self.stats.paws_drops += 1;
                 // RFC 7323 §5.3 answers a PAWS drop with an ACK; rate-limited, because if the
                 // peer drops our ACK the same way the two would ping-pong without end.
@@ -206,7 +233,12 @@ impl Connection {
         // segment with a forged ACK must not move ts_recent ahead of the real peer's clock,
         // or PAWS would drop everything the peer sends afterwards.
         if let Some(ts) = ts {
-            if seg_off <= self.rcv.nxt as i64 {
+            // Never backwards: a disordered ACK let through above carries an older TSval.
+            let older = self
+                .rcv
+                .ts_recent
+                .is_some_and(|r| recovery::tsval_before(ts.tsval, r));
+            if seg_off <= self.rcv.nxt as i64 && !older {
                 self.rcv.set_ts_recent(now, Some(ts.tsval));
             }
         }

@@ -99,6 +99,9 @@ pub struct Stats {
     /// Data segments whose BTH did not describe a valid message fragment.
     pub bad_bth: u64,
     pub paws_drops: u64,
+    /// Reordered duplicate ACKs with an older TSval, accepted as Linux does
+    /// (`tcp_disordered_ack`) instead of dropped by PAWS.
+    pub paws_disordered_acks: u64,
     pub out_of_window: u64,
     /// SEND segments refused because no receive buffer was posted for their MSN.
     pub receiver_not_ready: u64,

@@ -28,14 +28,16 @@ struct Peer {
 }
 
 impl Peer {
-    /// Hand `s` to A (`recv!`).
+    /// Hand `s` to A (`recv!`), stamped with the peer's clock.
     fn send(&self, c: &mut Connection, s: Seg) {
+        self.send_at(c, s, self.now.as_micros() as u32);
+    }
+
+    /// Hand `s` to A with this TSval.
+    fn send_at(&self, c: &mut Connection, s: Seg, tsval: u32) {
         let mut bth = s.bth;
         if let Some(b) = &mut bth {
-            b.timestamps = Some(Timestamps {
-                tsval: self.now.as_micros() as u32,
-                tsecr: 0,
-            });
+            b.timestamps = Some(Timestamps { tsval, tsecr: 0 });
             b.seal(&s.payload);
         }
         let repr = TcpRepr {
@@ -246,4 +248,23 @@ fn nak_on_rst_completes_the_named_work_request() {
             (2, WcOp::Send, WcStatus::WrFlushError),
         ]
     );
+}
+
+/// Reordered duplicate ACKs (Linux's `tcp_disordered_ack`): a pure ACK at RCV.NXT that
+/// acknowledges SND.UNA, changes no window and carries a TSval less than an RTO older than
+/// `ts_recent` is accepted, not dropped by PAWS (and not answered). One 10 s older is still a
+/// PAWS drop. They used to be dropped, each answered with an ACK (2,870 in one relay run).
+#[test]
+fn a_reordered_duplicate_ack_passes_paws() {
+    let (mut c, mut p) = connected();
+    p.now += MS;
+    let newer = p.now.as_micros() as u32;
+    let ack = || p.seg(TcpFlags::ACK, Bth::new(Opcode::Acknowledge), &[]);
+    p.send_at(&mut c, ack(), newer);
+    p.send_at(&mut c, ack(), newer - 50);
+    let s = c.stats();
+    assert_eq!((s.paws_disordered_acks, s.paws_drops), (1, 0));
+    assert!(c.poll_transmit(p.now).is_none(), "nothing to answer");
+    p.send_at(&mut c, ack(), newer.wrapping_sub(10_000_000));
+    assert_eq!(c.stats().paws_drops, 1, "a replay is still dropped");
 }
