@@ -33,6 +33,10 @@ impl Relay {
 
     /// Forward until `stop` is set.
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<RelayStats> {
+        // Timer slack (50 µs by default) would stretch every short wait; 1 µs keeps the
+        // link's delays close to what it was configured with. Affects this thread only.
+        // SAFETY: prctl with an integer argument; no memory is passed.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
         let start = Instant::now();
         let mut buf = vec![0u8; 65536];
         while !stop.load(Ordering::Relaxed) {
@@ -54,9 +58,16 @@ impl Relay {
                     revents: 0,
                 },
             ];
-            let ms = wait.as_micros().div_ceil(1000) as libc::c_int;
-            // SAFETY: poll(2) on two descriptors we own, with a bounded timeout.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            // ppoll, not poll: poll's timeout is whole milliseconds, and rounding the link's
+            // 10 µs delay or 100 µs reordering up to 1 ms whenever the link went quiet made
+            // the relay's idle round trip 1.41 ms against 0.24 ms over plain veth.
+            let ts = libc::timespec {
+                tv_sec: wait.as_secs() as libc::time_t,
+                tv_nsec: libc::c_long::from(wait.subsec_nanos() as i32),
+            };
+            // SAFETY: ppoll(2) on two descriptors we own, with a bounded timeout and no
+            // signal mask.
+            let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
             if rc < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::Interrupted {
