@@ -406,6 +406,25 @@ impl Connection {
                 _ => self.cq.push(c),
             }
         }
+        if let ConnectionError::PeerNak(_) = err {
+            // The responder refuses in order: a NAK means every message before the failed one
+            // arrived, even if the ACK it sent just before the RST was lost (an IB NAK
+            // acknowledges the PSNs before it the same way).
+            if let Some(f) = failed {
+                let start = self
+                    .snd
+                    .framer
+                    .messages()
+                    .find(|m| m.class == f.class && m.msn == f.msn)
+                    .map(|m| m.stream_start);
+                if let Some(start) = start.filter(|&s| s > self.snd.una) {
+                    self.snd.una = start;
+                    for c in self.snd.acked_completions(true) {
+                        self.cq.push(c);
+                    }
+                }
+            }
+        }
         let queued = self.snd.fail(failed);
         // READs whose request was acknowledged before the failure were posted before anything
         // still queued: they end first.
