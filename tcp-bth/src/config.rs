@@ -19,6 +19,10 @@ pub struct Config {
     /// Offer RFC 7323 timestamps on a plain-TCP SYN.
     pub timestamps: bool,
     pub congestion: Algorithm,
+    /// Longest a receiver holds back an ACK for data (RFC 1122 §4.2.3.2 allows 500 ms; a
+    /// data-centre round trip is ~100 µs). Senders assume the peer uses the same bound: the
+    /// tail loss probe waits for it (`timers.rs`).
+    pub ack_delay: Duration,
     pub min_rto: Duration,
     pub max_rto: Duration,
     /// Give up after this many consecutive retransmission timeouts.
@@ -53,6 +57,7 @@ impl Default for Config {
             window_scale: 7,
             timestamps: true,
             congestion: Algorithm::Cubic,
+            ack_delay: Duration::from_micros(200),
             min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),
             max_retries: 15,

@@ -143,6 +143,12 @@ impl Wire {
         }
     }
 
+    /// Put a segment on the wire to arrive at `at` (a copy the network made, or one a filter
+    /// held back and lets go late).
+    pub fn inject(&mut self, at: Duration, dir: Direction, p: Vec<u8>) {
+        self.in_flight.push((at, dir, p));
+    }
+
     /// Step until `done` holds or `limit` of virtual time has passed; returns `done`'s last
     /// answer.
     pub fn run(

@@ -53,6 +53,10 @@ impl RttEstimator {
         self.srtt
     }
 
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+
     pub fn min_rtt(&self) -> Option<Duration> {
         self.min_rtt
     }

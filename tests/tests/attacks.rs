@@ -705,12 +705,12 @@ fn sack_scoreboard_holds_only_sent_segments_whatever_the_blocks() {
             (x % 7, u64::MAX),
             (u64::MAX - 1, 0),
         ];
-        r.on_ack(0, &sacks, None, now, None);
+        r.on_ack(0, &sacks, None, None, now, None);
         assert!(r.pipe() <= full_pipe);
         assert_eq!(r.highest_end(), Some(100_000));
     }
     // A real cumulative ACK still empties it.
-    r.on_ack(100_000, &[], None, now, None);
+    r.on_ack(100_000, &[], None, None, now, None);
     assert!(r.is_empty());
     assert_eq!(r.pipe(), 0);
 }

@@ -6,6 +6,9 @@ use super::*;
 
 use crate::wire::{Bth, TcpRepr, Timestamps};
 
+/// A range of stream offsets, `[start, end)`.
+type Range = (u64, u64);
+
 /// Least time between two ACKs that answer dropped segments.
 const INVALID_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -98,7 +101,12 @@ impl Connection {
     /// Timestamps of a segment: folded into the BTH, or the RFC 7323 option in plain mode.
     fn seg_timestamps(&self, seg: &TcpRepr<'_>) -> Option<Timestamps> {
         match self.mode {
-            Mode::Bth { .. } => seg.options.bth.and_then(|b| b.timestamps),
+            Mode::Bth { .. } => match seg.options.bth {
+                Some(b) => b.timestamps,
+                // Amendment 1's plain-form pure ACK: the same TSval clock, in the RFC 7323
+                // option.
+                None => seg.options.timestamps,
+            },
             _ if self.neg.ts_ok => seg.options.timestamps,
             _ => None,
         }
@@ -154,14 +162,32 @@ impl Connection {
             return;
         }
         if matches!(self.mode, Mode::Bth { .. }) && seg.options.bth.is_none() && !f.rst() {
-            // Every segment of a BTH connection carries the option.
-            self.stats.bad_bth += 1;
-            return;
+            // Every segment of a BTH connection carries the option, except amendment 1's
+            // plain-form pure ACK (timestamps and SACK blocks instead).
+            let pure_ack = f.ack() && !f.syn() && !f.fin() && seg.payload.is_empty();
+            if !pure_ack {
+                self.stats.bad_bth += 1;
+                return;
+            }
         }
         let seg_off = self.rcv.off_of(seg.seq);
         let seg_len = seg.payload.len() as u64 + u64::from(f.syn()) + u64::from(f.fin());
         if !self.acceptable(seg_off, seg_len) {
             self.stats.out_of_window += 1;
+            let end = seg_off + seg.payload.len() as i64;
+            if !f.rst()
+                && !f.syn()
+                && !seg.payload.is_empty()
+                && seg_off >= 0
+                && end <= self.rcv.nxt as i64
+            {
+                // Data we already have (a spurious retransmission, or a copy the network
+                // made): say so with a D-SACK, so the sender can undo and widen its reordering
+                // window. It misses no credit, so this ACK repeats none.
+                self.note_duplicate(seg_off as u64, end as u64);
+                self.ack_now(now);
+                return;
+            }
             if !f.rst() {
                 // Also the answer to a persist probe (one byte below the window): the sender
                 // may be waiting for credit it never received, so this ACK repeats it.
@@ -243,11 +269,7 @@ impl Connection {
             }
         }
         if !seg.payload.is_empty() && self.state.receives_data() {
-            match self.rx {
-                RxPath::Bth(_) => self.on_bth_data(seg, seg_off),
-                RxPath::Plain(_) => self.on_plain_data(seg_off, seg.payload),
-            }
-            self.owed.ack = true;
+            self.on_data(now, seg, seg_off);
         }
         if f.fin() {
             let fin_off = seg_off + seg.payload.len() as i64;
@@ -260,6 +282,40 @@ impl Connection {
             self.owed.ack = true;
         }
         self.check_peer_fin(now);
+    }
+
+    /// An acceptable data segment: to the receive path, then the ACK policy (ack.rs).
+    fn on_data(&mut self, now: Duration, seg: &TcpRepr<'_>, seg_off: i64) {
+        let nxt_before = self.rcv.nxt;
+        let hole_before = self.rcv.ooo.iter().any(|(_, e)| e > nxt_before);
+        let start = seg_off.max(0) as u64;
+        let end = (seg_off + seg.payload.len() as i64).max(0) as u64;
+        // RFC 2883: the part of the segment that had already arrived.
+        let duplicate = if start < nxt_before {
+            Some((start, end.min(nxt_before)))
+        } else if self.rcv.ooo.contains(start, end) {
+            Some((start, end))
+        } else {
+            None
+        };
+        match self.rx {
+            RxPath::Bth(_) => self.on_bth_data(seg, seg_off),
+            RxPath::Plain(_) => self.on_plain_data(seg_off, seg.payload),
+        }
+        if let Some((s, e)) = duplicate {
+            self.note_duplicate(s, e);
+        }
+        let message_end = seg.options.bth.is_some_and(|b| !b.opcode.position().more());
+        self.on_data_arrival(
+            now,
+            ack::Arrival {
+                nxt_before,
+                hole_before,
+                start,
+                end,
+                message_end,
+            },
+        );
     }
 
     /// rtr credit carried by a segment from the data receiver.
@@ -281,6 +337,32 @@ impl Connection {
         }
     }
 
+    /// The segment's SACK blocks in stream offsets, those within what we sent, and the D-SACK
+    /// block (RFC 2883 §4: the first block, when it lies below the cumulative ACK or inside
+    /// the second block). Anything else is ignored: blocks come from the wire.
+    fn sack_blocks(&self, seg: &TcpRepr<'_>, ack_off: i64) -> (Vec<Range>, Option<Range>) {
+        let offs: Vec<(i64, i64)> = seg
+            .options
+            .sack
+            .iter()
+            .map(|b| (self.snd.off_of(b.left), self.snd.off_of(b.right)))
+            .collect();
+        let sent = |(l, r): (i64, i64)| l >= 0 && l < r && r <= self.snd.nxt as i64;
+        let dsack = offs.first().copied().filter(|&(l, r)| {
+            let below = r <= ack_off;
+            let inside = offs.get(1).is_some_and(|&(l2, r2)| l2 <= l && r <= r2);
+            sent((l, r)) && (below || inside)
+        });
+        let skip = usize::from(dsack.is_some());
+        let sacks = offs
+            .into_iter()
+            .skip(skip)
+            .filter(|&(l, r)| sent((l, r)) && l >= self.snd.una as i64)
+            .map(|(l, r)| (l as u64, r as u64))
+            .collect();
+        (sacks, dsack.map(|(l, r)| (l as u64, r as u64)))
+    }
+
     /// ACK processing; false if the segment must be dropped.
     fn on_ack(&mut self, now: Duration, seg: &TcpRepr<'_>, tsecr: Option<u32>) -> bool {
         let ack_off = self.snd.off_of(seg.ack);
@@ -296,30 +378,31 @@ impl Connection {
             return false;
         }
         let data_acked = (ack_off.max(self.snd.una as i64) as u64).min(self.snd.nxt);
-        let sacks: Vec<(u64, u64)> = if self.neg.sack_ok {
-            seg.options
-                .sack
-                .iter()
-                .filter_map(|b| {
-                    let (l, r) = (self.snd.off_of(b.left), self.snd.off_of(b.right));
-                    (l >= self.snd.una as i64 && l < r && r <= self.snd.nxt as i64)
-                        .then_some((l as u64, r as u64))
-                })
-                .collect()
+        let (sacks, dsack) = if self.neg.sack_ok {
+            self.sack_blocks(seg, ack_off)
         } else {
-            Vec::new()
+            (Vec::new(), None)
         };
+        self.stats.dsacks_received += u64::from(dsack.is_some());
         let progressed = data_acked > self.snd.una;
-        let res = self
-            .snd
-            .rec
-            .on_ack(data_acked, &sacks, tsecr, now, self.snd.rtt.min_rtt());
+        let res = self.snd.rec.on_ack(
+            data_acked,
+            &sacks,
+            dsack,
+            tsecr,
+            now,
+            self.snd.rtt.min_rtt(),
+        );
         if let Some(s) = res.rtt_sample {
             self.snd.rtt.on_sample(s);
         }
-        if res.spurious > 0 {
-            // The original arrived: the reduction it caused was not needed (RFC 4015 spirit).
+        if res.undo {
+            // Every retransmission of the episode proved spurious (RFC 3708 / RFC 4015): the
+            // losses were reordering, so the reduction they caused is undone and the episode
+            // ends.
+            self.stats.undos += 1;
             self.snd.cc.on_spurious_congestion();
+            self.snd.recovery_point = None;
         }
         if progressed {
             self.snd.una = data_acked;
@@ -352,6 +435,7 @@ impl Connection {
         }
         if self.snd.recovery_point.is_some_and(|p| self.snd.una >= p) {
             self.snd.recovery_point = None;
+            self.snd.rec.end_episode();
             self.snd.cc.on_recovery_end(now);
         }
         self.detect_losses(now);
@@ -377,6 +461,7 @@ impl Connection {
         self.timers.set_opt(Timer::Rack, timer);
         if lost > 0 && self.snd.recovery_point.is_none() {
             self.snd.recovery_point = Some(self.snd.nxt);
+            self.snd.rec.start_episode();
             // FlightSize (RFC 5681), not the pipe that just lost the marked segments.
             self.snd
                 .cc

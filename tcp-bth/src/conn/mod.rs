@@ -13,6 +13,7 @@
 //! negotiation), `handshake` (SYN and FIN state), `cq` (the completion queue), `verbs` (the
 //! work-request API); `input`, `output` and `timers` are the three entry points that drive them.
 
+mod ack;
 mod cq;
 mod error;
 mod events;
@@ -124,6 +125,18 @@ pub struct Stats {
     pub naks_received: u64,
     pub bytes_received: u64,
     pub bytes_sent: u64,
+    /// ACKs built the moment they fell due (every second full segment, a hole, a filled hole,
+    /// a duplicate), instead of at the end of the driver's turn.
+    pub acks_immediate: u64,
+    /// Pure ACKs sent in amendment 1's plain form (timestamps and up to three SACK blocks).
+    pub plain_form_acks: u64,
+    /// Duplicate segments reported back with a D-SACK block (RFC 2883).
+    pub dsacks_sent: u64,
+    /// D-SACK blocks the peer reported (a duplicate of ours arrived there).
+    pub dsacks_received: u64,
+    /// Recovery episodes whose every retransmission proved spurious (D-SACK or timestamps):
+    /// the congestion window reduction was undone (RFC 3708 / RFC 4015).
+    pub undos: u64,
 }
 
 /// Received payload held outside posted buffers, by structure ([`Connection::rx_held`]).
@@ -184,6 +197,7 @@ pub struct Connection {
     rcv: RecvState,
     rx: RxPath,
     owed: Owed,
+    ack: ack::AckState,
     last_challenge: Option<Duration>,
     last_invalid_ack: Option<Duration>,
     timers: TimerTable,
@@ -226,6 +240,7 @@ impl Connection {
             rcv: RecvState::new(ts_offset),
             rx: RxPath::Bth(Box::new(BthRx::new(&cfg, iss))),
             owed: Owed::default(),
+            ack: ack::AckState::default(),
             last_challenge: None,
             last_invalid_ack: None,
             timers: TimerTable::default(),

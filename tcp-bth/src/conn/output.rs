@@ -46,6 +46,10 @@ impl Connection {
             State::SynSent => return None,
             _ => {}
         }
+        // ACKs built when they fell due (ack.rs) go before new data.
+        if let Some(ack) = self.ack.take_pending() {
+            return Some(ack);
+        }
         if self.state.synchronized() {
             if let Some(seg) = self.next_data(now) {
                 return Some(seg);
@@ -182,7 +186,20 @@ impl Connection {
             tsval: self.rcv.tsval(now),
             tsecr: self.rcv.ts_recent.unwrap_or(0),
         };
+        // Amendment 1: a pure ACK with no credit to carry may drop the BTH for the timestamp
+        // option and three SACK blocks. We do so when there are blocks to report (a hole or a
+        // D-SACK): the BTH form has room for one, and one block per ACK starves recovery.
+        let plain_ack = matches!(self.mode, Mode::Bth { .. })
+            && matches!(body, Body::None)
+            && flags == TcpFlags::ACK
+            && !self.owed.credit
+            && self.neg.sack_ok
+            && (self.ack.dsack.is_some() || self.rcv.ooo.iter().any(|(_, e)| e > self.rcv.nxt));
         match self.mode {
+            Mode::Bth { .. } if plain_ack => {
+                self.stats.plain_form_acks += 1;
+                opts.timestamps = Some(ts);
+            }
             Mode::Bth { .. } => {
                 let mut b = match &body {
                     Body::Data(d) => d.bth,
@@ -215,13 +232,27 @@ impl Connection {
         if self.neg.sack_ok && flags.ack() && !flags.rst() && sack_fits {
             self.add_sack_blocks(&mut opts);
         }
+        if flags.ack() && !flags.rst() {
+            self.on_ack_carried();
+        }
         let window = (self.rcv_window() >> self.neg.rcv_wscale).min(65535) as u16;
         self.encode(flags, seq, ack, window, opts, &payload)
     }
 
-    /// Most recent out-of-order range first (RFC 2018 §4), as many as the budget allows.
-    fn add_sack_blocks(&self, opts: &mut TcpOptions) {
+    /// A D-SACK block first (RFC 2883 §4), then the most recent out-of-order range (RFC 2018
+    /// §4), then the others, as many as the budget allows.
+    fn add_sack_blocks(&mut self, opts: &mut TcpOptions) {
         let room = opts.sack_room();
+        if room == 0 {
+            return;
+        }
+        if let Some((s, e)) = self.ack.dsack.take() {
+            opts.sack.push(SackBlock {
+                left: self.rcv.seq_of(s),
+                right: self.rcv.seq_of(e),
+            });
+        }
+        let room = room - opts.sack.len();
         if room == 0 || self.rcv.ooo.is_empty() {
             return;
         }

@@ -1,12 +1,32 @@
-//! Send-side scoreboard with SACK (RFC 2018/6675 pipe) and RACK-TLP loss detection (RFC 8985).
+//! Send-side scoreboard with SACK (RFC 2018/6675 pipe), RACK-TLP loss detection (RFC 8985),
+//! D-SACK (RFC 2883) and undo of spurious reductions (RFC 3708, RFC 4015).
 //!
 //! Loss is inferred from time, not from duplicate-ACK counts: a segment is lost when a segment
 //! sent after it has been delivered and more than RTT + reorder window has passed since it was
 //! sent. That is what keeps reordering (the normal case on multipath AI fabrics) from causing
-//! spurious retransmissions.
+//! spurious retransmissions; when some still happen, the peer's D-SACK (or the timestamp it
+//! echoes, Eifel) proves it, the reorder window widens (RFC 8985 §6.2 step 4, Linux's
+//! `reo_wnd_steps`), and an episode whose every retransmission proved spurious has its
+//! congestion window reduction undone.
+//!
+//! Per-ACK cost does not grow with the window (Linux's shape): segments sit in sequence order
+//! and are found by index or binary search; RACK walks a transmission-ordered queue from the
+//! oldest and stops at the first segment not yet overdue; segments marked lost wait in their
+//! own queue; SACK blocks already processed on the previous ACK are skipped (`sack_cache`).
+//! Stale queue entries (acknowledged, SACKed or retransmitted since) are dropped lazily.
 
 use std::collections::VecDeque;
 use std::time::Duration;
+
+/// Retransmitted ranges remembered for D-SACK matching. Past this many in one episode the
+/// oldest are forgotten, and the episode can no longer be proven wholly spurious.
+const MAX_RETRANSMITTED: usize = 4096;
+
+/// Recovery episodes a widened reorder window survives without a new D-SACK (RFC 8985 §6.2).
+const REO_WND_PERSIST: u32 = 16;
+
+/// Largest reorder-window multiplier (the window is also capped at SRTT).
+const MAX_REO_WND_MULT: u32 = 16;
 
 /// One transmitted, not yet cumulatively acknowledged range of stream offsets.
 #[derive(Debug, Clone)]
@@ -35,19 +55,46 @@ pub struct AckResult {
     pub newly_acked_bytes: u64,
     /// RTT sample from the newest never-retransmitted segment this ACK delivered (Karn).
     pub rtt_sample: Option<Duration>,
-    /// A retransmitted segment was acknowledged by an ACK that echoes a timestamp older than
-    /// the retransmission: the original arrived, the retransmission was spurious (Eifel).
+    /// Retransmissions this ACK proved spurious: acknowledged by an ACK that echoes a timestamp
+    /// older than the retransmission (Eifel), or reported by a D-SACK.
     pub spurious: u32,
+    /// Every retransmission of the current episode has proved spurious: undo its reduction.
+    pub undo: bool,
+}
+
+/// A loss-recovery episode (from the first loss marked until the recovery point is acked).
+#[derive(Debug, Clone, Copy)]
+struct Episode {
+    /// Retransmissions not (yet) proven spurious.
+    unproven: u32,
+    retransmissions: u32,
+    /// False once a retransmission could not be tracked (too many): no undo then.
+    complete: bool,
 }
 
 #[derive(Debug)]
 pub struct Recovery {
+    /// In sequence order; `sent[i]` has index `base + i` for the whole of its life.
     sent: VecDeque<Sent>,
+    base: u64,
+    /// (index, transmission time) in transmission order, for RACK.
+    by_time: VecDeque<(u64, Duration)>,
+    /// Indexes marked lost, in the order marked.
+    lost_q: VecDeque<u64>,
+    /// SACK blocks of the previous ACK: the parts already processed.
+    sack_cache: Vec<(u64, u64)>,
+    /// Ranges retransmitted in the current episode (or as a probe), until proven spurious.
+    retransmitted: VecDeque<(u64, u64)>,
+    episode: Option<Episode>,
     /// RACK state: the most recently sent segment known delivered.
     rack_xmit: Option<Duration>,
     rack_end: u64,
     rack_rtt: Duration,
     reo_wnd_mult: u32,
+    reo_wnd_persist: u32,
+    /// The reorder window grows at most once per round trip: not again until the cumulative
+    /// ACK passes this point (`highest_end` when it last grew).
+    reo_round_end: Option<u64>,
     /// Bytes in flight per RFC 6675 pipe: sent, not sacked, not marked lost.
     pipe: u64,
     pub stats: RecoveryStats,
@@ -61,18 +108,35 @@ pub struct RecoveryStats {
     pub rack_losses: u64,
     pub rto_losses: u64,
     pub tlp_probes: u64,
+    /// D-SACK blocks that named one of our retransmissions.
+    pub dsack_spurious: u64,
+    /// Scoreboard entries examined by ACK processing and loss detection: the per-ACK cost.
+    pub scoreboard_visits: u64,
+    /// The reorder window's multiplier of min_rtt/4 now (1 until a D-SACK widened it).
+    pub reo_wnd_mult: u32,
 }
 
 impl Recovery {
     pub fn new() -> Recovery {
         Recovery {
             sent: VecDeque::new(),
+            base: 0,
+            by_time: VecDeque::new(),
+            lost_q: VecDeque::new(),
+            sack_cache: Vec::new(),
+            retransmitted: VecDeque::new(),
+            episode: None,
             rack_xmit: None,
             rack_end: 0,
             rack_rtt: Duration::ZERO,
             reo_wnd_mult: 1,
+            reo_wnd_persist: 0,
+            reo_round_end: None,
             pipe: 0,
-            stats: RecoveryStats::default(),
+            stats: RecoveryStats {
+                reo_wnd_mult: 1,
+                ..RecoveryStats::default()
+            },
         }
     }
 
@@ -88,10 +152,22 @@ impl Recovery {
         self.sent.back().map(|s| s.end)
     }
 
+    fn get(&self, idx: u64) -> Option<&Sent> {
+        let i = idx.checked_sub(self.base)?;
+        self.sent.get(usize::try_from(i).ok()?)
+    }
+
+    fn index_of(&self, start: u64) -> Option<u64> {
+        let i = self.sent.partition_point(|s| s.start < start);
+        (self.sent.get(i)?.start == start).then_some(self.base + i as u64)
+    }
+
     /// Record a first transmission of `[start, end)`.
     pub fn on_send(&mut self, start: u64, end: u64, now: Duration, tsval: u32) {
         self.stats.segments_sent += 1;
         self.pipe += end - start;
+        self.by_time
+            .push_back((self.base + self.sent.len() as u64, now));
         self.sent.push_back(Sent {
             start,
             end,
@@ -103,12 +179,17 @@ impl Recovery {
         });
     }
 
-    /// The first segment marked lost, to retransmit.
-    pub fn next_lost(&self) -> Option<(u64, u64)> {
-        self.sent
-            .iter()
-            .find(|s| s.lost && !s.sacked)
-            .map(|s| (s.start, s.end))
+    /// The first segment marked lost (in the order marked), to retransmit.
+    pub fn next_lost(&mut self) -> Option<(u64, u64)> {
+        while let Some(&idx) = self.lost_q.front() {
+            match self.get(idx) {
+                Some(s) if s.lost && !s.sacked => return Some((s.start, s.end)),
+                _ => {
+                    self.lost_q.pop_front();
+                }
+            }
+        }
+        None
     }
 
     /// The last segment sent (the tail loss probe retransmits it when there is no new data).
@@ -120,51 +201,128 @@ impl Recovery {
             .map(|s| (s.start, s.end))
     }
 
-    fn find(&mut self, start: u64) -> Option<&mut Sent> {
-        let i = self.sent.partition_point(|s| s.start < start);
-        self.sent.get_mut(i).filter(|s| s.start == start)
-    }
-
     /// Record a retransmission of the segment starting at `start`.
     pub fn on_retransmit(&mut self, start: u64, now: Duration, tsval: u32) {
-        let mut add = 0;
-        if let Some(s) = self.find(start) {
-            if s.lost {
-                add = s.len();
-            }
-            s.lost = false;
-            s.retransmitted = true;
-            s.xmit = now;
-            s.tsval = tsval;
-        }
-        self.pipe += add;
         self.stats.retransmits += 1;
         self.stats.segments_sent += 1;
+        let Some(idx) = self.index_of(start) else {
+            return;
+        };
+        let i = (idx - self.base) as usize;
+        let s = &mut self.sent[i];
+        if s.lost {
+            self.pipe += s.len();
+        }
+        s.lost = false;
+        s.retransmitted = true;
+        s.xmit = now;
+        s.tsval = tsval;
+        let range = (s.start, s.end);
+        self.by_time.push_back((idx, now));
+        if self.retransmitted.len() >= MAX_RETRANSMITTED {
+            self.retransmitted.pop_front();
+            if let Some(e) = self.episode.as_mut() {
+                e.complete = false;
+            }
+        }
+        self.retransmitted.push_back(range);
+        if let Some(e) = self.episode.as_mut() {
+            e.unproven += 1;
+            e.retransmissions += 1;
+        }
     }
 
-    fn update_rack(&mut self, s: &Sent, now: Duration, min_rtt: Option<Duration>) {
-        let rtt = now.saturating_sub(s.xmit);
+    /// A loss episode starts (the caller reduced cwnd): count its retransmissions from here.
+    pub fn start_episode(&mut self) {
+        self.episode = Some(Episode {
+            unproven: 0,
+            retransmissions: 0,
+            complete: true,
+        });
+        self.retransmitted.clear();
+    }
+
+    /// The episode's recovery ended (its recovery point was acknowledged). Its record of
+    /// retransmissions stays until the next episode: the D-SACK that proves the last of them
+    /// spurious typically arrives just after (the late original filled the hole and ended
+    /// recovery; the retransmission arrives next, as a duplicate).
+    pub fn end_episode(&mut self) {
+        // RFC 8985 §6.2 step 4: a widened window decays after 16 episodes without D-SACK.
+        if self.reo_wnd_mult > 1 {
+            self.reo_wnd_persist = self.reo_wnd_persist.saturating_sub(1);
+            if self.reo_wnd_persist == 0 {
+                self.reo_wnd_mult = 1;
+                self.stats.reo_wnd_mult = 1;
+            }
+        }
+    }
+
+    /// `[start, end)` arrived twice. If it is one of our tracked retransmissions, that one
+    /// was spurious: `Some(true)` when this completes the proof that the whole episode was
+    /// (the caller undoes; the episode ends), `Some(false)` otherwise; `None` if it is not
+    /// one (a copy the network made, or proven already).
+    fn prove_spurious(&mut self, start: u64, end: u64) -> Option<bool> {
+        let i = self
+            .retransmitted
+            .iter()
+            .position(|&(s, e)| s <= start && end <= e)?;
+        self.retransmitted.remove(i);
+        self.stats.spurious_retransmits += 1;
+        let Some(e) = self.episode.as_mut() else {
+            return Some(false);
+        };
+        e.unproven = e.unproven.saturating_sub(1);
+        let undo = e.complete && e.retransmissions > 0 && e.unproven == 0;
+        if undo {
+            self.episode = None;
+        }
+        Some(undo)
+    }
+
+    /// Reordering (or a duplicate) was proven: widen the reorder window, at most once per
+    /// round trip.
+    fn widen_reo_wnd(&mut self, cum_ack: u64) {
+        if self.reo_round_end.is_some_and(|e| cum_ack < e) {
+            return;
+        }
+        self.reo_wnd_mult = (self.reo_wnd_mult + 1).min(MAX_REO_WND_MULT);
+        self.stats.reo_wnd_mult = self.reo_wnd_mult;
+        self.reo_wnd_persist = REO_WND_PERSIST;
+        self.reo_round_end = Some(self.highest_end().unwrap_or(cum_ack));
+    }
+
+    fn update_rack(
+        &mut self,
+        xmit: Duration,
+        end: u64,
+        retransmitted: bool,
+        now: Duration,
+        min_rtt: Option<Duration>,
+    ) {
+        let rtt = now.saturating_sub(xmit);
         // RFC 8985 §6.2 step 2: a retransmitted segment's ACK may be for the original; skip
         // samples shorter than the minimum RTT.
-        if s.retransmitted && min_rtt.is_some_and(|m| rtt < m) {
+        if retransmitted && min_rtt.is_some_and(|m| rtt < m) {
             return;
         }
         self.rack_rtt = rtt;
         let newer = match self.rack_xmit {
             None => true,
-            Some(x) => s.xmit > x || (s.xmit == x && s.end > self.rack_end),
+            Some(x) => xmit > x || (xmit == x && end > self.rack_end),
         };
         if newer {
-            self.rack_xmit = Some(s.xmit);
-            self.rack_end = s.end;
+            self.rack_xmit = Some(xmit);
+            self.rack_end = end;
         }
     }
 
-    /// Process a cumulative ACK up to `acked` and SACK blocks (stream offsets).
+    /// Process a cumulative ACK up to `acked`, SACK blocks and a D-SACK block (stream offsets;
+    /// the caller has checked them against the send window).
     pub fn on_ack(
         &mut self,
         acked: u64,
         sacks: &[(u64, u64)],
+        dsack: Option<(u64, u64)>,
         tsecr: Option<u32>,
         now: Duration,
         min_rtt: Option<Duration>,
@@ -174,24 +332,66 @@ impl Recovery {
             if front.end > acked {
                 break;
             }
+            self.stats.scoreboard_visits += 1;
             let s = self.sent.pop_front().expect("front exists");
+            self.base += 1;
             r.newly_acked_bytes += s.len();
             if !s.sacked && !s.lost {
                 self.pipe -= s.len();
             }
             if !s.sacked {
-                self.update_rack(&s, now, min_rtt);
+                self.update_rack(s.xmit, s.end, s.retransmitted, now, min_rtt);
                 if !s.retransmitted {
                     r.rtt_sample = Some(now.saturating_sub(s.xmit));
                 }
             }
             if s.retransmitted && tsecr.is_some_and(|e| tsval_before(e, s.tsval)) {
+                // Eifel (RFC 3522): the ACK echoes the original's timestamp.
                 r.spurious += 1;
+                match self.prove_spurious(s.start, s.end) {
+                    Some(undo) => r.undo |= undo,
+                    None => self.stats.spurious_retransmits += 1,
+                }
             }
         }
+        self.on_sack_blocks(sacks, now, min_rtt, &mut r);
+        if let Some((l, rt)) = dsack {
+            if let Some(undo) = self.prove_spurious(l, rt) {
+                self.stats.dsack_spurious += 1;
+                r.spurious += 1;
+                r.undo |= undo;
+            }
+        }
+        // RFC 8985 §6.2 step 4: any D-SACK (and an Eifel proof, the same signal) means the
+        // reorder window was too small for this path.
+        if r.spurious > 0 || dsack.is_some() {
+            self.widen_reo_wnd(acked);
+        }
+        r
+    }
+
+    fn on_sack_blocks(
+        &mut self,
+        sacks: &[(u64, u64)],
+        now: Duration,
+        min_rtt: Option<Duration>,
+        r: &mut AckResult,
+    ) {
         for &(l, rgt) in sacks {
+            // Skip what the previous ACK's blocks already covered: a block repeated by every
+            // ACK of a long episode is processed once, not once per ACK.
+            let mut l = l;
+            for &(cl, cr) in &self.sack_cache {
+                if cl <= l && l < cr {
+                    l = cr;
+                }
+            }
+            if l >= rgt {
+                continue;
+            }
             let from = self.sent.partition_point(|s| s.end <= l);
             for i in from..self.sent.len() {
+                self.stats.scoreboard_visits += 1;
                 let s = &self.sent[i];
                 if s.start >= rgt {
                     break;
@@ -199,25 +399,21 @@ impl Recovery {
                 if s.sacked || s.start < l || s.end > rgt {
                     continue;
                 }
-                let s = s.clone();
-                if !s.lost {
-                    self.pipe -= s.len();
+                let (xmit, end, retransmitted, lost, len) =
+                    (s.xmit, s.end, s.retransmitted, s.lost, s.len());
+                if !lost {
+                    self.pipe -= len;
                 }
                 self.sent[i].sacked = true;
                 self.sent[i].lost = false;
-                self.update_rack(&s, now, min_rtt);
-                if !s.retransmitted {
-                    r.rtt_sample = Some(now.saturating_sub(s.xmit));
+                self.update_rack(xmit, end, retransmitted, now, min_rtt);
+                if !retransmitted {
+                    r.rtt_sample = Some(now.saturating_sub(xmit));
                 }
             }
         }
-        if r.spurious > 0 {
-            self.stats.spurious_retransmits += u64::from(r.spurious);
-            // RFC 8985 §6.2 step 4 adapts on DSACK; a timestamp-detected spurious
-            // retransmission is the same signal: widen the reorder window.
-            self.reo_wnd_mult = (self.reo_wnd_mult + 1).min(16);
-        }
-        r
+        self.sack_cache.clear();
+        self.sack_cache.extend_from_slice(sacks);
     }
 
     fn reo_wnd(&self, min_rtt: Option<Duration>, srtt: Option<Duration>) -> Duration {
@@ -229,7 +425,9 @@ impl Recovery {
     }
 
     /// RACK loss detection. Returns newly lost bytes and, if some segments are not yet overdue,
-    /// when to check again.
+    /// when to check again. Walks segments in transmission order and stops at the first one
+    /// sent after the newest delivered segment or not yet overdue: everything behind it was
+    /// sent later.
     pub fn detect_losses(
         &mut self,
         now: Duration,
@@ -241,22 +439,31 @@ impl Recovery {
         };
         let reo = self.reo_wnd(min_rtt, srtt);
         let mut lost = 0;
-        let mut timer: Option<Duration> = None;
-        for s in self.sent.iter_mut() {
-            if s.sacked || s.lost {
+        let mut timer = None;
+        while let Some(&(idx, xmit)) = self.by_time.front() {
+            self.stats.scoreboard_visits += 1;
+            let live = self
+                .get(idx)
+                .is_some_and(|s| s.xmit == xmit && !s.sacked && !s.lost);
+            if !live {
+                self.by_time.pop_front();
                 continue;
             }
-            let sent_before = s.xmit < rack_xmit || (s.xmit == rack_xmit && s.end < self.rack_end);
+            let end = self.get(idx).map_or(0, |s| s.end);
+            let sent_before = xmit < rack_xmit || (xmit == rack_xmit && end < self.rack_end);
             if !sent_before {
-                continue;
+                break;
             }
-            let deadline = s.xmit + self.rack_rtt + reo;
-            if now >= deadline {
-                s.lost = true;
-                lost += s.end - s.start;
-            } else {
-                timer = Some(timer.map_or(deadline, |t| t.min(deadline)));
+            let deadline = xmit + self.rack_rtt + reo;
+            if now < deadline {
+                timer = Some(deadline);
+                break;
             }
+            let i = (idx - self.base) as usize;
+            self.sent[i].lost = true;
+            lost += self.sent[i].len();
+            self.lost_q.push_back(idx);
+            self.by_time.pop_front();
         }
         self.pipe -= lost;
         self.stats.rack_losses += u64::from(lost > 0);
@@ -265,12 +472,16 @@ impl Recovery {
 
     /// RTO: everything outstanding is presumed lost (RFC 8985 §6.3 / RFC 6298 §5.4).
     pub fn on_rto(&mut self) {
-        for s in self.sent.iter_mut() {
+        self.lost_q.clear();
+        self.by_time.clear();
+        self.sack_cache.clear();
+        for (i, s) in self.sent.iter_mut().enumerate() {
             // RFC 2018 §8 / RFC 6675 §5.1: after a timeout, forget SACK information. A receiver
             // may renege, and a forged SACK block must not pin a segment as "delivered" forever
             // (it would never be retransmitted: the connection would stall until it timed out).
             s.sacked = false;
             s.lost = true;
+            self.lost_q.push_back(self.base + i as u64);
         }
         self.pipe = 0;
         self.stats.rto_losses += 1;
@@ -303,13 +514,13 @@ mod tests {
             r.on_send(i * 100, (i + 1) * 100, ms(i), i as u32);
         }
         // Segment 0 delayed; 1 SACKed at t=10 (RTT 9 ms).
-        r.on_ack(0, &[(100, 200)], None, ms(10), Some(ms(9)));
+        r.on_ack(0, &[(100, 200)], None, None, ms(10), Some(ms(9)));
         let (lost, timer) = r.detect_losses(ms(10), Some(ms(9)), Some(ms(9)));
         assert_eq!(lost, 0);
         // Deadline: xmit 0 + rack_rtt 9 + reo 9/4.
         assert_eq!(timer, Some(ms(9) + ms(9) / 4));
         // It arrives before the deadline: nothing retransmitted.
-        let a = r.on_ack(200, &[], None, ms(11), Some(ms(9)));
+        let a = r.on_ack(200, &[], None, None, ms(11), Some(ms(9)));
         assert_eq!(a.newly_acked_bytes, 200);
         assert_eq!(r.stats.retransmits, 0);
     }
@@ -320,7 +531,7 @@ mod tests {
         r.on_send(0, 100, ms(0), 0);
         r.on_send(100, 200, ms(1), 1);
         assert_eq!(r.pipe(), 200);
-        r.on_ack(0, &[(100, 200)], None, ms(10), Some(ms(9)));
+        r.on_ack(0, &[(100, 200)], None, None, ms(10), Some(ms(9)));
         assert_eq!(r.pipe(), 100);
         let (lost, _) = r.detect_losses(ms(20), Some(ms(9)), Some(ms(9)));
         assert_eq!(lost, 100);
@@ -329,7 +540,7 @@ mod tests {
         r.on_retransmit(0, ms(20), 20);
         assert_eq!(r.pipe(), 100);
         // ACK echoing the original's timestamp: the retransmission was spurious.
-        let a = r.on_ack(200, &[], Some(0), ms(21), Some(ms(9)));
+        let a = r.on_ack(200, &[], None, Some(0), ms(21), Some(ms(9)));
         assert_eq!(a.spurious, 1);
         assert_eq!(r.pipe(), 0);
         assert!(r.is_empty());
@@ -342,7 +553,7 @@ mod tests {
         r.on_send(100, 200, ms(0), 0);
         r.on_send(200, 300, ms(0), 0);
         // A SACK for [100, 200) that the receiver never really kept (reneged or forged).
-        r.on_ack(0, &[(100, 200)], None, ms(1), None);
+        r.on_ack(0, &[(100, 200)], None, None, ms(1), None);
         r.on_rto();
         let mut resent = Vec::new();
         while let Some((s, _)) = r.next_lost() {
@@ -351,5 +562,60 @@ mod tests {
         }
         assert_eq!(resent, vec![0, 100, 200]);
         assert_eq!(r.pipe(), 300);
+    }
+
+    /// Per-ACK cost does not grow with the window: 20,000 segments in flight, the first one
+    /// lost, and every later ACK repeating a growing SACK block (as a receiver does for each
+    /// arrival behind one hole). Scanning the scoreboard from the front on each ACK cost about
+    /// 10,000 entries per ACK here; the transmission-ordered queue and the SACK cache make it
+    /// a few.
+    #[test]
+    fn per_ack_work_does_not_grow_with_the_window() {
+        let mut r = Recovery::new();
+        let n = 20_000u64;
+        for i in 0..n {
+            r.on_send(i * 100, (i + 1) * 100, Duration::from_micros(i), 0);
+        }
+        let rtt = Some(ms(1));
+        let before = r.stats.scoreboard_visits;
+        for k in 1..n {
+            let now = ms(1) + Duration::from_micros(k);
+            r.on_ack(0, &[(100, (k + 1) * 100)], None, None, now, rtt);
+            r.detect_losses(now, rtt, rtt);
+        }
+        let per_ack = (r.stats.scoreboard_visits - before) as f64 / (n - 1) as f64;
+        assert!(per_ack < 8.0, "{per_ack} entries per ACK");
+        assert_eq!(r.next_lost(), Some((0, 100)), "the hole is found lost");
+        assert_eq!(r.pipe(), 0);
+    }
+
+    /// D-SACK of a retransmission proves it spurious; when every retransmission of the
+    /// episode is proven, the caller is told to undo (also after recovery ended: the proof
+    /// typically arrives just after the late original ended it).
+    #[test]
+    fn dsack_of_every_retransmission_undoes_the_episode() {
+        let mut r = Recovery::new();
+        for i in 0..4u64 {
+            r.on_send(i * 100, (i + 1) * 100, ms(0), 0);
+        }
+        r.on_ack(0, &[(200, 400)], None, None, ms(10), Some(ms(9)));
+        let (lost, _) = r.detect_losses(ms(20), Some(ms(9)), Some(ms(9)));
+        assert_eq!(lost, 200);
+        r.start_episode();
+        while let Some((s, _)) = r.next_lost() {
+            r.on_retransmit(s, ms(20), 20);
+        }
+        // The originals arrive: cumulative ACK, recovery over; no undo yet.
+        let a = r.on_ack(400, &[], None, None, ms(21), Some(ms(9)));
+        assert!(!a.undo);
+        r.end_episode();
+        let a = r.on_ack(400, &[], Some((0, 100)), None, ms(22), Some(ms(9)));
+        assert!(!a.undo && a.spurious == 1, "{a:?}");
+        let a = r.on_ack(400, &[], Some((100, 200)), None, ms(23), Some(ms(9)));
+        assert!(a.undo, "{a:?}");
+        assert_eq!(r.stats.dsack_spurious, 2);
+        // A D-SACK of something never retransmitted proves nothing.
+        let a = r.on_ack(400, &[], Some((200, 300)), None, ms(24), Some(ms(9)));
+        assert!(!a.undo && a.spurious == 0);
     }
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 pub(crate) enum Timer {
     /// 2*MSL in TIME-WAIT; its expiry closes the connection and nothing else runs.
     TimeWait,
+    /// Delayed ACK bound (RFC 1122 §4.2.3.2): `Config::ack_delay` after unacknowledged data.
+    AckDelay,
     /// RACK reordering window (RFC 8985 §6.2).
     Rack,
     /// Tail loss probe (RFC 8985 §7).
@@ -22,8 +24,9 @@ pub(crate) enum Timer {
 }
 
 impl Timer {
-    pub const VALUES: [Timer; 6] = [
+    pub const VALUES: [Timer; 7] = [
         Timer::TimeWait,
+        Timer::AckDelay,
         Timer::Rack,
         Timer::Tlp,
         Timer::Persist,

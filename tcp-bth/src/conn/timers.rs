@@ -26,6 +26,7 @@ impl Connection {
                     self.state = State::Closed;
                     return;
                 }
+                Timer::AckDelay => self.on_ack_delay(),
                 Timer::Rack => self.detect_losses(now),
                 Timer::Tlp => self.on_tlp(now),
                 Timer::Persist => self.on_persist(now),
@@ -50,7 +51,11 @@ impl Connection {
         let Some(srtt) = self.snd.rtt.srtt() else {
             return;
         };
-        let pto = (srtt * 2).max(Duration::from_micros(100));
+        // RFC 8985 §7.2 takes 2·SRTT; a path whose RTT jitters (a relay, a busy driver) needs
+        // room for its variance too, as QUIC's PTO gives it (RFC 9002 §6.2.1), and the peer
+        // may hold its ACK for up to its delayed-ACK bound (assumed equal to ours).
+        let var = srtt + self.snd.rtt.rttvar() * 4;
+        let pto = (srtt * 2).max(var) + self.cfg.ack_delay;
         let rto_at = self
             .timers
             .get(Timer::Rto)
@@ -172,6 +177,7 @@ impl Connection {
             _ => {
                 if !self.snd.rec.is_empty() {
                     self.snd.rec.on_rto();
+                    self.snd.rec.start_episode();
                     self.snd.cc.on_rto(now);
                     self.snd.recovery_point = Some(self.snd.nxt);
                 }

@@ -3,7 +3,7 @@
 //! `bth demo` and the integrity tests.
 
 use super::link::LinkConfig;
-use super::pair::{pair_configs, Pair};
+use super::pair::{pair_configs, DriverModel, Pair};
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, WcStatus};
 use bytes::Bytes;
@@ -36,6 +36,8 @@ pub struct WorkloadConfig {
     /// Write every segment both ends hand to the link (before impairment, handshake and close
     /// included) to this pcap file; see [`bth_capture`].
     pub capture: Option<std::path::PathBuf>,
+    /// Serve each end in driver turns ([`DriverModel`]); None: every arrival handled at once.
+    pub driver: Option<DriverModel>,
 }
 
 impl Default for WorkloadConfig {
@@ -51,6 +53,7 @@ impl Default for WorkloadConfig {
             time_limit: Duration::from_secs(600),
             congestion: bth_cc::Algorithm::Cubic,
             capture: None,
+            driver: None,
         }
     }
 }
@@ -246,6 +249,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
     b_cfg.congestion = cfg.congestion;
     let a_to_b = a_cfg.ip;
     let mut pair = Pair::new(a_cfg, b_cfg, cfg.link.clone());
+    pair.driver = cfg.driver;
     let capture = match &cfg.capture {
         Some(path) => {
             let w = bth_capture::PcapWriter::create(path).map_err(|e| capture_error(path, e))?;
@@ -348,15 +352,6 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
     let mut last_recv_msn: Option<u16> = None;
     let finished = pair.run_until(cfg.time_limit, |p| {
         let b = p.b.as_mut().expect("established");
-        while next_recv < sends.len() && next_recv - recvs_done < cfg.recv_depth {
-            let i = sends[next_recv];
-            if b.post_recv(i as u64, vec![0u8; plans[i].size as usize])
-                .is_err()
-            {
-                break;
-            }
-            next_recv += 1;
-        }
         while let Some(c) = b.poll_completion() {
             b_done += 1;
             recvs_done += usize::from(c.op == WcOp::Recv);
@@ -365,6 +360,17 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
             } else {
                 verified += 1;
             }
+        }
+        // After the completions: a receive completed in this call is replaced at once, not
+        // after the next event (which may be a 200 ms persist timer when the link is idle).
+        while next_recv < sends.len() && next_recv - recvs_done < cfg.recv_depth {
+            let i = sends[next_recv];
+            if b.post_recv(i as u64, vec![0u8; plans[i].size as usize])
+                .is_err()
+            {
+                break;
+            }
+            next_recv += 1;
         }
         while let Some(c) = p.a.poll_completion() {
             a_done += 1;

@@ -4,7 +4,7 @@
 use super::*;
 use crate::wire::TcpRepr;
 
-/// A whole flight's only ACK is lost while 1 MiB is queued behind cwnd. The probe (after about
+/// Every ACK of a whole flight is lost while 1 MiB is queued behind cwnd. The probe (after about
 /// 2·SRTT = 200 µs here) draws a new ACK and the transfer goes on; it used to do nothing when
 /// unsent data was queued, so the sender sat silent for the 200 ms minimum RTO.
 #[test]
@@ -18,14 +18,17 @@ fn a_lost_ack_with_data_queued_is_repaired_by_the_probe_not_the_rto() {
     for i in 0..n {
         d.a.post_send(send_wr(i, pattern(i as u8, 16384))).unwrap();
     }
+    // Every ACK B sends for the first flight (all sent at one instant of the virtual clock:
+    // B acknowledges every second segment of the flight, and all of them are lost).
     let mut dropped = 0;
+    let mut drop_at = None;
     let mut done = 0;
     let start = d.now;
     let ok = d.run(
         Duration::from_secs(5),
-        |dir, _, p| {
+        |dir, now, p| {
             let pure_ack = TcpRepr::parse(&p, None).is_ok_and(|s| s.payload.is_empty());
-            if dir == Direction::BtoA && pure_ack && dropped == 0 {
+            if dir == Direction::BtoA && pure_ack && *drop_at.get_or_insert(now) == now {
                 dropped += 1;
                 return None;
             }
@@ -38,7 +41,7 @@ fn a_lost_ack_with_data_queued_is_repaired_by_the_probe_not_the_rto() {
             done == n
         },
     );
-    assert!(ok && dropped == 1);
+    assert!(ok && dropped >= 1);
     let took = d.now - start;
     let rec = d.a.recovery_stats();
     assert_eq!(rec.rto_losses, 0, "{rec:?}, took {took:?}");

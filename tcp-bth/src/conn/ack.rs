@@ -1,0 +1,112 @@
+//! When the receiver acknowledges (RFC 1122 §4.2.3.2, RFC 5681 §4.2, RFC 2883 D-SACK).
+//!
+//! A driver hands the connection a batch of segments per turn and asks for output after it;
+//! acknowledging "at the next `poll_transmit`" therefore meant one ACK per turn (11 segments
+//! per ACK was measured on the TUN path), and one lost ACK lost the feedback of a whole flight.
+//! So an ACK that is due *now* is built now, carrying the cumulative point and SACK blocks of
+//! this moment, and queued for the next `poll_transmit`:
+//!
+//! - at least every second full-sized segment (bytes since the last ACK ≥ 2 × the largest
+//!   segment seen, as Linux's `rcv_mss` rule);
+//! - at once on out-of-order data, on data that fills (part of) a hole, and on a duplicate
+//!   (which the ACK reports as a D-SACK block);
+//! - at the end of the turn for the last segment of a message (IB requesters set AckReq there:
+//!   the sender's completion waits for this ACK) and for credit changes;
+//! - otherwise after at most [`Config::ack_delay`](crate::Config::ack_delay).
+//!
+//! Any segment that carries our ACK (data included) resets the count and the delay.
+
+use super::*;
+use crate::wire::TcpFlags;
+use std::collections::VecDeque;
+
+/// Pure ACKs built and not yet taken by `poll_transmit`: room for a driver turn of 512
+/// segments. A driver that stops polling must not make this grow: past this many, the oldest
+/// is dropped (a later ACK carries more, only the ACK clock gets coarser).
+const MAX_PENDING_ACKS: usize = 256;
+
+/// What the arrival of one data segment looked like to the receive side.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Arrival {
+    /// RCV.NXT before the segment.
+    pub nxt_before: u64,
+    /// Out-of-order data was held before the segment (a hole was open).
+    pub hole_before: bool,
+    /// Stream offsets of the segment's payload.
+    pub start: u64,
+    pub end: u64,
+    /// The segment ends a message (BTH `*_LAST` / `*_ONLY` opcodes).
+    pub message_end: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct AckState {
+    /// Payload bytes accepted since a segment last carried our ACK.
+    unacked_bytes: u64,
+    /// Largest payload seen in one segment: what "full-sized" means for this peer.
+    rcv_mss: u64,
+    /// RFC 2883: a duplicate range the next ACK reports as its first SACK block.
+    pub dsack: Option<(u64, u64)>,
+    pending: VecDeque<Vec<u8>>,
+}
+
+impl AckState {
+    pub fn take_pending(&mut self) -> Option<Vec<u8>> {
+        self.pending.pop_front()
+    }
+}
+
+impl Connection {
+    /// The ACK policy for one accepted data segment.
+    pub(super) fn on_data_arrival(&mut self, now: Duration, a: Arrival) {
+        let len = a.end.saturating_sub(a.start);
+        self.ack.rcv_mss = self.ack.rcv_mss.max(len);
+        self.ack.unacked_bytes += len;
+        let out_of_order = a.start > a.nxt_before;
+        let fills_hole = a.hole_before && self.rcv.nxt > a.nxt_before;
+        let two_full = self.ack.unacked_bytes >= 2 * self.ack.rcv_mss;
+        if out_of_order || fills_hole || self.ack.dsack.is_some() || two_full {
+            self.stats.acks_immediate += 1;
+            self.ack_now(now);
+        } else if a.message_end {
+            self.owed.ack = true;
+        } else if !self.timers.is_set(Timer::AckDelay) {
+            self.timers.set(Timer::AckDelay, now + self.cfg.ack_delay);
+        }
+    }
+
+    /// A duplicate `[start, end)` arrived: the next ACK reports it (RFC 2883), and goes at
+    /// once (`on_data_arrival`, or the caller for a segment wholly below the window).
+    pub(super) fn note_duplicate(&mut self, start: u64, end: u64) {
+        if end > start {
+            self.stats.dsacks_sent += 1;
+            self.ack.dsack = Some((start, end));
+        }
+    }
+
+    /// Build a pure ACK of this moment and queue it for `poll_transmit`.
+    pub(super) fn ack_now(&mut self, now: Duration) {
+        if self.ack.pending.len() >= MAX_PENDING_ACKS {
+            self.ack.pending.pop_front();
+        }
+        let seq = self
+            .snd
+            .seq_of(self.snd.nxt)
+            .wrapping_add(u32::from(self.snd.fin.sent()));
+        let ack = self.rcv.seq_of(self.rcv.nxt);
+        let seg = self.build(now, TcpFlags::ACK, seq, ack, output::Body::None);
+        self.owed.ack = false;
+        self.ack.pending.push_back(seg);
+    }
+
+    /// A segment carrying our ACK is going out: nothing is owed until more data arrives.
+    pub(super) fn on_ack_carried(&mut self) {
+        self.ack.unacked_bytes = 0;
+        self.timers.stop(Timer::AckDelay);
+    }
+
+    /// The delayed-ACK bound expired.
+    pub(super) fn on_ack_delay(&mut self) {
+        self.owed.ack = true;
+    }
+}
