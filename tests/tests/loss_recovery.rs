@@ -36,21 +36,36 @@ fn bulk(loss: f64, seed: u64) -> Report {
     r
 }
 
+/// 1 % loss on the relay's link, TUN-like driver turns: the transfer keeps at least half its
+/// clean throughput (kernel TCP keeps 0.9 × on the real path; the gap is congestion control
+/// halving a window that the driver's batching makes large, see docs/results.md), never waits
+/// for an RTO, and retransmits about what was lost (it used to send twice as much).
+///
+/// Before the #12 fixes (commit f1ecf44^, with this file's driver model copied in) the same
+/// runs collapsed; the figures are in docs/results.md.
 #[test]
 fn one_percent_loss_keeps_most_of_the_clean_throughput_with_driver_turns() {
     for seed in [1u64, 2, 3] {
         let clean = bulk(0.0, seed);
         let lossy = bulk(0.01, seed);
         let ratio = lossy.goodput_gbps() / clean.goodput_gbps();
-        println!(
-            "seed {seed}: clean {:.2} Gbit/s, 1% loss {:.2} Gbit/s ({ratio:.2}x); \
-             dropped {}, retransmits {}, rto {}, tlp {}",
+        let report = format!(
+            "seed {seed}: clean {:.2} Gbit/s, 1% loss {:.2} Gbit/s ({ratio:.2}x); data dropped \
+             {}, retransmits {}, RTOs {}, TLPs {}",
             clean.goodput_gbps(),
             lossy.goodput_gbps(),
-            lossy.link_dropped,
+            lossy.link_dropped_a_to_b,
             lossy.retransmits,
             lossy.rto_events,
             lossy.tlp_probes
+        );
+        println!("{report}");
+        assert!(lossy.link_dropped_a_to_b > 100, "{report}");
+        assert!(ratio >= 0.5, "{report}");
+        assert_eq!(lossy.rto_events, 0, "{report}");
+        assert!(
+            lossy.retransmits as f64 <= 1.2 * lossy.link_dropped_a_to_b as f64 + 5.0,
+            "{report}"
         );
     }
 }

@@ -76,6 +76,8 @@ pub struct Report {
     pub malformed: u64,
     pub receiver_not_ready: u64,
     pub link_dropped: u64,
+    /// Of `link_dropped`, segments from A to B (A's data; B's ACKs go the other way).
+    pub link_dropped_a_to_b: u64,
     pub link_corrupted: u64,
     pub link_reordered: u64,
     pub link_duplicated: u64,
@@ -437,6 +439,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
         malformed: a.stats().malformed + b.stats().malformed,
         receiver_not_ready: a.stats().receiver_not_ready + b.stats().receiver_not_ready,
         link_dropped: la.dropped_loss + lb.dropped_loss + la.dropped_queue + lb.dropped_queue,
+        link_dropped_a_to_b: la.dropped_loss + la.dropped_queue,
         link_corrupted: la.corrupted + lb.corrupted,
         link_reordered: la.reordered + lb.reordered,
         link_duplicated: la.duplicated + lb.duplicated,
