@@ -17,6 +17,7 @@ mod ack;
 mod cq;
 mod error;
 mod events;
+mod fail;
 mod handshake;
 mod input;
 mod output;
@@ -374,108 +375,6 @@ impl Connection {
             _ => 0,
         };
         mss.saturating_sub(reserve).max(64)
-    }
-
-    /// Enter the error state: the failed work request (if any) completes with its error,
-    /// everything else outstanding with a flush error; all timers stop.
-    ///
-    /// Receive side: completions of messages wholly below the cumulative point leave as they
-    /// are. A message that arrived whole beyond a hole never will be acknowledged, so its
-    /// sender flushes it: here it flushes too (its buffer handed back; a WRITE-with-immediate
-    /// notice is dropped), so both sides agree. Send side: in posting order, READs included.
-    fn fail(&mut self, err: ConnectionError) {
-        if self.error.is_none() {
-            self.error = Some(err.clone());
-        }
-        self.state = State::Closed;
-        let failed = match err {
-            ConnectionError::PeerNak(nak) => send::FailedWr::from_nak(nak),
-            ConnectionError::RnrRetryExceeded { msn } => Some(send::FailedWr {
-                class: MsgClass::Send,
-                msn,
-                status: WcStatus::RnrRetryExceeded,
-            }),
-            _ => None,
-        };
-        if let RxPath::Bth(b) = &mut self.rx {
-            if let Some(f) = failed.filter(|f| f.class == MsgClass::ReadRequest) {
-                // Our READ's response will never come: it completes with the NAK's status.
-                b.placement.fail_read(f.msn, f.status);
-            }
-            b.placement.flush();
-            b.drain(&mut self.cq, u64::MAX);
-        }
-        self.cq.release(self.rcv.nxt);
-        let mut reads = Vec::new();
-        for mut c in self.cq.take_held() {
-            if c.status == WcStatus::Success {
-                if c.op == WcOp::RecvRdmaWithImm {
-                    continue;
-                }
-                c.status = WcStatus::WrFlushError;
-                c.byte_len = 0;
-                c.imm = None;
-            }
-            match c.op {
-                WcOp::RdmaRead => reads.push(c),
-                _ => self.cq.push(c),
-            }
-        }
-        if let ConnectionError::PeerNak(_) = err {
-            // The responder refuses in order: a NAK means every message before the failed one
-            // arrived, even if the ACK it sent just before the RST was lost (an IB NAK
-            // acknowledges the PSNs before it the same way).
-            if let Some(f) = failed {
-                let start = self
-                    .snd
-                    .framer
-                    .messages()
-                    .find(|m| m.class == f.class && m.msn == f.msn)
-                    .map(|m| m.stream_start);
-                if let Some(start) = start.filter(|&s| s > self.snd.una) {
-                    self.snd.una = start;
-                    for c in self.snd.acked_completions(true) {
-                        self.cq.push(c);
-                    }
-                }
-            }
-        }
-        let queued = self.snd.fail(failed);
-        // READs whose request was acknowledged before the failure were posted before anything
-        // still queued: they end first.
-        let still_queued = |msn: u16| {
-            queued
-                .iter()
-                .any(|q| matches!(q, send::QueuedEnd::Read(m) if *m == msn))
-        };
-        let (later, earlier): (Vec<_>, Vec<_>) =
-            reads.into_iter().partition(|c| still_queued(c.msn));
-        for c in earlier {
-            self.cq.push(c);
-        }
-        let mut later = later;
-        for q in queued {
-            match q {
-                send::QueuedEnd::Done(c) => self.cq.push(c),
-                send::QueuedEnd::Read(msn) => {
-                    if let Some(i) = later.iter().position(|c| c.msn == msn) {
-                        self.cq.push(later.remove(i));
-                    }
-                }
-            }
-        }
-        self.timers.stop_all();
-    }
-
-    /// Fail the QP because of what the peer sent: RST carrying a NAK for its message, so its
-    /// work request completes with the error on its side too.
-    fn fail_with_nak(&mut self, nak: Nak, err: ConnectionError) {
-        self.nak = Some(nak);
-        self.stats.naks_sent += 1;
-        let seq = self.snd.seq_of(self.snd.max());
-        self.owed.ack_before_rst = Some((seq, self.rcv.seq_of(self.rcv.nxt)));
-        self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
-        self.fail(err);
     }
 }
 
