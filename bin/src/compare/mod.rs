@@ -6,8 +6,11 @@
 //! ([`summarize`]) and rendering ([`render`]), so tests can check the plan and the rendering
 //! without root and run one small cell end to end with it.
 
+pub mod ceiling;
 pub mod kernel;
 pub mod render;
+
+pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};
 
 use crate::perf::{PerfConfig, PerfOp};
 use crate::topology::TwoNs;

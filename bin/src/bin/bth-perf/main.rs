@@ -2,6 +2,7 @@
 //! network namespaces (like ib_send_bw / iperf3).
 
 use bth_tools::perf::{Client, PerfConfig, PerfOp, PerfReport, Server};
+use bth_tools::relay_args::{describe_link, RelayArgs};
 use bth_tools::topology::{self, TwoNs};
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
@@ -17,9 +18,10 @@ use tcp_bth_io::tun::{Driver, Endpoint};
     about = "Measure tcp-bth over the io_uring TUN data path between two network namespaces",
     long_about = "Measure tcp-bth over the io_uring TUN data path between two network namespaces.\n\n\
         `bth-perf server` creates the namespaces <PREFIX>-a and <PREFIX>-b (joined by a veth pair, \
-        or by the userspace impairment relay with --relay-loss/--relay-reorder), puts our stack on a \
-        TUN device in <PREFIX>-a and waits for one client run; it deletes the namespaces when it \
-        exits. `bth-perf client` (same workload flags) runs our stack in <PREFIX>-b, connects, and \
+        or by the userspace impairment relay with --relay or any other --relay-* option: delay, \
+        loss, reordering, duplication, corruption, a rate limit and multipath spraying; see \
+        `bth-perf server --help`), puts our stack on a TUN device in <PREFIX>-a and waits for one \
+        client run; it deletes the namespaces when it exits. `bth-perf client` (same workload flags) runs our stack in <PREFIX>-b, connects, and \
         prints Gbit/s, messages/s and latency percentiles. Needs root (CAP_NET_ADMIN) and iproute2."
 )]
 struct Cli {
@@ -74,15 +76,8 @@ struct Workload {
 struct ServerArgs {
     #[command(flatten)]
     w: Workload,
-    /// Join the namespaces with the impairment relay instead of veth; loss probability.
-    #[arg(long)]
-    relay_loss: Option<f64>,
-    /// With the relay: reordering probability (up to 100 µs extra delay).
-    #[arg(long)]
-    relay_reorder: Option<f64>,
-    /// Relay seed.
-    #[arg(long, default_value_t = 1)]
-    relay_seed: u64,
+    #[command(flatten)]
+    relay: RelayArgs,
 }
 
 fn perf_config(w: &Workload) -> Result<PerfConfig, String> {
@@ -129,14 +124,10 @@ fn print_report(role: &str, r: &PerfReport) {
 
 fn run_server(a: &ServerArgs) -> Result<(), String> {
     let cfg = perf_config(&a.w)?;
-    let relay = (a.relay_loss.is_some() || a.relay_reorder.is_some()).then(|| {
-        tcp_bth_io::sim::LinkConfig::default()
-            .with_delay(Duration::from_micros(10))
-            .with_bandwidth_bps(0)
-            .with_loss(a.relay_loss.unwrap_or(0.0))
-            .with_reorder(a.relay_reorder.unwrap_or(0.0), Duration::from_micros(100))
-            .with_seed(a.relay_seed)
-    });
+    let relay = a.relay.link_config().map_err(|e| e.to_string())?;
+    if let Some(link) = &relay {
+        println!("server: {}", describe_link(link));
+    }
     let mut ns = TwoNs::create(&a.w.prefix, relay).map_err(|e| e.to_string())?;
     println!(
         "server: namespaces {} and {} ready; stack at {}:{} (run `bth-perf client` now)",
@@ -159,10 +150,20 @@ fn run_server(a: &ServerArgs) -> Result<(), String> {
     });
     if let Some(s) = ns.stop_relay() {
         println!(
-            "relay: dropped {} / reordered {} packets",
+            "relay: dropped {} / reordered {} / duplicated {} packets",
             s.a_to_b.dropped() + s.b_to_a.dropped(),
-            s.a_to_b.reordered + s.b_to_a.reordered
+            s.a_to_b.reordered + s.b_to_a.reordered,
+            s.a_to_b.duplicated + s.b_to_a.duplicated
         );
+        for (dir, paths) in [("a->b", &s.a_to_b_paths), ("b->a", &s.b_to_a_paths)] {
+            if !paths.is_empty() {
+                let per: Vec<String> = paths
+                    .iter()
+                    .map(|p| format!("{} ({} lost)", p.sent, p.dropped_loss))
+                    .collect();
+                println!("relay: {dir} packets per path: {}", per.join(", "));
+            }
+        }
     }
     res.map_err(|e| e.to_string())?;
     print_report("server", &server.report);
