@@ -9,8 +9,8 @@
 //!
 //! # What is modelled
 //!
-//! Each [`Direction`] is an independent, full-duplex path with its own bottleneck queue, its own
-//! serialization clock and its own random stream. A packet sent in one direction goes through:
+//! Each [`Direction`] is independent, with its own bottleneck queue, its own serialization clock
+//! and its own random streams. A packet sent in one direction goes through:
 //!
 //! 1. **Drop-tail bottleneck queue.** The queue holds every byte that was sent but whose
 //!    serialization has not finished at `now` (the packet currently being serialized included).
@@ -24,16 +24,27 @@
 //! 3. **Random loss** on the wire, with probability [`loss`](LinkConfig::loss): the packet has
 //!    still used its serialization slot at the bottleneck, but never arrives
 //!    ([`LinkStats::dropped_loss`]).
-//! 4. **Propagation:** `arrival = departure + delay`.
-//! 5. **Reordering:** with probability [`reorder`](LinkConfig::reorder) the packet is held back by
+//! 4. **Spraying** (only with [`spray`](LinkConfig::spray)): past the bottleneck the packet
+//!    takes one of 2 to [`MAX_PATHS`] paths, chosen round-robin by its index in the direction
+//!    or uniformly at random ([`SprayMode`]). The path may lose it, with its own
+//!    [`loss`](PathConfig::loss) (counted in [`LinkStats::dropped_loss`] and in the path's
+//!    [`PathStats`]), and otherwise adds its fixed [`extra_delay`](PathConfig::extra_delay).
+//!    The shared bottleneck comes first, as in a fabric where a flow's packets leave one NIC
+//!    port and are sprayed by the first switch: packets leave in send order, and a packet is
+//!    overtaken only by packets that left less than [`Spray::spread`] after it. The reordering
+//!    depth thus follows the delay spread, and every packet, not a random few, may be
+//!    reordered.
+//! 5. **Propagation:** `arrival = departure + delay + the path's extra delay` (0 without
+//!    spraying).
+//! 6. **Reordering:** with probability [`reorder`](LinkConfig::reorder) the packet is held back by
 //!    an extra delay drawn uniformly from `(0, reorder_depth]` (nanosecond resolution), so that
 //!    packets sent after it may overtake it ([`LinkStats::reordered`] counts packets chosen for
 //!    the extra delay, whether or not anything actually overtook them).
-//! 6. **Duplication:** with probability [`duplicate`](LinkConfig::duplicate) an unaltered copy of
+//! 7. **Duplication:** with probability [`duplicate`](LinkConfig::duplicate) an unaltered copy of
 //!    the packet as sent is also delivered, `max(serialization time, 1 µs)` after the original
-//!    (after the original's extra reorder delay, if any). The copy is made downstream of the
+//!    (after the original's path and extra reorder delay, if any). The copy is made downstream of the
 //!    bottleneck: it does not occupy the queue or delay later packets.
-//! 7. **Corruption:** with probability [`corrupt`](LinkConfig::corrupt) exactly one uniformly
+//! 8. **Corruption:** with probability [`corrupt`](LinkConfig::corrupt) exactly one uniformly
 //!    chosen bit of the original (not of a duplicate) is flipped. Empty packets are never
 //!    corrupted.
 //!
@@ -45,11 +56,14 @@
 //!
 //! The two directions use separate ChaCha8 streams (`rand_chacha`) keyed by
 //! [`seed`](LinkConfig::seed), stream 0 for [`Direction::AtoB`] and stream 1 for
-//! [`Direction::BtoA`]. Every call to [`send`](SimLink::send) consumes exactly the same number of
-//! random values from its direction's stream, whatever happens to the packet. So the impairments
-//! applied to the *n*-th packet sent in a direction depend only on the seed, the direction and
-//! *n*: traffic in the other direction, packet sizes, send times and queue drops do not shift
-//! the random pattern.
+//! [`Direction::BtoA`]. Every call to [`send`](SimLink::send) consumes exactly six random values
+//! from its direction's stream (loss, reorder, reorder delay, duplicate, corrupt, corrupt bit),
+//! whatever happens to the packet. With spraying it also consumes exactly two (path, path loss)
+//! from a second stream of its direction (2 for A→B, 3 for B→A), even in round-robin mode or
+//! when the packet never reaches a path; so turning spraying on does not change which packets
+//! the other impairments hit. The impairments applied to the *n*-th packet sent in a direction
+//! thus depend only on the seed, the direction and *n*: traffic in the other direction, packet
+//! sizes, send times and queue drops do not shift the random pattern.
 //!
 //! # What is not modelled
 //!
@@ -60,6 +74,9 @@
 //!   and queue space, whatever its size.
 //! * AQM (RED, CoDel), ECN marking, priority queues, pacing, or a shared medium: the queue is
 //!   plain drop-tail and the directions never compete for bandwidth.
+//! * Congestion on the sprayed paths: each path is a fixed delay line with no queue or
+//!   bandwidth of its own, and the choice of path never reacts to load (no adaptive routing
+//!   feedback, no flowlets), so the spread is constant.
 //! * Packet contents: the link never parses packets, so it cannot, e.g., reorder only data or
 //!   drop only ACKs.
 //! * Real time: nothing happens between calls. `now` should not decrease between calls; if it
@@ -73,6 +90,8 @@ use std::time::Duration;
 
 /// Which way a packet travels over the link (the core's type: the same for every driver).
 pub use tcp_bth::pair::Direction;
+
+pub use super::spray::{PathConfig, PathStats, Spray, SprayMode, MAX_PATHS};
 
 /// Parameters of a [`SimLink`]; the same for both directions.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,11 +115,13 @@ pub struct LinkConfig {
     pub corrupt: f64,
     /// Seed of the random streams of both directions.
     pub seed: u64,
+    /// Spray packets over several paths after the bottleneck; `None`: one path.
+    pub spray: Option<Spray>,
 }
 
 impl Default for LinkConfig {
     /// A clean data-centre link: 50 µs one-way delay, 10 Gbit/s, 4 MiB queue, no impairments
-    /// (reorder depth 200 µs, used only once `reorder` is set), seed 1.
+    /// (reorder depth 200 µs, used only once `reorder` is set), one path, seed 1.
     fn default() -> Self {
         LinkConfig {
             delay: Duration::from_micros(50),
@@ -112,6 +133,7 @@ impl Default for LinkConfig {
             duplicate: 0.0,
             corrupt: 0.0,
             seed: 1,
+            spray: None,
         }
     }
 }
@@ -125,6 +147,13 @@ pub enum LinkConfigError {
     /// `reorder > 0` but `reorder_depth` is zero, so reordering could not delay anything.
     #[error("link reorder probability {reorder} needs a non-zero reorder_depth")]
     ZeroReorderDepth { reorder: f64 },
+    /// A [`Spray`] with fewer than 2 or more than [`MAX_PATHS`] paths (one path is no spraying:
+    /// leave [`LinkConfig::spray`] at `None`).
+    #[error("spraying needs 2 to {max} paths, got {paths}", max = MAX_PATHS)]
+    PathCount { paths: usize },
+    /// A path's loss probability is NaN or outside `[0, 1]`.
+    #[error("path {path} loss probability must be within [0, 1], got {value}")]
+    PathLoss { path: usize, value: f64 },
 }
 
 impl LinkConfig {
@@ -177,8 +206,14 @@ impl LinkConfig {
         self
     }
 
-    /// Check that every probability is a number within `[0, 1]` and that reordering has a
-    /// non-zero depth.
+    /// Spray packets over the paths of `spray`.
+    pub fn with_spray(mut self, spray: Spray) -> Self {
+        self.spray = Some(spray);
+        self
+    }
+
+    /// Check that every probability is a number within `[0, 1]`, that reordering has a
+    /// non-zero depth and that a spray has 2 to [`MAX_PATHS`] paths ([`Spray::validate`]).
     pub fn validate(&self) -> Result<(), LinkConfigError> {
         for (field, value) in [
             ("loss", self.loss),
@@ -195,6 +230,9 @@ impl LinkConfig {
             return Err(LinkConfigError::ZeroReorderDepth {
                 reorder: self.reorder,
             });
+        }
+        if let Some(spray) = &self.spray {
+            spray.validate()?;
         }
         Ok(())
     }
@@ -218,7 +256,8 @@ pub struct LinkStats {
     pub sent: u64,
     /// Packets (duplicates included) returned by [`SimLink::poll`].
     pub delivered: u64,
-    /// Packets lost on the wire (after serialization).
+    /// Packets lost on the wire (after serialization): link-wide loss and, with spraying, loss
+    /// on a path ([`SimLink::path_stats`] has the per-path share).
     pub dropped_loss: u64,
     /// Packets refused by the full drop-tail queue.
     pub dropped_queue: u64,
@@ -286,9 +325,17 @@ struct Draws {
     corrupt_bit: u64,
 }
 
+/// The random values one `send` consumes from its direction's spray stream when the link
+/// sprays: always both, in this order.
+#[derive(Clone, Copy)]
+struct SprayDraws {
+    path: u64,
+    path_loss: f64,
+}
+
 /// `floor(r * n / 2^64)`: maps a uniform `u64` onto `[0, n)` (bias below `n / 2^64`, and a
 /// fixed single draw, unlike rejection sampling).
-fn scale(r: u64, n: u64) -> u64 {
+pub(crate) fn scale(r: u64, n: u64) -> u64 {
     ((u128::from(r) * u128::from(n)) >> 64) as u64
 }
 
@@ -296,6 +343,11 @@ fn scale(r: u64, n: u64) -> u64 {
 #[derive(Debug, Clone)]
 struct Lane {
     rng: ChaCha8Rng,
+    /// Path choices and path losses (streams 2 and 3), apart from `rng` so that turning
+    /// spraying on leaves the other impairments' pattern as it was.
+    spray_rng: ChaCha8Rng,
+    /// One entry per path of the spray; empty without spraying.
+    paths: Vec<PathStats>,
     /// When the bottleneck finishes serializing everything accepted so far.
     free_at: Duration,
     /// `(departure, len)` of accepted packets, in departure order, not yet known to have left.
@@ -306,11 +358,15 @@ struct Lane {
 }
 
 impl Lane {
-    fn new(seed: u64, dir: Direction) -> Lane {
+    fn new(seed: u64, dir: Direction, paths: usize) -> Lane {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(dir.index() as u64);
+        let mut spray_rng = ChaCha8Rng::seed_from_u64(seed);
+        spray_rng.set_stream(2 + dir.index() as u64);
         Lane {
             rng,
+            spray_rng,
+            paths: vec![PathStats::default(); paths],
             free_at: Duration::ZERO,
             queue: VecDeque::new(),
             queued_bytes: 0,
@@ -326,6 +382,13 @@ impl Lane {
             duplicate: self.rng.random(),
             corrupt: self.rng.random(),
             corrupt_bit: self.rng.random(),
+        }
+    }
+
+    fn draw_spray(&mut self) -> SprayDraws {
+        SprayDraws {
+            path: self.spray_rng.random(),
+            path_loss: self.spray_rng.random(),
         }
     }
 
@@ -368,8 +431,9 @@ impl SimLink {
     /// A link with configuration `cfg`, or why `cfg` is invalid.
     pub fn try_new(cfg: LinkConfig) -> Result<SimLink, LinkConfigError> {
         cfg.validate()?;
+        let paths = cfg.spray.as_ref().map_or(0, |s| s.paths.len());
         Ok(SimLink {
-            lanes: Direction::ALL.map(|d| Lane::new(cfg.seed, d)),
+            lanes: Direction::ALL.map(|d| Lane::new(cfg.seed, d, paths)),
             cfg,
             in_flight: BinaryHeap::new(),
             next_seq: 0,
@@ -388,6 +452,9 @@ impl SimLink {
         let cfg = &self.cfg;
         let lane = &mut self.lanes[dir.index()];
         let draws = lane.draw();
+        let spray_draws = cfg.spray.as_ref().map(|_| lane.draw_spray());
+        // This packet's index in its direction: its round-robin path.
+        let index = lane.stats.sent;
         lane.stats.sent += 1;
 
         let len = packet.len();
@@ -411,7 +478,25 @@ impl SimLink {
             return;
         }
 
-        let mut arrival = departure.saturating_add(cfg.delay);
+        let mut path_delay = Duration::ZERO;
+        if let (Some(spray), Some(sd)) = (&cfg.spray, spray_draws) {
+            let i = spray.choose(index, sd.path);
+            // `choose` stays below the path count, which `validate` made at least 2, and
+            // `lane.paths` has one entry per path; `get` keeps this panic-free regardless.
+            if let (Some(path), Some(ps)) = (spray.paths.get(i), lane.paths.get_mut(i)) {
+                ps.sent += 1;
+                if sd.path_loss < path.loss {
+                    ps.dropped_loss += 1;
+                    lane.stats.dropped_loss += 1;
+                    return;
+                }
+                path_delay = path.extra_delay;
+            }
+        }
+
+        let mut arrival = departure
+            .saturating_add(cfg.delay)
+            .saturating_add(path_delay);
         if draws.reorder < cfg.reorder {
             let depth = u64::try_from(cfg.reorder_depth.as_nanos()).unwrap_or(u64::MAX);
             // Uniform in [1, depth] nanoseconds.
@@ -487,6 +572,12 @@ impl SimLink {
     /// Counters of direction `dir`.
     pub fn stats(&self, dir: Direction) -> LinkStats {
         self.lanes[dir.index()].stats
+    }
+
+    /// Counters of each sprayed path of direction `dir`, in path order (empty without
+    /// spraying).
+    pub fn path_stats(&self, dir: Direction) -> &[PathStats] {
+        &self.lanes[dir.index()].paths
     }
 }
 

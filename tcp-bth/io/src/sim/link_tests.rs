@@ -55,6 +55,7 @@ fn default_is_valid_and_builders_set_fields() {
             duplicate: 0.3,
             corrupt: 0.4,
             seed: 99,
+            spray: None,
         }
     );
     assert_eq!(c.validate(), Ok(()));
@@ -519,6 +520,7 @@ prop_compose! {
         duplicate in prob(),
         corrupt in prob(),
         seed in any::<u64>(),
+        spray in prop::option::of(arb_spray()),
     ) -> LinkConfig {
         LinkConfig {
             delay: Duration::from_nanos(delay_ns),
@@ -530,6 +532,23 @@ prop_compose! {
             duplicate,
             corrupt,
             seed,
+            spray,
+        }
+    }
+}
+
+prop_compose! {
+    /// 2 to 16 paths with independent delays (up to 1 ms) and losses, either mode.
+    fn arb_spray()(
+        paths in prop::collection::vec((0u64..1_000_000, prob()), 2..=MAX_PATHS),
+        random in any::<bool>(),
+    ) -> Spray {
+        Spray {
+            paths: paths
+                .into_iter()
+                .map(|(ns, loss)| PathConfig { extra_delay: Duration::from_nanos(ns), loss })
+                .collect(),
+            mode: if random { SprayMode::Random } else { SprayMode::RoundRobin },
         }
     }
 }
@@ -592,8 +611,8 @@ proptest! {
             prop_assert_eq!(s.sent, sends.iter().filter(|x| x.1 == d).count() as u64);
             prop_assert_eq!(s.delivered, s.sent - s.dropped() + s.duplicated);
             prop_assert!(s.corrupted + s.reordered <= 2 * (s.sent - s.dropped()));
-            if cfg.reorder == 0.0 {
-                // Without reordering, originals arrive in send order.
+            if cfg.reorder == 0.0 && cfg.spray.is_none() {
+                // Without reordering or spraying, originals arrive in send order.
                 prop_assert!(first_seen[d.index()].windows(2).all(|w| w[0] < w[1]));
             }
             total.sent += s.sent;
