@@ -212,9 +212,31 @@ fn one_small_plain_cell_shows_staged_bytes() {
     assert!(render::markdown(&results).contains("| ours (plain) |"));
 }
 
+/// One small spraying cell over both stacks: the relay sprays round-robin over 4 paths, both
+/// stacks move every byte, and ours records both sides' recovery counters.
+fn one_small_spray_cell_runs_both_stacks() {
+    let mut plan = compare::plan(true);
+    plan.cells
+        .retain(|c| matches!(c.link, Link::Spray { paths: 4, .. }));
+    plan.runs = 1;
+    let cell = &mut plan.cells[0];
+    cell.count = 8;
+    let prefix = format!("bthcmps{}", std::process::id());
+    let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        assert_eq!(r.error, None, "{:?}", r.stack);
+        assert_eq!(r.bytes, 8 << 20, "{:?}", r.stack);
+    }
+    assert!(runs[1].client_recovery.is_some() && runs[1].server_recovery.is_some());
+    let results = compare::summarize(&plan, &runs);
+    assert!(render::markdown(&results).contains("bulk-1MiB-relay-spray4-200us"));
+}
+
 bth_tests::test_main!(
     quick_plan_is_small_and_interleaves_both_stacks,
     renders_a_synthetic_result_set,
     one_small_real_cell_end_to_end[NetAdmin],
     one_small_plain_cell_shows_staged_bytes[NetAdmin],
+    one_small_spray_cell_runs_both_stacks[NetAdmin],
 );

@@ -4,7 +4,7 @@
 use crate::perf::{PerfConfig, PerfOp};
 use serde::Serialize;
 use std::time::Duration;
-use tcp_bth_io::sim::LinkConfig;
+use tcp_bth_io::sim::{LinkConfig, LinkConfigError, Spray, SprayMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,6 +34,14 @@ pub enum Link {
         loss: f64,
         reorder_depth_us: u32,
     },
+    /// The relay spraying every packet round-robin over `paths` lossless paths whose extra
+    /// delays are spread evenly from 0 to `spread_us` (`Spray::even`), as a fabric spraying
+    /// per packet over uplinks of different lengths: reordering on every packet, by up to the
+    /// spread. No other impairment.
+    Spray {
+        paths: u32,
+        spread_us: u32,
+    },
 }
 
 impl Link {
@@ -47,15 +55,16 @@ impl Link {
     }
 
     /// The relay's link model: 10 µs one way, no bandwidth limit (as `bth-perf server
-    /// --relay-*`), plus the cell's impairments.
-    pub fn link_config(&self, seed: u64) -> Option<LinkConfig> {
+    /// --relay-*`), plus the cell's impairments; `None` for veth. An error only for a spray
+    /// the link model refuses (fewer than 2 or more than 16 paths).
+    pub fn link_config(&self, seed: u64) -> Result<Option<LinkConfig>, LinkConfigError> {
         let relay = || {
             LinkConfig::default()
                 .with_delay(Duration::from_micros(10))
                 .with_bandwidth_bps(0)
                 .with_seed(seed)
         };
-        match *self {
+        Ok(match *self {
             Link::Veth => None,
             Link::Relay {
                 reorder,
@@ -66,6 +75,19 @@ impl Link {
                     .with_loss(loss)
                     .with_reorder(reorder, Duration::from_micros(u64::from(reorder_depth_us))),
             ),
+            Link::Spray { paths, spread_us } => {
+                let spread = Duration::from_micros(u64::from(spread_us));
+                let spray = Spray::even(paths as usize, spread, SprayMode::RoundRobin)?;
+                Some(relay().with_spray(spray))
+            }
+        })
+    }
+
+    /// Spraying over `paths` paths with the sweep's spread, [`SPRAY_SPREAD_US`].
+    pub fn spray(paths: u32) -> Link {
+        Link::Spray {
+            paths,
+            spread_us: SPRAY_SPREAD_US,
         }
     }
 
@@ -77,11 +99,21 @@ impl Link {
                 reorder,
                 loss,
                 reorder_depth_us,
-            } => format!(
-                "relay reorder {}% (up to {reorder_depth_us} µs) loss {}%",
-                reorder * 100.0,
-                loss * 100.0
-            ),
+            } => {
+                let depth = if reorder > 0.0 {
+                    format!(" (up to {reorder_depth_us} µs)")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "relay reorder {}%{depth} loss {}%",
+                    reorder * 100.0,
+                    loss * 100.0
+                )
+            }
+            Link::Spray { paths, spread_us } => {
+                format!("relay spraying round-robin over {paths} paths, +0..{spread_us} µs")
+            }
         }
     }
 
@@ -101,6 +133,7 @@ impl Link {
                 }
                 s
             }
+            Link::Spray { paths, spread_us } => format!("relay-spray{paths}-{spread_us}us"),
         }
     }
 }
@@ -201,21 +234,30 @@ pub const IMPAIRMENTS: [(f64, f64); 5] = [
 ];
 
 /// The reordering-depth sweep: 10 % of packets reordered, each held back by up to this many
-/// µs; [`RELAY_REORDER_DEPTH_US`] is the impairment sweep's 10 % cell. At the relay's 10 µs one
-/// way, 20 µs lets a packet be overtaken by the few sent right after it, 1000 µs by a whole
-/// window's worth: beyond RACK's reorder window (min RTT / 4, widened up to 16×).
+/// µs; [`RELAY_REORDER_DEPTH_US`] is the impairment sweep's 10 % cell. The deeper, the more
+/// later packets overtake a reordered one, and the longer a hole stays open before it fills.
+/// From 2 to 100 times the relay's 10 µs one-way delay.
 pub const REORDER_DEPTHS_US: [u32; 5] = [20, 50, 200, 500, 1000];
 
 /// Reordering probability of the depth sweep.
 pub const REORDER_DEPTH_SWEEP_RATE: f64 = 0.10;
+
+/// The spraying sweep: this many paths, their extra delays spread evenly over
+/// [`SPRAY_SPREAD_US`]. One path is the impairment sweep's 0 % relay cell.
+pub const SPRAY_PATHS: [u32; 4] = [2, 4, 8, 16];
+
+/// Delay spread of the spraying cells: the slowest path is this much longer than the fastest
+/// (20 × the relay's one-way delay), so a packet can be overtaken by everything sent in the
+/// next 200 µs.
+pub const SPRAY_SPREAD_US: u32 = 200;
 
 /// Bulk cells over the relay move this message size, as the impairment sweep does.
 const RELAY_BULK_SIZE: u32 = 1 << 20;
 const RELAY_BULK_COUNT: u64 = 128;
 
 /// The cells: message sizes over veth (bulk and request/response), the impairment sweep over
-/// the relay (bulk 1 MiB and request/response 4 KiB) and the reordering-depth sweep (bulk
-/// 1 MiB). `quick` is a small subset.
+/// the relay (bulk 1 MiB and request/response 4 KiB), the reordering-depth sweep and the
+/// spraying sweep (bulk 1 MiB). `quick` is a small subset.
 pub fn plan(quick: bool) -> Plan {
     use Workload::*;
     let relay = |(reorder, loss): (f64, f64)| Link::relay(reorder, loss);
@@ -229,6 +271,7 @@ pub fn plan(quick: bool) -> Plan {
                 Cell::new(RequestResponse, 4096, 500, Link::Veth),
                 Cell::new(Bulk, 1 << 20, 16, relay((0.10, 0.0))),
                 Cell::new(Bulk, 1 << 20, 16, relay((0.10, 0.0))).plain(),
+                Cell::new(Bulk, 1 << 20, 16, Link::spray(4)),
             ],
         };
     }
@@ -269,6 +312,10 @@ pub fn plan(quick: bool) -> Plan {
             loss: 0.0,
             reorder_depth_us,
         };
+        cells.push(Cell::new(Bulk, RELAY_BULK_SIZE, RELAY_BULK_COUNT, link));
+    }
+    for paths in SPRAY_PATHS {
+        let link = Link::spray(paths);
         cells.push(Cell::new(Bulk, RELAY_BULK_SIZE, RELAY_BULK_COUNT, link));
     }
     // Our fallback byte stream beside BTH, in order and with holes: what staging costs.

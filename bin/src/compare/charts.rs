@@ -4,7 +4,7 @@
 
 use super::{
     size_label, CellResult, Link, Summary, Workload, RELAY_REORDER_DEPTH_US,
-    REORDER_DEPTH_SWEEP_RATE,
+    REORDER_DEPTH_SWEEP_RATE, SPRAY_SPREAD_US,
 };
 use plotters::drawing::DrawingAreaErrorKind;
 use plotters::prelude::*;
@@ -142,6 +142,30 @@ fn reorder_depth_of(c: &CellResult) -> Option<f64> {
     }
 }
 
+/// Number of paths of a bulk spraying cell with the sweep's spread. The 0 % relay cell is the
+/// same link with one path (no spraying), so it is the sweep's point at 1 when its message
+/// size is the sweep's.
+fn paths_of(c: &CellResult, spray_size: Option<u32>) -> Option<f64> {
+    if c.cell.workload != Workload::Bulk {
+        return None;
+    }
+    match c.cell.link {
+        Link::Spray { paths, spread_us } if spread_us == SPRAY_SPREAD_US => Some(f64::from(paths)),
+        Link::Relay {
+            reorder,
+            loss,
+            reorder_depth_us,
+        } if reorder == 0.0
+            && loss == 0.0
+            && reorder_depth_us == RELAY_REORDER_DEPTH_US
+            && spray_size == Some(c.cell.size) =>
+        {
+            Some(1.0)
+        }
+        _ => None,
+    }
+}
+
 /// The message size of the first cell `keep` takes, for a chart's title.
 fn size_of(results: &[CellResult], keep: impl Fn(&CellResult) -> Option<f64>) -> String {
     results
@@ -202,6 +226,28 @@ pub fn charts(results: &[CellResult], dir: &Path) -> io::Result<Vec<PathBuf>> {
             true,
             &s,
             &|v: &f64| format!("{v:.0} µs"),
+        )?;
+        out.push(p);
+    }
+    let spray_size = results
+        .iter()
+        .find(|c| !c.cell.plain && paths_of(c, None).is_some())
+        .map(|c| c.cell.size);
+    let by_paths = |c: &CellResult| paths_of(c, spray_size);
+    let s = series(results, by_paths, |s| Some(s.gbps));
+    if s.iter().any(|(_, v)| v.len() > 1) {
+        let size = size_of(results, by_paths);
+        let p = dir.join("throughput-vs-paths.svg");
+        line_chart(
+            &p,
+            &format!(
+                "Bulk {size} throughput vs paths sprayed over, +0..{SPRAY_SPREAD_US} µs (relay)"
+            ),
+            "paths (round-robin per packet; 1 = no spraying)",
+            "Gbit/s",
+            true,
+            &s,
+            &|v: &f64| format!("{v:.0}"),
         )?;
         out.push(p);
     }

@@ -13,7 +13,7 @@ pub mod render;
 
 pub use cells::{
     plan, size_label, Cell, Link, Plan, Workload, IMPAIRMENTS, RELAY_REORDER_DEPTH_US,
-    REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES,
+    REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES, SPRAY_PATHS, SPRAY_SPREAD_US,
 };
 
 use crate::perf::Recovery;
@@ -234,7 +234,8 @@ pub fn run_cell(
     seed: u64,
     mut progress: impl FnMut(&RunRecord),
 ) -> io::Result<Vec<RunRecord>> {
-    let ns = TwoNs::create(prefix, cell.link.link_config(seed))?;
+    let link = cell.link.link_config(seed).map_err(io::Error::other)?;
+    let ns = TwoNs::create(prefix, link)?;
     let mut out = Vec::new();
     for run in 0..runs {
         for stack in [Stack::Kernel, Stack::Ours] {

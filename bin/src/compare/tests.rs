@@ -148,3 +148,57 @@ fn the_well_formedness_check_refuses_broken_svg() {
         "<?xml version=\"1.0\"?>\n<svg a=\"1\"><g><text>x</text></g><a/></svg>\n",
     );
 }
+
+#[test]
+fn the_paths_chart_has_both_stacks_and_starts_from_the_unsprayed_relay() {
+    let mut cells = vec![Cell::new(
+        Workload::Bulk,
+        1 << 20,
+        128,
+        Link::relay(0.0, 0.0),
+    )];
+    cells.extend(
+        SPRAY_PATHS
+            .into_iter()
+            .map(|paths| Cell::new(Workload::Bulk, 1 << 20, 128, Link::spray(paths))),
+    );
+    let results = results_of(cells);
+    let dir = temp_dir("paths");
+    let files = render::charts(&results, &dir).expect("charts");
+    let chart = dir.join("throughput-vs-paths.svg");
+    assert!(files.contains(&chart), "{files:?}");
+    assert_both_series(&chart);
+    let svg = std::fs::read_to_string(&chart).expect("chart");
+    assert!(svg.contains("paths (round-robin"), "x axis described");
+    // A point per cell and stack: 1 (the 0 % relay cell) and every sweep's path count.
+    let points = svg.matches("<circle").count();
+    assert_eq!(points, 2 * (1 + SPRAY_PATHS.len()), "{svg}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn spraying_cells_are_named_by_paths_and_spread_and_build_a_valid_link() {
+    let full = plan(false);
+    for paths in SPRAY_PATHS {
+        let id = format!("bulk-1MiB-relay-spray{paths}-{SPRAY_SPREAD_US}us");
+        let cell = full.cells.iter().find(|c| c.id == id).expect(&id);
+        let link = cell.link.link_config(1).expect("valid").expect("relay");
+        let spray = link.spray.expect("spraying");
+        assert_eq!(spray.paths.len(), paths as usize);
+        assert_eq!(
+            spray.spread(),
+            Duration::from_micros(SPRAY_SPREAD_US.into())
+        );
+        assert!(full.describe().contains(&id));
+    }
+    assert!(plan(true)
+        .cells
+        .iter()
+        .any(|c| matches!(c.link, Link::Spray { .. })));
+    // A path count the link model refuses is an error, not a panic.
+    let bad = Link::Spray {
+        paths: 1,
+        spread_us: 200,
+    };
+    assert!(bad.link_config(1).is_err());
+}

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
 use tcp_bth::Config;
+use tcp_bth_io::sim::{Spray, SprayMode};
 use tcp_bth_io::tun::{Driver, Endpoint};
 
 #[derive(Parser)]
@@ -17,7 +18,7 @@ use tcp_bth_io::tun::{Driver, Endpoint};
     about = "Measure tcp-bth over the io_uring TUN data path between two network namespaces",
     long_about = "Measure tcp-bth over the io_uring TUN data path between two network namespaces.\n\n\
         `bth-perf server` creates the namespaces <PREFIX>-a and <PREFIX>-b (joined by a veth pair, \
-        or by the userspace impairment relay with --relay-loss/--relay-reorder), puts our stack on a \
+        or by the userspace impairment relay with --relay-loss/--relay-reorder/--relay-spray), puts our stack on a \
         TUN device in <PREFIX>-a and waits for one client run; it deletes the namespaces when it \
         exits. `bth-perf client` (same workload flags) runs our stack in <PREFIX>-b, connects, and \
         prints Gbit/s, messages/s and latency percentiles.\n\n\
@@ -86,6 +87,13 @@ struct ServerArgs {
     /// With the relay: reordering probability (up to 100 µs extra delay).
     #[arg(long)]
     relay_reorder: Option<f64>,
+    /// With the relay: spray every packet round-robin over this many paths (2..=16), their
+    /// extra delays spread evenly over 0..--relay-spread-us (as bth-compare's spraying cells).
+    #[arg(long)]
+    relay_spray: Option<usize>,
+    /// With --relay-spray: extra delay of the slowest path over the fastest, in µs.
+    #[arg(long, default_value_t = 200)]
+    relay_spread_us: u64,
     /// Relay seed.
     #[arg(long, default_value_t = 1)]
     relay_seed: u64,
@@ -138,7 +146,8 @@ fn print_report(role: &str, r: &PerfReport) {
 
 fn run_server(a: &ServerArgs) -> Result<(), String> {
     let cfg = perf_config(&a.w)?;
-    let relay = (a.relay_loss.is_some() || a.relay_reorder.is_some()).then(|| {
+    let use_relay = a.relay_loss.is_some() || a.relay_reorder.is_some() || a.relay_spray.is_some();
+    let relay = use_relay.then(|| {
         tcp_bth_io::sim::LinkConfig::default()
             .with_delay(Duration::from_micros(10))
             .with_bandwidth_bps(0)
@@ -146,6 +155,15 @@ fn run_server(a: &ServerArgs) -> Result<(), String> {
             .with_reorder(a.relay_reorder.unwrap_or(0.0), Duration::from_micros(100))
             .with_seed(a.relay_seed)
     });
+    let relay = match (relay, a.relay_spray) {
+        (Some(link), Some(paths)) => {
+            let spread = Duration::from_micros(a.relay_spread_us);
+            let spray = Spray::even(paths, spread, SprayMode::RoundRobin)
+                .map_err(|e| format!("--relay-spray: {e}"))?;
+            Some(link.with_spray(spray))
+        }
+        (link, _) => link,
+    };
     let mut ns = TwoNs::create(&a.w.prefix, relay).map_err(|e| e.to_string())?;
     println!(
         "server: namespaces {} and {} ready; stack at {}:{} (run `bth-perf client` now)",
