@@ -2,5 +2,6 @@
 
 pub mod compare;
 pub mod perf;
+pub mod relay_args;
 pub mod topology;
 pub mod tunpair;

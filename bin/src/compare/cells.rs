@@ -2,6 +2,7 @@
 //! full and a quick run ([`plan`]).
 
 use crate::perf::{PerfConfig, PerfOp};
+use crate::relay_args::{clean_relay_link, DEFAULT_REORDER_DEPTH};
 use serde::Serialize;
 use std::time::Duration;
 use tcp_bth_io::sim::{LinkConfig, LinkConfigError, Spray, SprayMode};
@@ -16,10 +17,10 @@ pub enum Workload {
     RequestResponse,
 }
 
-/// How far the relay delays a reordered packet at most, unless a cell says otherwise: the
-/// value of every relay cell before the reordering-depth sweep (and of `bth-perf server
-/// --relay-reorder`), so those cells keep their ids.
-pub const RELAY_REORDER_DEPTH_US: u32 = 100;
+/// How far the relay delays a reordered packet at most, unless a cell says otherwise: 100 µs,
+/// the value of every relay cell before the reordering-depth sweep (and `bth-perf server
+/// --relay-reorder`'s default depth), so those cells keep their ids.
+pub const RELAY_REORDER_DEPTH_US: u32 = DEFAULT_REORDER_DEPTH.as_micros() as u32;
 
 /// How the two namespaces are joined.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -54,16 +55,13 @@ impl Link {
         }
     }
 
-    /// The relay's link model: 10 µs one way, no bandwidth limit (as `bth-perf server
-    /// --relay-*`), plus the cell's impairments; `None` for veth. An error only for a spray
+    /// The relay's link model: 10 µs one way, no bandwidth limit (`clean_relay_link`, what
+    /// `bth-perf server --relay` gives), plus the cell's impairments; `None` for veth. An error only for a spray
     /// the link model refuses (fewer than 2 or more than 16 paths).
     pub fn link_config(&self, seed: u64) -> Result<Option<LinkConfig>, LinkConfigError> {
-        let relay = || {
-            LinkConfig::default()
-                .with_delay(Duration::from_micros(10))
-                .with_bandwidth_bps(0)
-                .with_seed(seed)
-        };
+        // One definition of the clean relay for both tools, so `bth-perf server --relay-*`
+        // reproduces any cell.
+        let relay = || clean_relay_link(seed);
         Ok(match *self {
             Link::Veth => None,
             Link::Relay {

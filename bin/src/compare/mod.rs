@@ -6,11 +6,13 @@
 //! ([`summarize`]) and rendering ([`render`]), so tests can check the plan and the rendering
 //! without root and run one small cell end to end with it.
 
+pub mod ceiling;
 mod cells;
 mod charts;
 pub mod kernel;
 pub mod render;
 
+pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};
 pub use cells::{
     plan, size_label, Cell, Link, Plan, Workload, IMPAIRMENTS, RELAY_REORDER_DEPTH_US,
     REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES, SPRAY_PATHS, SPRAY_SPREAD_US,

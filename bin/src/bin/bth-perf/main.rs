@@ -2,13 +2,13 @@
 //! network namespaces (like ib_send_bw / iperf3).
 
 use bth_tools::perf::{Client, PerfConfig, PerfOp, PerfReport, Server};
+use bth_tools::relay_args::{describe_link, RelayArgs};
 use bth_tools::topology::{self, TwoNs};
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
 use tcp_bth::Config;
-use tcp_bth_io::sim::{Spray, SprayMode};
 use tcp_bth_io::tun::{Driver, Endpoint};
 
 #[derive(Parser)]
@@ -18,9 +18,10 @@ use tcp_bth_io::tun::{Driver, Endpoint};
     about = "Measure tcp-bth over the io_uring TUN data path between two network namespaces",
     long_about = "Measure tcp-bth over the io_uring TUN data path between two network namespaces.\n\n\
         `bth-perf server` creates the namespaces <PREFIX>-a and <PREFIX>-b (joined by a veth pair, \
-        or by the userspace impairment relay with --relay-loss/--relay-reorder/--relay-spray), puts our stack on a \
-        TUN device in <PREFIX>-a and waits for one client run; it deletes the namespaces when it \
-        exits. `bth-perf client` (same workload flags) runs our stack in <PREFIX>-b, connects, and \
+        or by the userspace impairment relay with --relay or any other --relay-* option: delay, \
+        loss, reordering, duplication, corruption, a rate limit and multipath spraying; see \
+        `bth-perf server --help`), puts our stack on a TUN device in <PREFIX>-a and waits for one \
+        client run; it deletes the namespaces when it exits. `bth-perf client` (same workload flags) runs our stack in <PREFIX>-b, connects, and \
         prints Gbit/s, messages/s and latency percentiles.\n\n\
         Each side prints the loss-recovery counters of its own connection when the run ends \
         (`client: recovery: …` and `server: recovery: …`: data segments sent, retransmitted, found \
@@ -81,22 +82,8 @@ struct Workload {
 struct ServerArgs {
     #[command(flatten)]
     w: Workload,
-    /// Join the namespaces with the impairment relay instead of veth; loss probability.
-    #[arg(long)]
-    relay_loss: Option<f64>,
-    /// With the relay: reordering probability (up to 100 µs extra delay).
-    #[arg(long)]
-    relay_reorder: Option<f64>,
-    /// With the relay: spray every packet round-robin over this many paths (2..=16), their
-    /// extra delays spread evenly over 0..--relay-spread-us (as bth-compare's spraying cells).
-    #[arg(long)]
-    relay_spray: Option<usize>,
-    /// With --relay-spray: extra delay of the slowest path over the fastest, in µs.
-    #[arg(long, default_value_t = 200)]
-    relay_spread_us: u64,
-    /// Relay seed.
-    #[arg(long, default_value_t = 1)]
-    relay_seed: u64,
+    #[command(flatten)]
+    relay: RelayArgs,
 }
 
 fn perf_config(w: &Workload) -> Result<PerfConfig, String> {
@@ -146,24 +133,10 @@ fn print_report(role: &str, r: &PerfReport) {
 
 fn run_server(a: &ServerArgs) -> Result<(), String> {
     let cfg = perf_config(&a.w)?;
-    let use_relay = a.relay_loss.is_some() || a.relay_reorder.is_some() || a.relay_spray.is_some();
-    let relay = use_relay.then(|| {
-        tcp_bth_io::sim::LinkConfig::default()
-            .with_delay(Duration::from_micros(10))
-            .with_bandwidth_bps(0)
-            .with_loss(a.relay_loss.unwrap_or(0.0))
-            .with_reorder(a.relay_reorder.unwrap_or(0.0), Duration::from_micros(100))
-            .with_seed(a.relay_seed)
-    });
-    let relay = match (relay, a.relay_spray) {
-        (Some(link), Some(paths)) => {
-            let spread = Duration::from_micros(a.relay_spread_us);
-            let spray = Spray::even(paths, spread, SprayMode::RoundRobin)
-                .map_err(|e| format!("--relay-spray: {e}"))?;
-            Some(link.with_spray(spray))
-        }
-        (link, _) => link,
-    };
+    let relay = a.relay.link_config().map_err(|e| e.to_string())?;
+    if let Some(link) = &relay {
+        println!("server: {}", describe_link(link));
+    }
     let mut ns = TwoNs::create(&a.w.prefix, relay).map_err(|e| e.to_string())?;
     println!(
         "server: namespaces {} and {} ready; stack at {}:{} (run `bth-perf client` now)",
@@ -186,10 +159,20 @@ fn run_server(a: &ServerArgs) -> Result<(), String> {
     });
     if let Some(s) = ns.stop_relay() {
         println!(
-            "relay: dropped {} / reordered {} packets",
+            "relay: dropped {} / reordered {} / duplicated {} packets",
             s.a_to_b.dropped() + s.b_to_a.dropped(),
-            s.a_to_b.reordered + s.b_to_a.reordered
+            s.a_to_b.reordered + s.b_to_a.reordered,
+            s.a_to_b.duplicated + s.b_to_a.duplicated
         );
+        for (dir, paths) in [("a->b", &s.a_to_b_paths), ("b->a", &s.b_to_a_paths)] {
+            if !paths.is_empty() {
+                let per: Vec<String> = paths
+                    .iter()
+                    .map(|p| format!("{} ({} lost)", p.sent, p.dropped_loss))
+                    .collect();
+                println!("relay: {dir} packets per path: {}", per.join(", "));
+            }
+        }
     }
     let conn = res.map_err(|e| e.to_string())?;
     // The driver transmits after the app's last turn: take the final counters.

@@ -1,10 +1,11 @@
 //! A userspace impairment relay between two TUN devices (one per namespace): what the kernel
 //! routes into one comes out of the other after the seeded loss, reordering, duplication,
-//! corruption and delay of a [`SimLink`] run on the real clock. The same relay carries kernel
-//! TCP and our stack, so both see the same impairments (this machine has no netem).
+//! corruption, delay and multipath spraying of a [`SimLink`] run on the real clock. The same
+//! relay carries kernel TCP and our stack, so both see the same impairments (this machine has
+//! no netem).
 
 use super::TunDevice;
-use crate::sim::{Direction, LinkConfig, LinkStats, SimLink};
+use crate::sim::{Direction, LinkConfig, LinkStats, PathStats, SimLink};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,10 +16,14 @@ pub struct Relay {
     link: SimLink,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+/// What the relay's link did, per direction, over the relay's whole life.
+#[derive(Debug, Clone, Default)]
 pub struct RelayStats {
     pub a_to_b: LinkStats,
     pub b_to_a: LinkStats,
+    /// Per sprayed path (empty without spraying).
+    pub a_to_b_paths: Vec<PathStats>,
+    pub b_to_a_paths: Vec<PathStats>,
 }
 
 impl Relay {
@@ -96,6 +101,8 @@ impl Relay {
         Ok(RelayStats {
             a_to_b: self.link.stats(Direction::AtoB),
             b_to_a: self.link.stats(Direction::BtoA),
+            a_to_b_paths: self.link.path_stats(Direction::AtoB).to_vec(),
+            b_to_a_paths: self.link.path_stats(Direction::BtoA).to_vec(),
         })
     }
 }
