@@ -31,6 +31,9 @@ use tcp_bth::{Completion, ConnError, Connection, ConnectionError, Mode, State, W
 use tcp_bth_io::sim::workload::fill;
 use thiserror::Error;
 
+mod recovery;
+pub use recovery::Recovery;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PerfOp {
     Send,
@@ -313,6 +316,12 @@ pub struct PerfReport {
     /// For one-way latencies across the two sides (`bth-compare`).
     pub posted: Vec<Duration>,
     pub arrived: Vec<(u64, Duration)>,
+    /// This side's connection's loss-recovery counters: what this side sent and how it
+    /// repaired it (in a READ the data, and so its retransmissions, are the server's). Taken
+    /// at the end of every turn of the app; whoever drives the connection calls
+    /// [`PerfReport::record_recovery`] once more when the driver has stopped, because the
+    /// driver still transmits after the app's last turn.
+    pub recovery: Recovery,
 }
 
 impl PerfReport {
@@ -332,6 +341,11 @@ impl PerfReport {
         } else {
             self.messages as f64 / s
         }
+    }
+
+    /// Take `c`'s loss-recovery counters as they are now (see [`PerfReport::recovery`]).
+    pub fn record_recovery(&mut self, c: &Connection) {
+        self.recovery = Recovery::of(c);
     }
 
     /// Whether the connection is closed or failed; a failure is recorded as an error.
@@ -416,6 +430,12 @@ impl Client {
 
     /// One driver turn; true when the run is over (closed).
     pub fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
+        let over = self.turn(c, now);
+        self.report.record_recovery(c);
+        over
+    }
+
+    fn turn(&mut self, c: &mut Connection, now: Duration) -> bool {
         if self.report.connection_ended(c) {
             return true;
         }
@@ -688,6 +708,12 @@ impl Server {
 
     /// One driver turn; true when the run is over.
     pub fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
+        let over = self.turn(c, now);
+        self.report.record_recovery(c);
+        over
+    }
+
+    fn turn(&mut self, c: &mut Connection, now: Duration) -> bool {
         if self.report.connection_ended(c) {
             return true;
         }

@@ -10,19 +10,11 @@ use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, Mode};
 use tcp_bth_io::tun::{Driver, Endpoint};
 
-/// Retransmission counters of one side (from `Connection::recovery_stats`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Retrans {
-    pub segments_sent: u64,
-    pub retransmits: u64,
-    pub spurious: u64,
-}
-
-/// What one side measured besides its [`PerfReport`].
+/// What one side measured besides its [`PerfReport`] (which carries the side's own
+/// loss-recovery counters, [`PerfReport::recovery`]).
 #[derive(Debug, Clone)]
 pub struct SideRun {
     pub report: PerfReport,
-    pub retrans: Retrans,
     /// user + system CPU of the side's thread while it drove the connection.
     pub cpu: Duration,
     /// `Instant` of driver time zero (so driver times of both sides can be compared).
@@ -74,15 +66,11 @@ impl Watch {
         self.held_max = self.held_max.max(c.rx_held().total());
     }
 
-    fn finish(self, report: PerfReport, c: &Connection, cpu: Duration) -> SideRun {
-        let r = c.recovery_stats();
+    fn finish(self, mut report: PerfReport, c: &Connection, cpu: Duration) -> SideRun {
+        // The driver transmitted after the app's last turn: count that too.
+        report.record_recovery(c);
         SideRun {
             report,
-            retrans: Retrans {
-                segments_sent: r.segments_sent,
-                retransmits: r.retransmits,
-                spurious: r.spurious_retransmits,
-            },
             cpu,
             base: self.base.unwrap_or_else(Instant::now),
             held_max: self.held_max,

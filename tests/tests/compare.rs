@@ -2,6 +2,7 @@
 //! CAP_NET_ADMIN) one small real cell end to end over both stacks.
 
 use bth_tools::compare::{self, render, Link, RunRecord, Stack, Workload};
+use bth_tools::perf::Recovery;
 use std::time::Duration;
 
 fn quick_plan_is_small_and_interleaves_both_stacks() {
@@ -37,8 +38,17 @@ fn quick_plan_is_small_and_interleaves_both_stacks() {
         assert!(full
             .cells
             .iter()
-            .any(|c| c.link == Link::Relay { reorder, loss }));
+            .any(|c| c.link == Link::relay(reorder, loss)));
     }
+    // The reordering-depth sweep; relay cells at the usual depth keep their old ids.
+    for d in compare::REORDER_DEPTHS_US {
+        let id = format!("bulk-1MiB-relay-r10-l0-d{d}us");
+        assert!(full.cells.iter().any(|c| c.id == id), "{id}");
+        assert!(full.describe().contains(&id));
+    }
+    assert!(full.cells.iter().any(|c| c.id == "bulk-1MiB-relay-r10-l0"));
+    let ids: std::collections::HashSet<_> = full.cells.iter().map(|c| c.id.clone()).collect();
+    assert_eq!(ids.len(), full.cells.len(), "cell ids are unique");
 }
 
 fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
@@ -59,7 +69,25 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         cpu_client_s: 2.0,
         cpu_server_s: 1.0,
         retrans: 3,
+        client_retrans: 1,
+        server_retrans: 2,
         spurious: (stack == Stack::Ours).then_some(1),
+        client_recovery: (stack == Stack::Ours).then_some(Recovery {
+            segments_sent: 100,
+            retransmits: 1,
+            spurious_retransmits: 1,
+            rack_losses: 0,
+            rto_losses: 0,
+            tlp_probes: 1,
+        }),
+        server_recovery: (stack == Stack::Ours).then_some(Recovery {
+            segments_sent: 50,
+            retransmits: 2,
+            spurious_retransmits: 0,
+            rack_losses: 1,
+            rto_losses: 1,
+            tlp_probes: 0,
+        }),
         rx_held_max: if stack == Stack::Ours { 0 } else { 1 << 20 },
         kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
         ooo_placed: (stack == Stack::Ours).then_some(7),
@@ -96,6 +124,9 @@ fn renders_a_synthetic_result_set() {
     assert!(md.contains("| kernel |") && md.contains("| ours |"));
     assert!(md.contains("0.56×"), "{md}");
     assert!(md.contains("2 (1 failed)"), "{md}");
+    // Both sides' retransmissions, and which detector repaired them (ours only).
+    assert!(md.contains("| 3 (1 / 2; 1 spurious) | 1 / 1 / 1 |"), "{md}");
+    assert!(md.contains("| 3 (1 / 2) | – |"), "{md}");
 
     let js = render::json(&plan, &runs, &results);
     assert!(js.starts_with('{') && js.ends_with('}'));
@@ -105,6 +136,7 @@ fn renders_a_synthetic_result_set() {
         "every raw run"
     );
     assert!(js.contains("\"stack\": \"kernel\"") && js.contains("\"error\": \"timed out\""));
+    assert!(js.contains("\"server_recovery\": {") && js.contains("\"tlp_probes\": 1"));
 
     let dir = std::env::temp_dir().join(format!("bth-compare-test-{}", std::process::id()));
     let files = render::charts(&results, &dir).expect("charts");
@@ -137,7 +169,17 @@ fn one_small_real_cell_end_to_end() {
         assert_eq!(r.bytes, 300 * 4096);
         assert!(r.gbps > 0.0 && r.p99_us.is_some());
         assert!(r.cpu_client_s > 0.0 || r.cpu_server_s > 0.0);
+        assert_eq!(r.retrans, r.client_retrans + r.server_retrans);
     }
+    // Ours records both sides' counters; the client sent the data.
+    let (cr, sr) = (
+        runs[1].client_recovery.unwrap(),
+        runs[1].server_recovery.unwrap(),
+    );
+    assert!(
+        cr.segments_sent > sr.segments_sent,
+        "client {cr}; server {sr}"
+    );
     assert_eq!(
         runs[1].rx_held_max, 0,
         "ours holds nothing outside posted buffers"
@@ -170,9 +212,31 @@ fn one_small_plain_cell_shows_staged_bytes() {
     assert!(render::markdown(&results).contains("| ours (plain) |"));
 }
 
+/// One small spraying cell over both stacks: the relay sprays round-robin over 4 paths, both
+/// stacks move every byte, and ours records both sides' recovery counters.
+fn one_small_spray_cell_runs_both_stacks() {
+    let mut plan = compare::plan(true);
+    plan.cells
+        .retain(|c| matches!(c.link, Link::Spray { paths: 4, .. }));
+    plan.runs = 1;
+    let cell = &mut plan.cells[0];
+    cell.count = 8;
+    let prefix = format!("bthcmps{}", std::process::id());
+    let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        assert_eq!(r.error, None, "{:?}", r.stack);
+        assert_eq!(r.bytes, 8 << 20, "{:?}", r.stack);
+    }
+    assert!(runs[1].client_recovery.is_some() && runs[1].server_recovery.is_some());
+    let results = compare::summarize(&plan, &runs);
+    assert!(render::markdown(&results).contains("bulk-1MiB-relay-spray4-200us"));
+}
+
 bth_tests::test_main!(
     quick_plan_is_small_and_interleaves_both_stacks,
     renders_a_synthetic_result_set,
     one_small_real_cell_end_to_end[NetAdmin],
     one_small_plain_cell_shows_staged_bytes[NetAdmin],
+    one_small_spray_cell_runs_both_stacks[NetAdmin],
 );

@@ -7,257 +7,29 @@
 //! without root and run one small cell end to end with it.
 
 pub mod ceiling;
+mod cells;
+mod charts;
 pub mod kernel;
 pub mod render;
 
 pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};
+pub use cells::{
+    plan, size_label, Cell, Link, Plan, Workload, IMPAIRMENTS, RELAY_REORDER_DEPTH_US,
+    REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES, SPRAY_PATHS, SPRAY_SPREAD_US,
+};
 
-use crate::perf::{PerfConfig, PerfOp};
+use crate::perf::Recovery;
 use crate::topology::TwoNs;
 use crate::tunpair;
 use serde::Serialize;
 use std::io;
 use std::time::{Duration, Instant};
-use tcp_bth_io::sim::LinkConfig;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Workload {
-    /// The client sends messages back to back (ours: `depth` outstanding SENDs; kernel: the
-    /// socket buffer is the queue).
-    Bulk,
-    /// The client sends a message and waits for an 8-byte reply before the next.
-    RequestResponse,
-}
-
-/// How the two namespaces are joined.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Link {
-    Veth,
-    /// The userspace impairment relay: reordering and loss probabilities per packet.
-    Relay {
-        reorder: f64,
-        loss: f64,
-    },
-}
-
-impl Link {
-    /// The relay's link model: 10 µs one way, no bandwidth limit, reordered packets delayed by
-    /// up to 100 µs (as `bth-perf server --relay-*`).
-    pub fn link_config(&self, seed: u64) -> Option<LinkConfig> {
-        match *self {
-            Link::Veth => None,
-            Link::Relay { reorder, loss } => Some(
-                LinkConfig::default()
-                    .with_delay(Duration::from_micros(10))
-                    .with_bandwidth_bps(0)
-                    .with_loss(loss)
-                    .with_reorder(reorder, Duration::from_micros(100))
-                    .with_seed(seed),
-            ),
-        }
-    }
-
-    pub fn label(&self) -> String {
-        match *self {
-            Link::Veth => "veth".into(),
-            Link::Relay { reorder, loss } => {
-                format!("relay reorder {}% loss {}%", reorder * 100.0, loss * 100.0)
-            }
-        }
-    }
-}
-
-/// One workload on one link.
-#[derive(Debug, Clone, Serialize)]
-pub struct Cell {
-    pub id: String,
-    pub workload: Workload,
-    pub size: u32,
-    pub count: u64,
-    /// Our client's outstanding work requests (bulk); 1 for request/response.
-    pub depth: usize,
-    pub link: Link,
-    /// Our stack runs as a plain TCP byte stream (`tcp_bth` off on both sides), the fallback
-    /// a peer without the option gets: received data then waits in the stack's receive queue
-    /// and out-of-order store, which the rx-held column measures.
-    pub plain: bool,
-}
-
-impl Cell {
-    fn new(workload: Workload, size: u32, count: u64, link: Link) -> Cell {
-        let depth = match workload {
-            Workload::RequestResponse => 1,
-            Workload::Bulk if size >= 8 << 20 => 4,
-            Workload::Bulk if size >= 1 << 20 => 8,
-            Workload::Bulk => 16,
-        };
-        let w = match workload {
-            Workload::Bulk => "bulk",
-            Workload::RequestResponse => "rr",
-        };
-        let l = match link {
-            Link::Veth => "veth".to_string(),
-            Link::Relay { reorder, loss } => {
-                format!("relay-r{}-l{}", reorder * 100.0, loss * 100.0)
-            }
-        };
-        Cell {
-            id: format!("{w}-{}-{l}", size_label(size)),
-            workload,
-            size,
-            count,
-            depth,
-            link,
-            plain: false,
-        }
-    }
-
-    /// The same cell with our stack in plain byte-stream mode (id suffix `-plain`).
-    fn plain(mut self) -> Cell {
-        self.plain = true;
-        self.id += "-plain";
-        self
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.count * u64::from(self.size)
-    }
-
-    /// The `perf` configuration our stack runs for this cell.
-    pub fn perf_config(&self) -> PerfConfig {
-        PerfConfig {
-            op: match self.workload {
-                Workload::Bulk => PerfOp::Send,
-                Workload::RequestResponse => PerfOp::SendRecv,
-            },
-            size: self.size,
-            count: self.count,
-            depth: self.depth,
-            verify: false,
-            seed: 1,
-            plain: self.plain,
-        }
-    }
-}
-
-pub fn size_label(size: u32) -> String {
-    match size {
-        s if s == tcp_bth::wire::MAX_MESSAGE_LEN => "16MiB-1".into(),
-        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{}MiB", s >> 20),
-        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{}KiB", s >> 10),
-        s => format!("{s}B"),
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stack {
     Kernel,
     Ours,
-}
-
-/// Cells and runs per stack.
-#[derive(Debug, Clone, Serialize)]
-pub struct Plan {
-    pub quick: bool,
-    pub runs: usize,
-    pub cells: Vec<Cell>,
-}
-
-pub const SIZES: [u32; 5] = [64, 4096, 65536, 1 << 20, tcp_bth::wire::MAX_MESSAGE_LEN];
-
-/// The impairment sweep: reordering 0, 1 and 10 %, then loss 0.1 and 1 %.
-pub const IMPAIRMENTS: [(f64, f64); 5] = [
-    (0.0, 0.0),
-    (0.01, 0.0),
-    (0.10, 0.0),
-    (0.0, 0.001),
-    (0.0, 0.01),
-];
-
-/// The cells: message sizes over veth (bulk and request/response), and the impairment sweep
-/// over the relay (bulk 1 MiB and request/response 4 KiB). Byte counts keep a full run of
-/// both stacks well under 15 minutes on a 2-core machine; `quick` is a small subset.
-pub fn plan(quick: bool) -> Plan {
-    use Workload::*;
-    let relay = |(reorder, loss): (f64, f64)| Link::Relay { reorder, loss };
-    if quick {
-        return Plan {
-            quick,
-            runs: 2,
-            cells: vec![
-                Cell::new(Bulk, 4096, 2000, Link::Veth),
-                Cell::new(Bulk, 1 << 20, 16, Link::Veth),
-                Cell::new(RequestResponse, 4096, 500, Link::Veth),
-                Cell::new(Bulk, 1 << 20, 16, relay((0.10, 0.0))),
-                Cell::new(Bulk, 1 << 20, 16, relay((0.10, 0.0))).plain(),
-            ],
-        };
-    }
-    let mut cells = Vec::new();
-    let bulk_count = |s: u32| match s {
-        64 => 100_000,
-        4096 => 40_000,
-        65536 => 4_000,
-        s if s <= 1 << 20 => 256,
-        _ => 24,
-    };
-    let rr_count = |s: u32| match s {
-        64 | 4096 => 10_000,
-        65536 => 2_000,
-        s if s <= 1 << 20 => 200,
-        _ => 12,
-    };
-    for s in SIZES {
-        cells.push(Cell::new(Bulk, s, bulk_count(s), Link::Veth));
-    }
-    for s in SIZES {
-        cells.push(Cell::new(RequestResponse, s, rr_count(s), Link::Veth));
-    }
-    for imp in IMPAIRMENTS {
-        cells.push(Cell::new(Bulk, 1 << 20, 128, relay(imp)));
-    }
-    for imp in IMPAIRMENTS {
-        cells.push(Cell::new(RequestResponse, 4096, 3_000, relay(imp)));
-    }
-    // Our fallback byte stream beside BTH, in order and with holes: what staging costs.
-    cells.push(Cell::new(Bulk, 1 << 20, 256, Link::Veth).plain());
-    cells.push(Cell::new(Bulk, 1 << 20, 128, relay((0.10, 0.0))).plain());
-    Plan {
-        quick,
-        runs: 3,
-        cells,
-    }
-}
-
-impl Plan {
-    pub fn total_runs(&self) -> usize {
-        self.cells.len() * self.runs * 2
-    }
-
-    /// Human-readable plan (`--dry-run`).
-    pub fn describe(&self) -> String {
-        let mut s = format!(
-            "{} cells x {} runs per stack x 2 stacks = {} runs, interleaved kernel/ours per cell\n",
-            self.cells.len(),
-            self.runs,
-            self.total_runs()
-        );
-        for c in &self.cells {
-            s += &format!(
-                "  {:<34} {:>16} x {:>6} = {:>10} bytes, depth {:>2}, {}\n",
-                c.id,
-                format!("{:?}", c.workload),
-                c.count,
-                c.bytes(),
-                c.depth,
-                c.link.label()
-            );
-        }
-        s
-    }
 }
 
 /// One run of one stack in one cell: everything the report needs, raw.
@@ -278,10 +50,20 @@ pub struct RunRecord {
     pub p999_us: Option<f64>,
     pub cpu_client_s: f64,
     pub cpu_server_s: f64,
-    /// Retransmitted segments, both directions (sender and, for request/response, replies).
+    /// Retransmitted segments, both directions: `client_retrans + server_retrans`.
     pub retrans: u64,
-    /// Ours only: retransmissions later found unnecessary.
+    /// Retransmitted segments of each side's connection, i.e. of what that side sent (kernel:
+    /// `tcpi_total_retrans` of its socket; ours: [`Recovery::retransmits`]). The server's are
+    /// replies in request/response and the client's ACKs only in bulk.
+    pub client_retrans: u64,
+    pub server_retrans: u64,
+    /// Ours only: retransmissions later found unnecessary, both sides.
     pub spurious: Option<u64>,
+    /// Ours only: every loss-recovery counter of each side's connection at the end of the run
+    /// (segments sent, retransmissions, spurious ones, RACK loss detections, RTOs, tail loss
+    /// probes). The kernel's `TCP_INFO` has no such split.
+    pub client_recovery: Option<Recovery>,
+    pub server_recovery: Option<Recovery>,
     /// Receive-side bytes held outside posted buffers (max over the run). Ours: the receiving
     /// connection's staging structures (`Connection::rx_held`: byte-stream queue and
     /// out-of-order store; both 0 with `tcp_bth`, where segments are placed directly); kernel:
@@ -316,7 +98,11 @@ impl RunRecord {
             cpu_client_s: 0.0,
             cpu_server_s: 0.0,
             retrans: 0,
+            client_retrans: 0,
+            server_retrans: 0,
             spurious: None,
+            client_recovery: None,
+            server_recovery: None,
             rx_held_max: 0,
             kernel_max_inq: None,
             ooo_placed: None,
@@ -350,6 +136,7 @@ pub fn percentile(v: &[Duration], q: f64) -> Option<Duration> {
 fn run_ours(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
     let p = tunpair::run_pair(ns, &cell.perf_config(), Duration::from_secs(180))?;
     let (c, s) = (&p.client, &p.server);
+    let (cr, sr) = (c.report.recovery, s.report.recovery);
     if let Some(e) = c.report.errors.iter().chain(&s.report.errors).next() {
         return Err(io::Error::other(e.clone()));
     }
@@ -393,8 +180,12 @@ fn run_ours(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
         p999_us: None,
         cpu_client_s: c.cpu.as_secs_f64(),
         cpu_server_s: s.cpu.as_secs_f64(),
-        retrans: c.retrans.retransmits + s.retrans.retransmits,
-        spurious: Some(c.retrans.spurious + s.retrans.spurious),
+        retrans: cr.retransmits + sr.retransmits,
+        client_retrans: cr.retransmits,
+        server_retrans: sr.retransmits,
+        spurious: Some(cr.spurious_retransmits + sr.spurious_retransmits),
+        client_recovery: Some(cr),
+        server_recovery: Some(sr),
         rx_held_max: s.held_max,
         kernel_max_inq: None,
         ooo_placed: Some(s.ooo_placed),
@@ -422,7 +213,11 @@ fn run_kernel(ns: &TwoNs, cell: &Cell, run: usize, port: u16) -> io::Result<RunR
         cpu_client_s: k.client_cpu.as_secs_f64(),
         cpu_server_s: k.server_cpu.as_secs_f64(),
         retrans: k.client_retrans + k.server_retrans,
+        client_retrans: k.client_retrans,
+        server_retrans: k.server_retrans,
         spurious: None,
+        client_recovery: None,
+        server_recovery: None,
         rx_held_max: k.max_rmem,
         kernel_max_inq: Some(k.max_inq),
         ooo_placed: None,
@@ -441,7 +236,8 @@ pub fn run_cell(
     seed: u64,
     mut progress: impl FnMut(&RunRecord),
 ) -> io::Result<Vec<RunRecord>> {
-    let ns = TwoNs::create(prefix, cell.link.link_config(seed))?;
+    let link = cell.link.link_config(seed).map_err(io::Error::other)?;
+    let ns = TwoNs::create(prefix, link)?;
     let mut out = Vec::new();
     for run in 0..runs {
         for stack in [Stack::Kernel, Stack::Ours] {
@@ -474,9 +270,16 @@ pub struct Summary {
     /// Medians over runs of CPU seconds per GB (10^9 bytes) moved.
     pub cpu_client_s_per_gb: f64,
     pub cpu_server_s_per_gb: f64,
-    /// Median over runs.
+    /// Medians over runs: both sides together, then each side's own.
     pub retrans: f64,
+    pub client_retrans: f64,
+    pub server_retrans: f64,
     pub spurious: Option<f64>,
+    /// Ours only, medians over runs of both sides together: RACK loss detections, RTOs
+    /// and tail loss probes (which of the three timers repaired the losses).
+    pub rack_losses: Option<f64>,
+    pub rto_losses: Option<f64>,
+    pub tlp_probes: Option<f64>,
     /// Max over runs.
     pub rx_held_max: u64,
     pub kernel_max_inq: Option<u64>,
@@ -510,6 +313,18 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// Ours: median over `runs` of one recovery counter, client and server added.
+fn both_sides(stack: Stack, runs: &[&&RunRecord], counter: fn(&Recovery) -> u64) -> Option<f64> {
+    (stack == Stack::Ours).then(|| {
+        median(
+            runs.iter()
+                .filter_map(|r| Some(counter(&r.client_recovery?) + counter(&r.server_recovery?)))
+                .map(|n| n as f64)
+                .collect(),
+        )
+    })
+}
+
 fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
     let ok: Vec<&&RunRecord> = runs.iter().filter(|r| r.error.is_none()).collect();
     let mut lat: Vec<Duration> = ok.iter().flat_map(|r| r.latencies.clone()).collect();
@@ -535,6 +350,8 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         cpu_client_s_per_gb: per_gb(|r| r.cpu_client_s),
         cpu_server_s_per_gb: per_gb(|r| r.cpu_server_s),
         retrans: median(ok.iter().map(|r| r.retrans as f64).collect()),
+        client_retrans: median(ok.iter().map(|r| r.client_retrans as f64).collect()),
+        server_retrans: median(ok.iter().map(|r| r.server_retrans as f64).collect()),
         spurious: (stack == Stack::Ours).then(|| {
             median(
                 ok.iter()
@@ -542,6 +359,9 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
                     .collect(),
             )
         }),
+        rack_losses: both_sides(stack, &ok, |r| r.rack_losses),
+        rto_losses: both_sides(stack, &ok, |r| r.rto_losses),
+        tlp_probes: both_sides(stack, &ok, |r| r.tlp_probes),
         rx_held_max: ok.iter().map(|r| r.rx_held_max).max().unwrap_or(0),
         kernel_max_inq: ok.iter().filter_map(|r| r.kernel_max_inq).max(),
     }
@@ -566,3 +386,6 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<CellResult> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -38,11 +38,11 @@ fn defaults_are_the_relay_bth_compare_uses() {
         "--relay-seed",
         "4",
     ]);
-    let compare = Link::Relay {
-        reorder: 0.1,
-        loss: 0.01,
-    }
-    .link_config(4);
+    let compare = Link::relay(0.1, 0.01).link_config(4).expect("a valid link");
+    assert_eq!(link, Ok(compare));
+    // bth-compare's spraying cells, from the command line.
+    let link = parse(&["--relay-paths", "4", "--relay-spread", "200"]);
+    let compare = Link::spray(4).link_config(1).expect("a valid link");
     assert_eq!(link, Ok(compare));
 }
 

@@ -16,14 +16,23 @@ use std::time::Instant;
     about = "Compare tcp-bth with kernel TCP on the same message workloads",
     long_about = "Compare tcp-bth with kernel TCP on the same message workloads.\n\n\
         For each cell (workload, message size, link) it creates two network namespaces (joined \
-        by veth, or by the userspace impairment relay for reordering/loss cells), then runs \
-        kernel TCP (tokio sockets, 4-byte length prefix + payload) and our stack (perf apps on \
-        the io_uring TUN path) alternately, and deletes the namespaces. Prints a Markdown table, \
-        writes every raw run as JSON and SVG charts. Needs root (CAP_NET_ADMIN) and iproute2, \
-        except with --dry-run."
+        by veth, or by the userspace impairment relay for the reordering, reordering-depth, loss \
+        and spraying cells), then runs kernel TCP (tokio sockets, 4-byte length prefix + \
+        payload) and our stack (perf apps on the io_uring TUN path) alternately through the same \
+        link, and deletes the namespaces. Relay cell ids name the link: relay-r10-l0 is 10 % \
+        reordered and 0 % lost, -d500us a reordered packet held back up to 500 µs instead of \
+        100, relay-spray4-200us every packet sprayed round-robin over 4 paths whose extra \
+        delays are spread evenly over 0..200 µs.\n\n\
+        Prints a Markdown table (retransmissions of the client's and the server's connection \
+        apart; for our stack also RACK loss detections, RTOs and tail loss probes), writes \
+        every raw run as JSON (our runs with each side's full recovery counters) and SVG \
+        charts: throughput vs message size, vs reordering rate, vs reordering depth and vs \
+        number of sprayed paths, p99 vs reordering. Needs root (CAP_NET_ADMIN) and iproute2, \
+        except with --dry-run; --dry-run lists every cell."
 )]
 struct Cli {
-    /// A small subset (4 cells, 2 runs per stack, small byte counts): under 3 minutes.
+    /// A small subset (6 cells, one of them spraying; 2 runs per stack, small byte counts):
+    /// under 3 minutes.
     #[arg(long)]
     quick: bool,
     /// Print the plan and exit (no root needed).

@@ -22,7 +22,13 @@ use tcp_bth_io::tun::{Driver, Endpoint};
         loss, reordering, duplication, corruption, a rate limit and multipath spraying; see \
         `bth-perf server --help`), puts our stack on a TUN device in <PREFIX>-a and waits for one \
         client run; it deletes the namespaces when it exits. `bth-perf client` (same workload flags) runs our stack in <PREFIX>-b, connects, and \
-        prints Gbit/s, messages/s and latency percentiles. Needs root (CAP_NET_ADMIN) and iproute2."
+        prints Gbit/s, messages/s and latency percentiles.\n\n\
+        Each side prints the loss-recovery counters of its own connection when the run ends \
+        (`client: recovery: …` and `server: recovery: …`: data segments sent, retransmitted, found \
+        spurious, RACK loss detections, RTOs, tail loss probes). They count what that side \
+        sent: SEND and WRITE data leaves the client, but in a READ the server sends the data, \
+        so a READ run's retransmissions are in the server's output. Needs root (CAP_NET_ADMIN) \
+        and iproute2."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -117,6 +123,9 @@ fn print_report(role: &str, r: &PerfReport) {
     if r.verified > 0 {
         println!("{role}: {} messages verified byte for byte", r.verified);
     }
+    // This side's own sending: in a READ the server sends the data, so its retransmissions
+    // are in the server's output, not the client's.
+    println!("{role}: recovery: {}", r.recovery);
     for e in r.errors.iter().take(5) {
         println!("{role}: error: {e}");
     }
@@ -165,7 +174,9 @@ fn run_server(a: &ServerArgs) -> Result<(), String> {
             }
         }
     }
-    res.map_err(|e| e.to_string())?;
+    let conn = res.map_err(|e| e.to_string())?;
+    // The driver transmits after the app's last turn: take the final counters.
+    server.report.record_recovery(&conn);
     print_report("server", &server.report);
     if server.report.errors.is_empty() {
         Ok(())
@@ -197,11 +208,11 @@ fn run_client(w: &Workload) -> Result<(), String> {
             |c, now| client.step(c, now),
         )
         .map_err(|e| e.to_string())?;
+    client.report.record_recovery(&conn);
     print_report("client", &client.report);
-    let s = conn.recovery_stats();
     println!(
-        "client: {} segments sent, {} retransmitted ({} spurious); {} io_uring enters for {} packets out",
-        s.segments_sent, s.retransmits, s.spurious_retransmits, d.stats.enters, d.stats.packets_out
+        "client: {} io_uring enters for {} packets out",
+        d.stats.enters, d.stats.packets_out
     );
     if client.report.errors.is_empty() {
         Ok(())

@@ -1,0 +1,274 @@
+//! The SVG charts of a comparison, drawn with plotters' SVG backend. Text goes into the SVG as
+//! `<text>` elements and plotters (built without its `ttf`/`ab_glyph` features) only estimates
+//! its size, so drawing needs no font files or fontconfig: the viewer's sans-serif renders it.
+
+use super::{
+    size_label, CellResult, Link, Summary, Workload, RELAY_REORDER_DEPTH_US,
+    REORDER_DEPTH_SWEEP_RATE, SPRAY_SPREAD_US,
+};
+use plotters::drawing::DrawingAreaErrorKind;
+use plotters::prelude::*;
+use std::io;
+use std::path::{Path, PathBuf};
+
+type Series = Vec<(f64, f64)>;
+
+fn line_chart(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    log_x: bool,
+    series: &[(&str, Series)],
+    x_label: &dyn Fn(&f64) -> String,
+) -> io::Result<()> {
+    let err =
+        |e: DrawingAreaErrorKind<io::Error>| io::Error::other(format!("{}: {e}", path.display()));
+    let pts: Vec<&(f64, f64)> = series.iter().flat_map(|(_, s)| s).collect();
+    if pts.is_empty() {
+        return Ok(());
+    }
+    let (mut x0, mut x1) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    if x0 == x1 {
+        x0 -= 1.0;
+        x1 += 1.0;
+    }
+    let y1 = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.15;
+    let root = SVGBackend::new(path, (760, 440)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let colors = [RGBColor(0x1f, 0x77, 0xb4), RGBColor(0xd6, 0x27, 0x28)];
+    let mut b = ChartBuilder::on(&root);
+    b.caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60);
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .x_desc(x_desc)
+                .y_desc(y_desc)
+                .x_label_formatter(x_label)
+                .draw()
+                .map_err(err)?;
+            for (i, (name, s)) in series.iter().enumerate() {
+                let c = colors[i % colors.len()];
+                chart
+                    .draw_series(LineSeries::new(s.iter().copied(), c.stroke_width(2)))
+                    .map_err(err)?
+                    .label(*name)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                    });
+                chart
+                    .draw_series(s.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                    .map_err(err)?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(err)?;
+        }};
+    }
+    if log_x {
+        draw!(b
+            .build_cartesian_2d((x0..x1).log_scale(), 0.0..y1)
+            .map_err(err)?);
+    } else {
+        draw!(b.build_cartesian_2d(x0..x1, 0.0..y1).map_err(err)?);
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+fn series(
+    results: &[CellResult],
+    keep: impl Fn(&CellResult) -> Option<f64>,
+    y: impl Fn(&Summary) -> Option<f64>,
+) -> [(&'static str, Series); 2] {
+    let mut k = Vec::new();
+    let mut o = Vec::new();
+    // Plain-mode cells are our fallback, not the proposal: kept out of the charts.
+    for c in results.iter().filter(|c| !c.cell.plain) {
+        let Some(x) = keep(c) else { continue };
+        if c.kernel.runs_ok > 0 {
+            if let Some(v) = y(&c.kernel) {
+                k.push((x, v));
+            }
+        }
+        if c.ours.runs_ok > 0 {
+            if let Some(v) = y(&c.ours) {
+                o.push((x, v));
+            }
+        }
+    }
+    [("kernel TCP", k), ("tcp-bth (ours)", o)]
+}
+
+/// Reordering rate of a relay cell without loss at the usual reordering depth.
+fn reorder_of(c: &CellResult, w: Workload) -> Option<f64> {
+    match c.cell.link {
+        Link::Relay {
+            reorder,
+            loss,
+            reorder_depth_us,
+        } if loss == 0.0 && reorder_depth_us == RELAY_REORDER_DEPTH_US && c.cell.workload == w => {
+            Some(reorder * 100.0)
+        }
+        _ => None,
+    }
+}
+
+/// Reordering depth (µs) of a bulk relay cell of the depth sweep: the sweep's rate, no loss.
+fn reorder_depth_of(c: &CellResult) -> Option<f64> {
+    match c.cell.link {
+        Link::Relay {
+            reorder,
+            loss,
+            reorder_depth_us,
+        } if loss == 0.0
+            && reorder == REORDER_DEPTH_SWEEP_RATE
+            && c.cell.workload == Workload::Bulk =>
+        {
+            Some(f64::from(reorder_depth_us))
+        }
+        _ => None,
+    }
+}
+
+/// Number of paths of a bulk spraying cell with the sweep's spread. The 0 % relay cell is the
+/// same link with one path (no spraying), so it is the sweep's point at 1 when its message
+/// size is the sweep's.
+fn paths_of(c: &CellResult, spray_size: Option<u32>) -> Option<f64> {
+    if c.cell.workload != Workload::Bulk {
+        return None;
+    }
+    match c.cell.link {
+        Link::Spray { paths, spread_us } if spread_us == SPRAY_SPREAD_US => Some(f64::from(paths)),
+        Link::Relay {
+            reorder,
+            loss,
+            reorder_depth_us,
+        } if reorder == 0.0
+            && loss == 0.0
+            && reorder_depth_us == RELAY_REORDER_DEPTH_US
+            && spray_size == Some(c.cell.size) =>
+        {
+            Some(1.0)
+        }
+        _ => None,
+    }
+}
+
+/// The message size of the first cell `keep` takes, for a chart's title.
+fn size_of(results: &[CellResult], keep: impl Fn(&CellResult) -> Option<f64>) -> String {
+    results
+        .iter()
+        .find(|c| !c.cell.plain && keep(c).is_some())
+        .map_or(String::new(), |c| size_label(c.cell.size))
+}
+
+/// Write the charts into `dir`; returns the files written (charts without data are skipped).
+pub fn charts(results: &[CellResult], dir: &Path) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut out = Vec::new();
+    let size_x = |v: &f64| size_label(v.round() as u32);
+    let pct_x = |v: &f64| format!("{v}%");
+    let bulk_veth = |c: &CellResult| {
+        (c.cell.link == Link::Veth && c.cell.workload == Workload::Bulk)
+            .then_some(f64::from(c.cell.size))
+    };
+    let s = series(results, bulk_veth, |s| Some(s.gbps));
+    if s.iter().any(|(_, v)| v.len() > 1) {
+        let p = dir.join("throughput-vs-size.svg");
+        line_chart(
+            &p,
+            "Bulk one-way throughput vs message size (veth)",
+            "message size",
+            "Gbit/s",
+            true,
+            &s,
+            &size_x,
+        )?;
+        out.push(p);
+    }
+    let s = series(results, |c| reorder_of(c, Workload::Bulk), |s| Some(s.gbps));
+    if s.iter().any(|(_, v)| !v.is_empty()) {
+        let size = size_of(results, |c| reorder_of(c, Workload::Bulk));
+        let p = dir.join("throughput-vs-reorder.svg");
+        line_chart(
+            &p,
+            &format!("Bulk {size} throughput vs reordering (relay)"),
+            "packets reordered",
+            "Gbit/s",
+            false,
+            &s,
+            &pct_x,
+        )?;
+        out.push(p);
+    }
+    let s = series(results, reorder_depth_of, |s| Some(s.gbps));
+    if s.iter().any(|(_, v)| v.len() > 1) {
+        let size = size_of(results, reorder_depth_of);
+        let p = dir.join("throughput-vs-reorder-depth.svg");
+        let pct = REORDER_DEPTH_SWEEP_RATE * 100.0;
+        line_chart(
+            &p,
+            &format!("Bulk {size} throughput vs reordering depth, {pct}% reordered (relay)"),
+            "largest extra delay of a reordered packet",
+            "Gbit/s",
+            true,
+            &s,
+            &|v: &f64| format!("{v:.0} µs"),
+        )?;
+        out.push(p);
+    }
+    let spray_size = results
+        .iter()
+        .find(|c| !c.cell.plain && paths_of(c, None).is_some())
+        .map(|c| c.cell.size);
+    let by_paths = |c: &CellResult| paths_of(c, spray_size);
+    let s = series(results, by_paths, |s| Some(s.gbps));
+    if s.iter().any(|(_, v)| v.len() > 1) {
+        let size = size_of(results, by_paths);
+        let p = dir.join("throughput-vs-paths.svg");
+        line_chart(
+            &p,
+            &format!(
+                "Bulk {size} throughput vs paths sprayed over, +0..{SPRAY_SPREAD_US} µs (relay)"
+            ),
+            "paths (round-robin per packet; 1 = no spraying)",
+            "Gbit/s",
+            true,
+            &s,
+            &|v: &f64| format!("{v:.0}"),
+        )?;
+        out.push(p);
+    }
+    let s = series(
+        results,
+        |c| reorder_of(c, Workload::RequestResponse),
+        |s| s.p99_us,
+    );
+    if s.iter().any(|(_, v)| !v.is_empty()) {
+        let size = size_of(results, |c| reorder_of(c, Workload::RequestResponse));
+        let p = dir.join("p99-vs-reorder.svg");
+        line_chart(
+            &p,
+            &format!("Request/response {size} p99 round trip vs reordering (relay)"),
+            "packets reordered",
+            "p99 latency (µs)",
+            false,
+            &s,
+            &pct_x,
+        )?;
+        out.push(p);
+    }
+    Ok(out)
+}

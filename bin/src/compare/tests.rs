@@ -1,0 +1,204 @@
+//! The charts drawn from fixed, fake run records (no network, no root): each sweep's chart is
+//! written, is well-formed SVG and has a line for each stack.
+
+use super::*;
+use std::path::{Path, PathBuf};
+
+/// A successful run moving 1 GB at `gbps`.
+fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecord {
+    let ours = stack == Stack::Ours;
+    RunRecord {
+        cell: cell.id.clone(),
+        stack,
+        run,
+        error: None,
+        messages: 1000,
+        bytes: 1_000_000_000,
+        elapsed_s: 8.0 / gbps,
+        gbps,
+        msgs_per_sec: 1000.0 * gbps / 8.0,
+        p50_us: Some(500.0),
+        p99_us: Some(990.0),
+        p999_us: Some(999.0),
+        cpu_client_s: 2.0,
+        cpu_server_s: 1.0,
+        retrans: 0,
+        client_retrans: 0,
+        server_retrans: 0,
+        spurious: ours.then_some(0),
+        client_recovery: ours.then(Recovery::default),
+        server_recovery: ours.then(Recovery::default),
+        rx_held_max: 0,
+        kernel_max_inq: None,
+        ooo_placed: None,
+        latencies: vec![Duration::from_micros(500)],
+    }
+}
+
+/// Two runs per stack of every cell, ours at a third of the kernel's throughput, both falling
+/// with the cell's index (so each line has a slope and the points differ).
+fn results_of(cells: Vec<Cell>) -> Vec<CellResult> {
+    let mut runs = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        for run in 0..2 {
+            let kernel = 3.0 / (1.0 + i as f64);
+            runs.push(fake(c, Stack::Kernel, run, kernel));
+            runs.push(fake(c, Stack::Ours, run, kernel / 3.0));
+        }
+    }
+    let plan = Plan {
+        quick: false,
+        runs: 2,
+        cells,
+    };
+    summarize(&plan, &runs)
+}
+
+/// Every tag closed in order (`<a><b/></a>`), one root `<svg>`; enough of XML to catch a
+/// truncated or interleaved file without an XML parser in the dependencies.
+fn assert_well_formed_svg(svg: &str) {
+    let mut open: Vec<&str> = Vec::new();
+    let mut roots = 0;
+    let mut rest = svg;
+    while let Some(at) = rest.find('<') {
+        let end = rest[at..].find('>').expect("a tag is closed by '>'") + at;
+        let tag = &rest[at + 1..end];
+        rest = &rest[end + 1..];
+        if tag.starts_with('?') || tag.starts_with('!') {
+            continue;
+        }
+        if let Some(closing) = tag.strip_prefix('/') {
+            assert_eq!(
+                open.pop(),
+                Some(closing.trim()),
+                "</{closing}> out of order"
+            );
+            continue;
+        }
+        let tag_name = tag.split_whitespace().next().unwrap_or("");
+        if open.is_empty() {
+            assert_eq!(tag_name, "svg", "the root element is <svg>");
+            roots += 1;
+        }
+        if !tag.ends_with('/') {
+            open.push(tag_name);
+        }
+    }
+    assert!(open.is_empty(), "unclosed: {open:?}");
+    assert_eq!(roots, 1, "one root element");
+    assert!(rest.trim().is_empty(), "text after the root: {rest:?}");
+}
+
+/// Both stacks' lines and legend entries are in the chart at `path`.
+fn assert_both_series(path: &Path) {
+    let svg = std::fs::read_to_string(path).expect("chart written");
+    assert_well_formed_svg(&svg);
+    for name in ["kernel TCP", "tcp-bth (ours)"] {
+        assert!(
+            svg.contains(name),
+            "{}: no legend for {name}",
+            path.display()
+        );
+    }
+    // One polyline per stack: the two series' colours (`charts.rs`).
+    let lines: Vec<&str> = svg.split("<polyline").skip(1).collect();
+    for colour in ["#1F77B4", "#D62728"] {
+        assert!(
+            lines.iter().any(|l| l.contains(colour)),
+            "{}: no line in {colour}",
+            path.display()
+        );
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("bth-compare-{name}-{}", std::process::id()))
+}
+
+#[test]
+fn the_reordering_depth_chart_has_both_stacks() {
+    let cells = REORDER_DEPTHS_US
+        .into_iter()
+        .map(|reorder_depth_us| {
+            let link = Link::Relay {
+                reorder: REORDER_DEPTH_SWEEP_RATE,
+                loss: 0.0,
+                reorder_depth_us,
+            };
+            Cell::new(Workload::Bulk, 1 << 20, 128, link)
+        })
+        .collect();
+    let dir = temp_dir("depth");
+    let files = render::charts(&results_of(cells), &dir).expect("charts");
+    let chart = dir.join("throughput-vs-reorder-depth.svg");
+    assert!(files.contains(&chart), "{files:?}");
+    assert_both_series(&chart);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_well_formedness_check_refuses_broken_svg() {
+    for bad in ["<svg><g></svg></g>", "<svg><g>", "<svg/><svg/>", "<div/>"] {
+        assert!(
+            std::panic::catch_unwind(|| assert_well_formed_svg(bad)).is_err(),
+            "{bad}"
+        );
+    }
+    assert_well_formed_svg(
+        "<?xml version=\"1.0\"?>\n<svg a=\"1\"><g><text>x</text></g><a/></svg>\n",
+    );
+}
+
+#[test]
+fn the_paths_chart_has_both_stacks_and_starts_from_the_unsprayed_relay() {
+    let mut cells = vec![Cell::new(
+        Workload::Bulk,
+        1 << 20,
+        128,
+        Link::relay(0.0, 0.0),
+    )];
+    cells.extend(
+        SPRAY_PATHS
+            .into_iter()
+            .map(|paths| Cell::new(Workload::Bulk, 1 << 20, 128, Link::spray(paths))),
+    );
+    let results = results_of(cells);
+    let dir = temp_dir("paths");
+    let files = render::charts(&results, &dir).expect("charts");
+    let chart = dir.join("throughput-vs-paths.svg");
+    assert!(files.contains(&chart), "{files:?}");
+    assert_both_series(&chart);
+    let svg = std::fs::read_to_string(&chart).expect("chart");
+    assert!(svg.contains("paths (round-robin"), "x axis described");
+    // A point per cell and stack: 1 (the 0 % relay cell) and every sweep's path count.
+    let points = svg.matches("<circle").count();
+    assert_eq!(points, 2 * (1 + SPRAY_PATHS.len()), "{svg}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn spraying_cells_are_named_by_paths_and_spread_and_build_a_valid_link() {
+    let full = plan(false);
+    for paths in SPRAY_PATHS {
+        let id = format!("bulk-1MiB-relay-spray{paths}-{SPRAY_SPREAD_US}us");
+        let cell = full.cells.iter().find(|c| c.id == id).expect(&id);
+        let link = cell.link.link_config(1).expect("valid").expect("relay");
+        let spray = link.spray.expect("spraying");
+        assert_eq!(spray.paths.len(), paths as usize);
+        assert_eq!(
+            spray.spread(),
+            Duration::from_micros(SPRAY_SPREAD_US.into())
+        );
+        assert!(full.describe().contains(&id));
+    }
+    assert!(plan(true)
+        .cells
+        .iter()
+        .any(|c| matches!(c.link, Link::Spray { .. })));
+    // A path count the link model refuses is an error, not a panic.
+    let bad = Link::Spray {
+        paths: 1,
+        spread_us: 200,
+    };
+    assert!(bad.link_config(1).is_err());
+}
