@@ -8,8 +8,12 @@
 //!
 //! - at least every second full-sized segment (bytes since the last ACK ≥ 2 × the largest
 //!   segment seen, as Linux's `rcv_mss` rule);
-//! - at once on out-of-order data, on data that fills (part of) a hole, and on a duplicate
-//!   (which the ACK reports as a D-SACK block);
+//! - at once on data that opens a new hole, on data that fills (part of) a hole, and on a
+//!   duplicate (which the ACK reports as a D-SACK block). Out-of-order data that only extends
+//!   the range the last arrival made follows the every-second-segment rule: under reordering
+//!   an ACK per segment doubled the segments both ends handle (the simulator with driver
+//!   turns: 0.45 × the clean throughput at 10 % reordering) and tells the sender little the
+//!   ACK one segment later does not;
 //! - at the end of the turn for the last segment of a message (IB requesters set AckReq there:
 //!   the sender's completion waits for this ACK) and for credit changes;
 //! - otherwise after at most [`Config::ack_delay`](crate::Config::ack_delay).
@@ -37,6 +41,9 @@ pub(super) struct Arrival {
     pub end: u64,
     /// The segment ends a message (BTH `*_LAST` / `*_ONLY` opcodes).
     pub message_end: bool,
+    /// Out of order, starting exactly where the most recent out-of-order range ended: it
+    /// opens no new hole.
+    pub extends_latest: bool,
 }
 
 #[derive(Debug, Default)]
@@ -62,10 +69,10 @@ impl Connection {
         let len = a.end.saturating_sub(a.start);
         self.ack.rcv_mss = self.ack.rcv_mss.max(len);
         self.ack.unacked_bytes += len;
-        let out_of_order = a.start > a.nxt_before;
+        let new_hole = a.start > a.nxt_before && !a.extends_latest;
         let fills_hole = a.hole_before && self.rcv.nxt > a.nxt_before;
         let two_full = self.ack.unacked_bytes >= 2 * self.ack.rcv_mss;
-        if out_of_order || fills_hole || self.ack.dsack.is_some() || two_full {
+        if new_hole || fills_hole || self.ack.dsack.is_some() || two_full {
             self.stats.acks_immediate += 1;
             self.ack_now(now);
         } else if a.message_end {

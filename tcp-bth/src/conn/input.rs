@@ -203,6 +203,18 @@ impl Connection {
                 self.stats.paws_disordered_acks += 1;
             } else if !f.rst() && old {
                 self.stats.paws_drops += 1;
+                // A credit update (R=1 pure ACK) overtaken by the peer's later segments carries
+                // an older TSval, and is no duplicate ACK Linux would exempt (it acknowledges
+                // less than SND.UNA by now, or sits below RCV.NXT). Dropping its credit left the
+                // sender waiting for the persist probe (200 ms) under reordering. The credit is
+                // monotonic (only a newer MSN is taken) and the ICRC and window checks passed,
+                // so an old copy changes nothing; the rest is dropped as RFC 7323 says.
+                if let (Some(b), true) = (seg.options.bth, seg.payload.is_empty() && f.ack()) {
+                    if b.rtr {
+                        self.stats.paws_credit_kept += 1;
+                        self.on_bth_control(&b);
+                    }
+                }
                 // RFC 7323 §5.3 answers a PAWS drop with an ACK; rate-limited, because if the
                 // peer drops our ACK the same way the two would ping-pong without end.
                 self.rate_limited_ack(now);
@@ -288,6 +300,11 @@ impl Connection {
     fn on_data(&mut self, now: Duration, seg: &TcpRepr<'_>, seg_off: i64) {
         let nxt_before = self.rcv.nxt;
         let hole_before = self.rcv.ooo.iter().any(|(_, e)| e > nxt_before);
+        let latest_end = self
+            .rcv
+            .latest
+            .and_then(|at| self.rcv.ooo.range_containing(at))
+            .map(|(_, e)| e);
         let start = seg_off.max(0) as u64;
         let end = (seg_off + seg.payload.len() as i64).max(0) as u64;
         // RFC 2883: the part of the segment that had already arrived.
@@ -314,6 +331,7 @@ impl Connection {
                 start,
                 end,
                 message_end,
+                extends_latest: start > nxt_before && latest_end == Some(start),
             },
         );
     }

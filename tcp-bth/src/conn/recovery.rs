@@ -58,7 +58,11 @@ pub struct AckResult {
     /// Retransmissions this ACK proved spurious: acknowledged by an ACK that echoes a timestamp
     /// older than the retransmission (Eifel), or reported by a D-SACK.
     pub spurious: u32,
-    /// Every retransmission of the current episode has proved spurious: undo its reduction.
+    /// Segments marked lost that were delivered before being retransmitted: the "loss" was
+    /// reordering.
+    pub false_losses: u32,
+    /// The episode's losses all proved false (every retransmission spurious, every segment
+    /// marked lost delivered): undo its reduction.
     pub undo: bool,
 }
 
@@ -68,6 +72,8 @@ struct Episode {
     /// Retransmissions not (yet) proven spurious.
     unproven: u32,
     retransmissions: u32,
+    /// Segments marked lost that arrived without a retransmission.
+    false_losses: u32,
     /// False once a retransmission could not be tracked (too many): no undo then.
     complete: bool,
 }
@@ -114,6 +120,9 @@ pub struct RecoveryStats {
     pub scoreboard_visits: u64,
     /// The reorder window's multiplier of min_rtt/4 now (1 until a D-SACK widened it).
     pub reo_wnd_mult: u32,
+    /// Segments declared lost that were delivered before their retransmission (reordering
+    /// deeper than the reorder window).
+    pub false_losses: u64,
 }
 
 impl Recovery {
@@ -237,6 +246,7 @@ impl Recovery {
         self.episode = Some(Episode {
             unproven: 0,
             retransmissions: 0,
+            false_losses: 0,
             complete: true,
         });
         self.retransmitted.clear();
@@ -258,25 +268,37 @@ impl Recovery {
     }
 
     /// `[start, end)` arrived twice. If it is one of our tracked retransmissions, that one
-    /// was spurious: `Some(true)` when this completes the proof that the whole episode was
-    /// (the caller undoes; the episode ends), `Some(false)` otherwise; `None` if it is not
-    /// one (a copy the network made, or proven already).
-    fn prove_spurious(&mut self, start: u64, end: u64) -> Option<bool> {
-        let i = self
+    /// was spurious (true); false if it is not one (a copy the network made, or proven
+    /// already).
+    fn prove_spurious(&mut self, start: u64, end: u64) -> bool {
+        let Some(i) = self
             .retransmitted
             .iter()
-            .position(|&(s, e)| s <= start && end <= e)?;
+            .position(|&(s, e)| s <= start && end <= e)
+        else {
+            return false;
+        };
         self.retransmitted.remove(i);
         self.stats.spurious_retransmits += 1;
-        let Some(e) = self.episode.as_mut() else {
-            return Some(false);
-        };
-        e.unproven = e.unproven.saturating_sub(1);
-        let undo = e.complete && e.retransmissions > 0 && e.unproven == 0;
-        if undo {
-            self.episode = None;
+        if let Some(e) = self.episode.as_mut() {
+            e.unproven = e.unproven.saturating_sub(1);
         }
-        Some(undo)
+        true
+    }
+
+    /// Linux's `tcp_may_undo`: the episode's reduction was not needed once every segment it
+    /// declared lost has arrived on its own — every retransmission proven spurious, none
+    /// still waiting to be retransmitted, and at least one proof. Then the episode ends.
+    fn try_undo(&mut self) -> bool {
+        let Some(e) = self.episode else {
+            return false;
+        };
+        let proven = e.complete && e.unproven == 0 && (e.retransmissions > 0 || e.false_losses > 0);
+        if !proven || self.next_lost().is_some() {
+            return false;
+        }
+        self.episode = None;
+        true
     }
 
     /// Reordering (or a duplicate) was proven: widen the reorder window, at most once per
@@ -339,6 +361,7 @@ impl Recovery {
             if !s.sacked && !s.lost {
                 self.pipe -= s.len();
             }
+            r.false_losses += u32::from(s.lost && !s.sacked);
             if !s.sacked {
                 self.update_rack(s.xmit, s.end, s.retransmitted, now, min_rtt);
                 if !s.retransmitted {
@@ -348,24 +371,29 @@ impl Recovery {
             if s.retransmitted && tsecr.is_some_and(|e| tsval_before(e, s.tsval)) {
                 // Eifel (RFC 3522): the ACK echoes the original's timestamp.
                 r.spurious += 1;
-                match self.prove_spurious(s.start, s.end) {
-                    Some(undo) => r.undo |= undo,
-                    None => self.stats.spurious_retransmits += 1,
+                if !self.prove_spurious(s.start, s.end) {
+                    self.stats.spurious_retransmits += 1;
                 }
             }
         }
         self.on_sack_blocks(sacks, now, min_rtt, &mut r);
         if let Some((l, rt)) = dsack {
-            if let Some(undo) = self.prove_spurious(l, rt) {
+            if self.prove_spurious(l, rt) {
                 self.stats.dsack_spurious += 1;
                 r.spurious += 1;
-                r.undo |= undo;
             }
         }
-        // RFC 8985 §6.2 step 4: any D-SACK (and an Eifel proof, the same signal) means the
-        // reorder window was too small for this path.
-        if r.spurious > 0 || dsack.is_some() {
+        if r.false_losses > 0 {
+            self.stats.false_losses += u64::from(r.false_losses);
+            if let Some(e) = self.episode.as_mut() {
+                e.false_losses += r.false_losses;
+            }
+        }
+        // RFC 8985 §6.2 step 4: any D-SACK (and an Eifel proof, or a segment declared lost
+        // arriving by itself: the same signal) means the reorder window was too small.
+        if r.spurious > 0 || r.false_losses > 0 || dsack.is_some() {
             self.widen_reo_wnd(acked);
+            r.undo = self.try_undo();
         }
         r
     }
@@ -404,6 +432,7 @@ impl Recovery {
                 if !lost {
                     self.pipe -= len;
                 }
+                r.false_losses += u32::from(lost);
                 self.sent[i].sacked = true;
                 self.sent[i].lost = false;
                 self.update_rack(xmit, end, retransmitted, now, min_rtt);
@@ -617,5 +646,36 @@ mod tests {
         // A D-SACK of something never retransmitted proves nothing.
         let a = r.on_ack(400, &[], Some((200, 300)), None, ms(24), Some(ms(9)));
         assert!(!a.undo && a.spurious == 0);
+    }
+
+    /// Reordering deeper than the reorder window: a segment is declared lost (the caller
+    /// reduces cwnd) and then arrives before its retransmission went out. The episode's only
+    /// "loss" was false: undo, and widen the window; a second, real loss is not undone.
+    #[test]
+    fn a_segment_declared_lost_that_arrives_by_itself_undoes_the_episode() {
+        let mut r = Recovery::new();
+        for i in 0..4u64 {
+            r.on_send(i * 100, (i + 1) * 100, ms(i), 0);
+        }
+        r.on_ack(0, &[(100, 400)], None, None, ms(10), Some(ms(9)));
+        let (lost, _) = r.detect_losses(ms(20), Some(ms(9)), Some(ms(9)));
+        assert_eq!(lost, 100);
+        r.start_episode();
+        let a = r.on_ack(400, &[], None, None, ms(21), Some(ms(9)));
+        assert_eq!(a.false_losses, 1);
+        assert!(a.undo, "{a:?}");
+        assert_eq!(r.stats.reo_wnd_mult, 2);
+
+        // Two segments declared lost, one arrives, the other does not: no undo.
+        for i in 4..8u64 {
+            r.on_send(i * 100, (i + 1) * 100, ms(30 + i), 0);
+        }
+        r.on_ack(400, &[(600, 800)], None, None, ms(50), Some(ms(9)));
+        let (lost, _) = r.detect_losses(ms(80), Some(ms(9)), Some(ms(9)));
+        assert_eq!(lost, 200);
+        r.start_episode();
+        let a = r.on_ack(500, &[(600, 800)], None, None, ms(81), Some(ms(9)));
+        assert_eq!(a.false_losses, 1);
+        assert!(!a.undo, "[500, 600) is still lost: {a:?}");
     }
 }

@@ -81,6 +81,9 @@ pub struct Pair {
     pub tap: Option<Tap>,
     /// Serve each end in driver turns (see [`DriverModel`]); None: every arrival at once.
     pub driver: Option<DriverModel>,
+    /// Time each end's driver spent in turns (by [`Direction::index`] of what it sends): with
+    /// a [`DriverModel`], busy / elapsed is how loaded that end was.
+    pub busy: [Duration; 2],
     turns: [Turn; 2],
 }
 
@@ -101,6 +104,7 @@ impl Pair {
             stalled: 0,
             tap: None,
             driver: None,
+            busy: [Duration::ZERO; 2],
             turns: Default::default(),
         }
     }
@@ -198,7 +202,9 @@ impl Pair {
             self.link.send(now, end, p);
         }
         if let (Some(d), true) = (self.driver, work > 0) {
-            self.turns[i].busy_until = now + d.per_turn + d.per_segment * work;
+            let cost = d.per_turn + d.per_segment * work;
+            self.turns[i].busy_until = now + cost;
+            self.busy[i] += cost;
         }
     }
 

@@ -69,6 +69,17 @@ pub struct Report {
     pub spurious_retransmits: u64,
     pub tlp_probes: u64,
     pub rto_events: u64,
+    /// RACK loss detections (events that marked segments lost), both ends.
+    pub rack_losses: u64,
+    /// Segments declared lost that arrived before their retransmission, both ends.
+    pub false_losses: u64,
+    /// Recovery episodes whose reduction was undone, both ends.
+    pub undos: u64,
+    /// Segments B sent (its ACKs, in a workload where A sends the data).
+    pub b_segments_out: u64,
+    /// Time A's and B's drivers spent in turns up to the last completion (zero without a
+    /// [`DriverModel`]): busy / `virtual_time` is each end's load.
+    pub driver_busy: [Duration; 2],
     pub ooo_placed: u64,
     pub bytes_placed: u64,
     pub bytes_copied: u64,
@@ -399,6 +410,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
         });
     }
     let virtual_time = pair.now - started;
+    let driver_busy = pair.busy;
 
     // Orderly close in both directions.
     pair.a.close();
@@ -432,6 +444,11 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
         spurious_retransmits: ra.spurious_retransmits + rb.spurious_retransmits,
         tlp_probes: ra.tlp_probes + rb.tlp_probes,
         rto_events: ra.rto_losses + rb.rto_losses,
+        rack_losses: ra.rack_losses + rb.rack_losses,
+        false_losses: ra.false_losses + rb.false_losses,
+        undos: a.stats().undos + b.stats().undos,
+        b_segments_out: b.stats().segments_out,
+        driver_busy,
         ooo_placed: a.stats().ooo_placed + b.stats().ooo_placed,
         bytes_placed: pc.bytes_placed + pa.bytes_placed,
         bytes_copied: pc.bytes_copied + pa.bytes_copied,

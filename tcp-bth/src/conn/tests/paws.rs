@@ -5,6 +5,7 @@
 //! without end (reproduced: ~485,000 PAWS drops per side in 10 s after 36–71 min of idle).
 
 use super::*;
+use std::cell::RefCell;
 
 /// One exchange after `gap` of silence: A sends, B must receive it within a second, and the
 /// segments both sides send in the following second stay few.
@@ -160,4 +161,64 @@ fn forged_segment_with_a_bad_ack_cannot_poison_ts_recent() {
     d.b.handle_segment(d.now, &forged);
     transfer(&mut d, false, 1, &pattern(5, 2000));
     assert_eq!(d.b.stats().paws_drops, 0);
+}
+
+/// A credit update overtaken by the peer's later ACK: PAWS drops it (its TSval is older, and
+/// it acknowledges less than SND.UNA by then, so it is no duplicate ACK Linux would exempt),
+/// but its credit is kept, so the SEND waiting for it goes at once instead of after the
+/// persist probe (≥ 200 ms).
+#[test]
+fn a_reordered_credit_update_is_not_lost_to_paws() {
+    let mut d = established(true);
+    d.b.post_recv(0, vec![0; 1000]).unwrap();
+    d.settle(Duration::from_millis(10));
+    // Message 0 has credit, message 1 waits for B's next receive.
+    d.a.post_send(send_wr(0, pattern(0, 1000))).unwrap();
+    d.a.post_send(send_wr(1, pattern(1, 1000))).unwrap();
+    d.b.post_recv(1, vec![0; 1000]).unwrap();
+    // This instant: A sends message 0, B its credit update, which the network holds back
+    // until B's ACK of message 0 (sent later, newer TSval) has arrived.
+    let held = RefCell::new(None);
+    d.step(&mut |dir, _, p| {
+        if dir == Direction::BtoA {
+            *held.borrow_mut() = Some(p);
+            return None;
+        }
+        Some(p)
+    });
+    assert!(held.borrow().is_some(), "B sent its credit update");
+    let start = d.now;
+    let mut done = 0;
+    let b_ack_sent = RefCell::new(None);
+    let ok = d.run(
+        Duration::from_secs(1),
+        |dir, now, p| {
+            if dir == Direction::BtoA {
+                b_ack_sent.borrow_mut().get_or_insert(now);
+            }
+            Some(p)
+        },
+        |d| {
+            // Once B's ACK of message 0 has arrived (the wire takes 50 µs), the credit update.
+            let arrived = b_ack_sent
+                .borrow()
+                .is_some_and(|t| d.now >= t + Duration::from_micros(50));
+            if arrived {
+                if let Some(p) = held.borrow_mut().take() {
+                    d.inject(d.now, Direction::BtoA, p);
+                }
+            }
+            while d.b.poll_completion().is_some() {
+                done += 1;
+            }
+            done == 2
+        },
+    );
+    assert!(ok, "{:?}", d.a.stats());
+    assert!(d.a.stats().paws_credit_kept >= 1, "{:?}", d.a.stats());
+    assert!(
+        d.now - start < Duration::from_millis(50),
+        "took {:?}",
+        d.now - start
+    );
 }
