@@ -223,7 +223,7 @@ impl Connection {
             self.snd.wl2 = seg.ack;
         }
         if let Some(b) = seg.options.bth {
-            self.on_bth_control(&b);
+            self.on_bth_control(&b, seg.ack);
         }
         if !self.on_ack(now, seg, ts.map(|t| t.tsecr)) {
             return;
@@ -262,8 +262,8 @@ impl Connection {
         self.check_peer_fin(now);
     }
 
-    /// rtr credit carried by a segment from the data receiver.
-    fn on_bth_control(&mut self, b: &Bth) {
+    /// rtr credit and byte grant carried by a segment (ACK field `ack`) from the data receiver.
+    fn on_bth_control(&mut self, b: &Bth, ack: u32) {
         if b.rtr {
             let Mode::Bth { .. } = self.mode else { return };
             let newer = self
@@ -274,9 +274,8 @@ impl Connection {
                 if self.snd.peer_credit != Some(b.msn) {
                     self.snd.credit_news = true;
                 }
-                // The byte grant in `b.mbo` is enforced by the recovery issue's admission
-                // work; until then only the message credit gates sending.
                 self.snd.peer_credit = Some(b.msn);
+                self.on_peer_grant(b.mbo, ack);
             }
         }
     }

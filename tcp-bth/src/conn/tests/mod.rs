@@ -2,6 +2,7 @@
 //! [`Connection`]s wired back to back on a virtual clock ([`Wire`]), every segment visible to a
 //! filter that may drop it. Each file is one defect or one behaviour.
 
+mod admission;
 mod coalesce;
 mod events;
 mod isn;
