@@ -138,7 +138,8 @@ impl Placement {
             return None;
         }
         let r = self.reads.entries.pop_back()?;
-        self.sink_unfilled.retire(r.sink.len(), r.track.cov.covered());
+        self.sink_unfilled
+            .retire(r.sink.len(), r.track.cov.covered());
         Some(r.sink)
     }
 

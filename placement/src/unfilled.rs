@@ -30,9 +30,7 @@ impl Unfilled {
 
     /// A segment moved one message's coverage from `before` to `after` bytes.
     pub fn placed(&mut self, before: u64, after: u64) {
-        self.covered = self
-            .covered
-            .saturating_add(after.saturating_sub(before));
+        self.covered = self.covered.saturating_add(after.saturating_sub(before));
     }
 
     /// A buffer of `len` bytes with `covered` bytes placed left the window (completed, flushed

@@ -20,7 +20,8 @@ fn receives_count_until_filled_and_completed() {
     // A zero-length receive admits the one pad byte of a zero-length SEND.
     assert_eq!(p.unfilled_recv_bytes(), 3101);
     let msg: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
-    let part = |a: usize, b: usize| seg(MessageKind::Send, F, a as u32, &msg[a..b], 3000, None, None);
+    let part =
+        |a: usize, b: usize| seg(MessageKind::Send, F, a as u32, &msg[a..b], 3000, None, None);
     // Out of order, then a duplicate: each byte counted once.
     p.place(&part(2000, 3000));
     assert_eq!(p.unfilled_recv_bytes(), 2101);
@@ -29,7 +30,13 @@ fn receives_count_until_filled_and_completed() {
     p.place(&part(0, 2000));
     assert_eq!(p.unfilled_recv_bytes(), 101);
     // A SEND shorter than its buffer: the buffer leaves the sum when it completes.
-    p.place(&only(MessageKind::Send, F.wrapping_add(1), b"short", None, None));
+    p.place(&only(
+        MessageKind::Send,
+        F.wrapping_add(1),
+        b"short",
+        None,
+        None,
+    ));
     assert_eq!(p.unfilled_recv_bytes(), 1);
     p.post_recv(4, vec![0; 500]).unwrap();
     p.flush();
@@ -46,7 +53,15 @@ fn read_sinks_count_until_filled_or_cancelled() {
     assert_eq!(p.unfilled_read_bytes(), 4000);
     let data = vec![9u8; 4000];
     let resp = |a: usize, b: usize| {
-        seg(MessageKind::ReadResponse, 7, a as u32, &data[a..b], 4000, None, None)
+        seg(
+            MessageKind::ReadResponse,
+            7,
+            a as u32,
+            &data[a..b],
+            4000,
+            None,
+            None,
+        )
     };
     p.place(&resp(0, 1500));
     assert_eq!(p.unfilled_read_bytes(), 2500);

@@ -48,6 +48,12 @@ pub struct Config {
     /// slides with what arrives, like a TCP window. 0 admits only what posted buffers hold: a
     /// peer's WRITEs then wait (persist probes) until receives are posted.
     pub admission_allowance: u32,
+    /// Receiver-driven admission, receiving side: the most bytes we admit beyond RCV.NXT at
+    /// once, whatever is posted. A receiver that keeps receives posted deep (so SENDs never
+    /// wait for credit) can still bound the bytes in flight toward it, finer than whole
+    /// messages: what an incast needs (`tcp_bth_io::sim::incast`). At least one 4 KiB unit,
+    /// so a grant never closes for good. `None`: no cap.
+    pub admission_cap: Option<u32>,
     /// Secret for ISNs (RFC 6528), the rkey seed and the TSval offset: random by default.
     pub isn_key: IsnKey,
     /// Addresses the TCP checksum covers.
@@ -78,6 +84,7 @@ impl Default for Config {
             // 1 MiB: several bandwidth-delay products of a 100 Gbit/s, 20 µs path, so WRITE
             // streams are not slowed where nothing else limits them.
             admission_allowance: 1 << 20,
+            admission_cap: None,
             // Random per Config: ISNs, rkeys and timestamp offsets must not be predictable.
             isn_key: IsnKey::random(),
             ip: IpPair::V4 {

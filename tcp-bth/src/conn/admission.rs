@@ -11,12 +11,14 @@
 //! allowance admits (WRITE, READ requests), since the allowance slides with RCV.NXT.
 //!
 //! **Receiver.** The grant is the unfilled bytes of the posted receives and READ sinks
-//! (placement keeps them) plus `Config::admission_allowance`, rounded up to whole units. An R=1
-//! is owed when the credit MSN changes (`post_recv`), when the peer knows of less than half the
+//! (placement keeps them) plus `Config::admission_allowance`, at most `Config::admission_cap`,
+//! rounded up to whole units (rounded down, a receive under 4 KiB would admit nothing). An R=1
+//! is owed when the credit MSN changes (`post_recv`); when the peer knows of less than half the
 //! room we would admit now (`note_grant_growth`, after in-order arrivals and READ posts: the
 //! receiver side of silly-window avoidance, RFC 9293 §3.8.6.2.2, so a WRITE stream draws an R=1
-//! per half grant, not per ACK), and in answer to any segment outside our window, a persist
-//! probe included: that is how a lost update is repeated.
+//! per half grant, not per ACK); once after the handshake (`negotiate` owes it, the passive
+//! opener sends it when established); and in answer to any segment outside our window, a
+//! persist probe included: that is how a lost update is repeated.
 //!
 //! **Sender.** Keeps `SND.NXT` within the edge of the newest grant (`admission_room`), besides
 //! cwnd and the peer's window; retransmissions are not limited (their bytes were admitted when
@@ -46,9 +48,14 @@ impl Connection {
             return 0;
         };
         let p = &rx.placement;
-        p.unfilled_recv_bytes()
+        let room = p
+            .unfilled_recv_bytes()
             .saturating_add(p.unfilled_read_bytes())
-            .saturating_add(u64::from(self.cfg.admission_allowance))
+            .saturating_add(u64::from(self.cfg.admission_allowance));
+        match self.cfg.admission_cap {
+            Some(cap) => room.min(u64::from(cap).max(bth_cc::GRANT_UNIT)),
+            None => room,
+        }
     }
 
     /// Receiver: the grant (units) for the R=1 segment being built, remembered as advertised.

@@ -221,6 +221,9 @@ impl Connection {
             self.snd.wnd = u64::from(seg.window) << self.neg.peer_wscale;
             self.snd.wl1 = seg.seq;
             self.snd.wl2 = seg.ack;
+            // Our first grant (R=1, owed since the hello) goes out now: the peer's data is
+            // unlimited by admission until it has one (conn/admission.rs).
+            self.owed.ack |= self.owed.credit;
         }
         if let Some(b) = seg.options.bth {
             self.on_bth_control(&b, seg.ack);

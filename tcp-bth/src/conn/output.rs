@@ -98,22 +98,23 @@ impl Connection {
         // Wait for a full segment's room rather than sending runts (Nagle-like).
         let (pipe, unsent) = (self.snd.rec.pipe(), end - self.snd.nxt);
         let held = |r: u64| r == 0 || (r < mss && r < unsent && pipe > 0);
-        let admitted = room.min(self.admission_room());
-        if held(admitted) {
-            if !held(room) {
-                self.note_grant_hold(now);
-            }
+        if held(room) {
             self.arm_persist(now);
             return None;
         }
-        self.end_grant_hold(now);
-        let room = admitted;
         if matches!(self.mode, Mode::Bth { .. }) && !self.snd.credit_allows(self.snd.nxt) {
             self.arm_persist(now);
             self.note_rnr_wait(now);
             return None;
         }
         self.clear_rnr_wait();
+        // Last the peer's grant, so a hold is counted only when nothing else holds the data.
+        let room = room.min(self.admission_room());
+        if held(room) {
+            self.note_grant_hold(now);
+            return None;
+        }
+        self.end_grant_hold(now);
         let start = self.snd.nxt;
         let Some(body) = self.data_body(start, room as u32) else {
             // A READ request is one indivisible 16-byte segment: wait for that much room.

@@ -106,9 +106,16 @@ fn sender_never_exceeds_the_grant_in_flight() {
         (w, d.b.stats())
     };
     let (w, stats) = run(true);
-    assert!(w.excess.is_some_and(|e| e <= 0), "past the grant: {:?}", w.excess);
+    assert!(
+        w.excess.is_some_and(|e| e <= 0),
+        "past the grant: {:?}",
+        w.excess
+    );
     assert!(w.grants.iter().all(|&g| g <= 20 << 10), "{:?}", w.grants);
-    assert!(stats.grant_holds > 0 && stats.grant_held > Duration::ZERO, "{stats:?}");
+    assert!(
+        stats.grant_holds > 0 && stats.grant_held > Duration::ZERO,
+        "{stats:?}"
+    );
 
     let (w, stats) = run(false);
     assert!(w.excess.is_some_and(|e| e > 0), "{:?}", w.excess);
@@ -121,14 +128,26 @@ fn sender_never_exceeds_the_grant_in_flight() {
 #[test]
 fn grant_grows_when_receives_are_posted() {
     let mut d = wire(0, true);
-    assert_eq!(d.b.snd.admission.grant(), Some(0), "the handshake ACK grants nothing");
+    assert_eq!(
+        d.b.snd.admission.grant(),
+        Some(0),
+        "the handshake ACK grants nothing"
+    );
     let mut w = Watch::default();
     d.a.post_recv(1, vec![0; 65536]).unwrap();
-    d.run(Duration::from_millis(5), |dir, _, p| w.see(dir, p, false), |_| false);
+    d.run(
+        Duration::from_millis(5),
+        |dir, _, p| w.see(dir, p, false),
+        |_| false,
+    );
     assert_eq!(w.grants, [65536]);
     d.a.post_recv(2, vec![0; 65536]).unwrap();
     d.a.post_recv(3, vec![0; 65536]).unwrap();
-    d.run(Duration::from_millis(5), |dir, _, p| w.see(dir, p, false), |_| false);
+    d.run(
+        Duration::from_millis(5),
+        |dir, _, p| w.see(dir, p, false),
+        |_| false,
+    );
     assert_eq!(w.grants, [65536, 3 * 65536]);
     assert_eq!(d.b.snd.admission.grant(), Some(3 * 65536));
     for i in 0..3u64 {
@@ -158,11 +177,20 @@ fn zero_grant_recovers_via_probe_after_a_lost_grant_update() {
     let mut d = wire(0, true);
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let mr = d.a.register_mr(vec![0; 32768], access).unwrap();
-    d.b.post_send(write_wr(&mr, 9, 0, pattern(3, 32768))).unwrap();
+    d.b.post_send(write_wr(&mr, 9, 0, pattern(3, 32768)))
+        .unwrap();
     let mut w = Watch::default();
-    d.run(Duration::from_millis(5), |dir, _, p| w.see(dir, p, false), |_| false);
+    d.run(
+        Duration::from_millis(5),
+        |dir, _, p| w.see(dir, p, false),
+        |_| false,
+    );
     assert_eq!(d.b.stats().grant_holds, 1, "held by the zero grant");
-    assert_eq!(d.a.mr_bytes(mr.rkey).unwrap(), vec![0; 32768], "nothing sent");
+    assert_eq!(
+        d.a.mr_bytes(mr.rkey).unwrap(),
+        vec![0; 32768],
+        "nothing sent"
+    );
     // A receive of 64 KiB: the grant covers the WRITE too (one grant for all bytes).
     d.a.post_recv(1, vec![0; 65536]).unwrap();
     let ok = d.run(
@@ -187,9 +215,12 @@ fn a_read_response_is_admitted_by_its_sink() {
     let (mut a, b) = configs(true);
     a.admission_allowance = 0;
     let mut d = Wire::established(a, b, MS);
-    let mr = d.b.register_mr(pattern(5, 100_000), Access::REMOTE_READ).unwrap();
+    let mr =
+        d.b.register_mr(pattern(5, 100_000), Access::REMOTE_READ)
+            .unwrap();
     // A reads from B: here B is the data sender, A the data receiver.
-    d.a.post_read(1, mr.rkey, mr.addr, vec![0; 100_000]).unwrap();
+    d.a.post_read(1, mr.rkey, mr.addr, vec![0; 100_000])
+        .unwrap();
     let mut w = Watch::default();
     let mut got = None;
     let ok = d.run(
@@ -215,7 +246,8 @@ fn writes_without_receives_flow_on_the_allowance() {
     let mut d = wire(64 << 10, true);
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let mr = d.a.register_mr(vec![0; 1 << 20], access).unwrap();
-    d.b.post_send(write_wr(&mr, 1, 0, pattern(8, 1 << 20))).unwrap();
+    d.b.post_send(write_wr(&mr, 1, 0, pattern(8, 1 << 20)))
+        .unwrap();
     let mut w = Watch::default();
     let ok = d.run(
         Duration::from_secs(5),
