@@ -12,8 +12,6 @@ fn check(op: IncastOp) -> [IncastReport; 2] {
     };
     let [off, on] = compare(&cfg).unwrap_or_else(|e| panic!("{op:?}: {e}"));
     let t = table(&[off.clone(), on.clone()]);
-    assert_eq!(on.messages, cfg.senders * cfg.messages, "{t}");
-    assert_eq!(off.messages, on.messages, "{t}");
     assert_eq!(on.queue_drops, 0, "{op:?} with admission:\n{t}");
     assert!(off.queue_drops > 0, "{op:?} without admission:\n{t}");
     assert!(on.p99 < off.p99, "{op:?}:\n{t}");
@@ -46,7 +44,6 @@ fn incast_is_deterministic() {
     };
     let a = run(&cfg).unwrap();
     assert_eq!(a, run(&cfg).unwrap());
-    assert_eq!(a.messages, 32);
 }
 
 /// Prints the tables `docs/stack.md` quotes ("Receiver-driven admission"): `cargo test -p
