@@ -86,6 +86,16 @@ impl ReceiverAdmission {
         let units = free_posted_bytes / GRANT_UNIT;
         u32::try_from(units.min(u64::from(MAX_GRANT_UNITS))).unwrap_or(MAX_GRANT_UNITS)
     }
+
+    /// Receiver side, rounded up: the smallest grant that covers `bytes` (clamped to the 24-bit
+    /// field). For a receiver whose free space is small buffers: rounded down, a receive
+    /// shorter than 4 KiB would be granted nothing and the SEND it is posted for could never
+    /// be admitted. The overshoot (under one unit) admits bytes into the network, never into
+    /// memory: placement takes no byte beyond a posted buffer.
+    pub fn grant_covering(bytes: u64) -> u32 {
+        let units = bytes.div_ceil(GRANT_UNIT);
+        u32::try_from(units.min(u64::from(MAX_GRANT_UNITS))).unwrap_or(MAX_GRANT_UNITS)
+    }
 }
 
 #[cfg(test)]
@@ -126,6 +136,19 @@ mod tests {
         assert_eq!(a.allowed(0), 0);
         a.on_grant(2);
         assert_eq!(a.allowed(100), 8092);
+    }
+
+    #[test]
+    fn receiver_grant_covering_rounds_up() {
+        assert_eq!(ReceiverAdmission::grant_covering(0), 0);
+        assert_eq!(ReceiverAdmission::grant_covering(1), 1);
+        assert_eq!(ReceiverAdmission::grant_covering(4096), 1);
+        assert_eq!(ReceiverAdmission::grant_covering(4097), 2);
+        assert_eq!(ReceiverAdmission::grant_covering(u64::MAX), MAX_GRANT_UNITS);
+        for need in [1u64, 4095, 4096, 12_345, 1 << 30] {
+            let bytes = ReceiverAdmission::units_to_bytes(ReceiverAdmission::grant_covering(need));
+            assert!(bytes >= need && bytes < need + GRANT_UNIT);
+        }
     }
 
     #[test]

@@ -70,11 +70,15 @@ impl Placement {
         self.flushed = true;
         while let Some((msn, p)) = self.send.pop() {
             self.books.release(&p.track);
+            self.recv_unfilled
+                .retire(p.buf.len(), p.track.cov.covered());
             let e = Ended::new(MsgClass::Send, msn, p.wr_id, WcOp::Recv);
             self.push_ended(e, p.track.failed, p.buf);
         }
         while let Some((msn, r)) = self.reads.pop() {
             self.books.release(&r.track);
+            self.sink_unfilled
+                .retire(r.sink.len(), r.track.cov.covered());
             let e = Ended::new(MsgClass::ReadResponse, msn, r.wr_id, WcOp::RdmaRead);
             self.push_ended(e, r.track.failed, r.sink);
         }
@@ -134,6 +138,8 @@ impl Placement {
                 break;
             };
             self.books.release(&p.track);
+            self.recv_unfilled
+                .retire(p.buf.len(), p.track.cov.covered());
             let status = p.track.status();
             self.push(Cqe {
                 wr_id: p.wr_id,
@@ -195,6 +201,8 @@ impl Placement {
                 break;
             };
             self.books.release(&r.track);
+            self.sink_unfilled
+                .retire(r.sink.len(), r.track.cov.covered());
             let len = r.track.len.unwrap_or(0);
             let mut status = r.track.status();
             if status == WcStatus::Success && len as usize != r.sink.len() {

@@ -21,6 +21,11 @@ impl Coverage {
         self.ranges.len()
     }
 
+    /// Bytes covered, all ranges together.
+    pub fn covered(&self) -> u64 {
+        self.covered
+    }
+
     /// One past the highest covered offset (0 when empty).
     pub fn max_end(&self) -> u32 {
         self.ranges.last_key_value().map_or(0, |(_, &e)| e)

@@ -20,6 +20,7 @@ mod msg;
 mod outcome;
 mod placer;
 mod post;
+mod unfilled;
 mod window;
 
 pub use cqe::{Cqe, WcOp, WcStatus};

@@ -4,6 +4,7 @@ use crate::cqe::Cqe;
 use crate::mr::{Access, MemoryRegions};
 use crate::msg::{place_segment, Books, Dest, MsgTrack};
 use crate::outcome::{Counters, DropReason, PlaceOutcome};
+use crate::unfilled::Unfilled;
 use crate::window::{Locate, MsnWindow, MAX_WINDOW};
 use std::collections::VecDeque;
 use tcp_bth_wire::{Inbound, MsgClass, ReadRequest, MAX_MESSAGE_LEN};
@@ -94,6 +95,9 @@ pub struct Placement {
     pub(crate) reads_anchored: bool,
     pub(crate) cq: VecDeque<Cqe>,
     pub(crate) books: Books,
+    /// Unfilled bytes of the posted receives and of the READ sinks.
+    pub(crate) recv_unfilled: Unfilled,
+    pub(crate) sink_unfilled: Unfilled,
     pub(crate) flushed: bool,
 }
 
@@ -123,6 +127,8 @@ impl Placement {
                 max_message_len: cfg.max_message_len,
                 ..Books::default()
             },
+            recv_unfilled: Unfilled::default(),
+            sink_unfilled: Unfilled::default(),
             flushed: false,
             cfg,
             limits,
@@ -203,7 +209,11 @@ impl Placement {
             Locate::Behind => self.books.duplicate(seg),
             Locate::At(k) => match self.send.entries.get_mut(k) {
                 Some(p) => {
-                    place_segment(&mut p.track, seg, Dest::Buffer(&mut p.buf), &mut self.books)
+                    let before = p.track.cov.covered();
+                    let out =
+                        place_segment(&mut p.track, seg, Dest::Buffer(&mut p.buf), &mut self.books);
+                    self.recv_unfilled.placed(before, p.track.cov.covered());
+                    out
                 }
                 None => self.out_of_window(),
             },
@@ -296,12 +306,17 @@ impl Placement {
         match located {
             Locate::Behind => self.books.duplicate(seg),
             Locate::At(k) => match self.reads.entries.get_mut(k) {
-                Some(r) => place_segment(
-                    &mut r.track,
-                    seg,
-                    Dest::Buffer(&mut r.sink),
-                    &mut self.books,
-                ),
+                Some(r) => {
+                    let before = r.track.cov.covered();
+                    let out = place_segment(
+                        &mut r.track,
+                        seg,
+                        Dest::Buffer(&mut r.sink),
+                        &mut self.books,
+                    );
+                    self.sink_unfilled.placed(before, r.track.cov.covered());
+                    out
+                }
                 None => self.unknown_read(),
             },
             Locate::Ahead(_) => self.unknown_read(),

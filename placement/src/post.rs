@@ -46,6 +46,7 @@ impl Placement {
             });
         }
         let msn = self.send.next_msn();
+        self.recv_unfilled.post(buf.len());
         self.send.entries.push_back(PostedRecv {
             wr_id,
             buf,
@@ -109,6 +110,7 @@ impl Placement {
                 sink,
             );
         }
+        self.sink_unfilled.post(sink.len());
         self.reads.entries.push_back(PendingRead {
             wr_id,
             sink,
@@ -135,6 +137,21 @@ impl Placement {
         if last != request_msn || !untouched {
             return None;
         }
-        self.reads.entries.pop_back().map(|r| r.sink)
+        let r = self.reads.entries.pop_back()?;
+        self.sink_unfilled
+            .retire(r.sink.len(), r.track.cov.covered());
+        Some(r.sink)
+    }
+
+    /// Bytes of the posted receives that no SEND segment has filled yet (a zero-length receive
+    /// counts one byte, for the pad byte of a zero-length SEND). A receive whose SEND finished
+    /// short of its length counts its unused tail until its completion leaves in order.
+    pub fn unfilled_recv_bytes(&self) -> u64 {
+        self.recv_unfilled.bytes()
+    }
+
+    /// Bytes of the outstanding READs' sinks that no response segment has filled yet.
+    pub fn unfilled_read_bytes(&self) -> u64 {
+        self.sink_unfilled.bytes()
     }
 }

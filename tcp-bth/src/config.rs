@@ -40,6 +40,24 @@ pub struct Config {
     /// completes with `RnrRetryExceeded` and the connection fails, as an IB requester does
     /// after its RNR retries. `None` waits forever (IB's `rnr_retry = 7`).
     pub rnr_timeout: Option<Duration>,
+    /// Receiver-driven admission, sending side: keep the bytes sent beyond the peer's
+    /// acknowledgement within the byte grant of its latest R=1 segment, besides cwnd and its
+    /// window (`docs/stack.md`, "Receiver-driven admission"). Off, the grant is ignored (the
+    /// comparison in the incast simulation); the receiving side advertises its grant either
+    /// way, so the two settings interoperate.
+    pub admission: bool,
+    /// Receiver-driven admission, receiving side: bytes we admit beyond the unfilled bytes of
+    /// our posted receives and READ sinks. It is for what lands in memory we cannot count per
+    /// message: RDMA WRITE into registered regions, READ requests, zero-length pad bytes. It
+    /// slides with what arrives, like a TCP window. 0 admits only what posted buffers hold: a
+    /// peer's WRITEs then wait (persist probes) until receives are posted.
+    pub admission_allowance: u32,
+    /// Receiver-driven admission, receiving side: the most bytes we admit beyond RCV.NXT at
+    /// once, whatever is posted. A receiver that keeps receives posted deep (so SENDs never
+    /// wait for credit) can still bound the bytes in flight toward it, finer than whole
+    /// messages: what an incast needs (`tcp_bth_io::sim::incast`). At least one 4 KiB unit,
+    /// so a grant never closes for good. `None`: no cap.
+    pub admission_cap: Option<u32>,
     /// Secret for ISNs (RFC 6528), the rkey seed and the TSval offset: random by default.
     pub isn_key: IsnKey,
     /// Addresses the TCP checksum covers.
@@ -67,6 +85,11 @@ impl Default for Config {
             max_posted_recvs: 4096,
             max_ooo_ranges: 512,
             rnr_timeout: Some(Duration::from_secs(10)),
+            admission: true,
+            // 1 MiB: several bandwidth-delay products of a 100 Gbit/s, 20 µs path, so WRITE
+            // streams are not slowed where nothing else limits them.
+            admission_allowance: 1 << 20,
+            admission_cap: None,
             // Random per Config: ISNs, rkeys and timestamp offsets must not be predictable.
             isn_key: IsnKey::random(),
             ip: IpPair::V4 {

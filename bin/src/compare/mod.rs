@@ -9,6 +9,7 @@
 pub mod ceiling;
 mod cells;
 mod charts;
+pub mod extra;
 pub mod kernel;
 pub mod render;
 

@@ -115,6 +115,9 @@ impl Connection {
                     b.anchor(h.msn);
                 }
                 self.rcv.set_ts_recent(now, h.timestamps.map(|t| t.tsval));
+                // Our first pure ACK carries our grant (R=1): the active opener's is the
+                // handshake's ACK, before the peer's first flight grows past it.
+                self.owed.credit = true;
             }
             _ => {
                 self.mode = Mode::Plain;

@@ -212,7 +212,7 @@ impl Connection {
                 if let (Some(b), true) = (seg.options.bth, seg.payload.is_empty() && f.ack()) {
                     if b.rtr {
                         self.stats.paws_credit_kept += 1;
-                        self.on_bth_control(&b);
+                        self.on_bth_control(&b, seg.ack);
                     }
                 }
                 // RFC 7323 §5.3 answers a PAWS drop with an ACK; rate-limited, because if the
@@ -259,9 +259,12 @@ impl Connection {
             self.snd.wnd = u64::from(seg.window) << self.neg.peer_wscale;
             self.snd.wl1 = seg.seq;
             self.snd.wl2 = seg.ack;
+            // Our first grant (R=1, owed since the hello) goes out now: the peer's data is
+            // unlimited by admission until it has one (conn/admission.rs).
+            self.owed.ack |= self.owed.credit;
         }
         if let Some(b) = seg.options.bth {
-            self.on_bth_control(&b);
+            self.on_bth_control(&b, seg.ack);
         }
         if !self.on_ack(now, seg, ts.map(|t| t.tsecr)) {
             return;
@@ -336,8 +339,8 @@ impl Connection {
         );
     }
 
-    /// rtr credit carried by a segment from the data receiver.
-    fn on_bth_control(&mut self, b: &Bth) {
+    /// rtr credit and byte grant carried by a segment (ACK field `ack`) from the data receiver.
+    fn on_bth_control(&mut self, b: &Bth, ack: u32) {
         if b.rtr {
             let Mode::Bth { .. } = self.mode else { return };
             let newer = self
@@ -348,9 +351,8 @@ impl Connection {
                 if self.snd.peer_credit != Some(b.msn) {
                     self.snd.credit_news = true;
                 }
-                // The byte grant in `b.mbo` is enforced by the recovery issue's admission
-                // work; until then only the message credit gates sending.
                 self.snd.peer_credit = Some(b.msn);
+                self.on_peer_grant(b.mbo, ack);
             }
         }
     }

@@ -8,12 +8,14 @@
 //! every segment) and received data goes straight to placement; otherwise the connection is a
 //! plain TCP byte stream.
 //!
-//! Files follow who owns the state: `send` (sequence space, window, framer, recovery, credit),
+//! Files follow who owns the state: `send` (sequence space, window, framer, recovery, credit,
+//! the peer's grant), `admission` (the byte grant: computed on receive, enforced on send),
 //! `recv` (what has arrived, timestamps), `rx_bth`/`rx_plain` (the two receive paths, chosen at
 //! negotiation), `handshake` (SYN and FIN state), `cq` (the completion queue), `verbs` (the
 //! work-request API); `input`, `output` and `timers` are the three entry points that drive them.
 
 mod ack;
+mod admission;
 mod cq;
 mod error;
 mod events;
@@ -141,6 +143,13 @@ pub struct Stats {
     /// Recovery episodes whose every retransmission proved spurious (D-SACK or timestamps):
     /// the congestion window reduction was undone (RFC 3708 / RFC 4015).
     pub undos: u64,
+    /// Receiver-driven admission, sending side: times the next new segment was held back by
+    /// the peer's grant alone (cwnd, window and credit would have let it go).
+    pub grant_holds: u64,
+    /// How long those holds lasted, together.
+    pub grant_held: Duration,
+    /// R=1 segments we sent (credit and grant).
+    pub grants_sent: u64,
 }
 
 /// Received payload held outside posted buffers, by structure ([`Connection::rx_held`]).

@@ -1,5 +1,5 @@
 //! Building segments to send: handshake, retransmissions first, then new data within
-//! min(cwnd, peer window, message credit), then FIN, then pure ACKs.
+//! min(cwnd, peer window, peer grant, message credit), then FIN, then pure ACKs.
 
 use super::*;
 use crate::wire::{Bth, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps};
@@ -99,8 +99,10 @@ impl Connection {
             cwnd.saturating_sub(self.snd.rec.pipe())
         };
         let room = room_cwnd.min(self.snd.window_room()).min(mss);
-        if room == 0 || (room < mss && room < end - self.snd.nxt && self.snd.rec.pipe() > 0) {
-            // Wait for a full segment's room rather than sending runts (Nagle-like).
+        // Wait for a full segment's room rather than sending runts (Nagle-like).
+        let (pipe, unsent) = (self.snd.rec.pipe(), end - self.snd.nxt);
+        let held = |r: u64| r == 0 || (r < mss && r < unsent && pipe > 0);
+        if held(room) {
             self.arm_persist(now);
             return None;
         }
@@ -110,6 +112,13 @@ impl Connection {
             return None;
         }
         self.clear_rnr_wait();
+        // Last the peer's grant, so a hold is counted only when nothing else holds the data.
+        let room = room.min(self.admission_room());
+        if held(room) {
+            self.note_grant_hold(now);
+            return None;
+        }
+        self.end_grant_hold(now);
         let start = self.snd.nxt;
         let Some(body) = self.data_body(start, room as u32) else {
             // A READ request is one indivisible 16-byte segment: wait for that much room.
@@ -285,14 +294,15 @@ impl Connection {
         let RxPath::Bth(rx) = &self.rx else {
             return Bth::new(ACK_OPCODE);
         };
+        let (credit, completed) = (rx.placement.credit_msn(), rx.placement.completed_send_msn());
         let mut a = Bth::new(ACK_OPCODE);
         if self.owed.credit && !flags.rst() {
             self.owed.credit = false;
             a.rtr = true;
-            a.msn = rx.placement.credit_msn();
-            a.mbo = bth_cc::ReceiverAdmission::grant_for(self.rcv_window());
+            a.msn = credit;
+            a.mbo = self.advertise_grant();
         } else {
-            a.msn = rx.placement.completed_send_msn();
+            a.msn = completed;
         }
         a
     }

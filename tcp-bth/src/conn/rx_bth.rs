@@ -18,6 +18,8 @@ pub(super) struct BthRx {
     /// order, so everything before the bad one completes: the QP fails (and the NAK goes
     /// out) only once the cumulative point reaches it. Nothing at or beyond it is taken.
     refusal: Option<Refusal>,
+    /// What our latest R=1 granted the peer (`conn/admission.rs`).
+    pub advertised: super::admission::Advertised,
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +51,7 @@ impl BthRx {
             placement,
             msg_end: HashMap::new(),
             refusal: None,
+            advertised: Default::default(),
         }
     }
 
@@ -168,6 +171,10 @@ impl Connection {
             rx.msg_end.retain(|_, e| *e > nxt);
         }
         self.cq.release(self.rcv.nxt);
+        if self.rcv.nxt > before {
+            // Bytes the allowance admitted (WRITE, READ requests) slide our grant's edge.
+            self.note_grant_growth();
+        }
         self.refuse_when_reached();
     }
 

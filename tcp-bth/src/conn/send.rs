@@ -1,4 +1,4 @@
-//! The send side: sequence space, the peer's window and message credit, the framer's queue of
+//! The send side: sequence space, the peer's window, message credit and byte grant, the framer's queue of
 //! unacknowledged messages, loss recovery, RTT and congestion control, our FIN, and the
 //! requester's view of its work requests (READs outstanding, completions on ACK or failure).
 
@@ -36,6 +36,12 @@ pub(super) struct SendState {
     pub credit_news: bool,
     /// Since when the SEND at `nxt` has waited for credit (RNR), if it is waiting.
     pub rnr_since: Option<Duration>,
+    /// The peer's latest byte grant (receiver-driven admission, `conn/admission.rs`) and the
+    /// stream offset its segment acknowledged, from which the grant counts.
+    pub admission: bth_cc::ReceiverAdmission,
+    pub grant_ack: u64,
+    /// Since when new data has been held back by the grant alone, if it is.
+    pub grant_held_since: Option<Duration>,
 }
 
 impl SendState {
@@ -63,6 +69,9 @@ impl SendState {
             peer_credit: None,
             credit_news: false,
             rnr_since: None,
+            admission: bth_cc::ReceiverAdmission::new(),
+            grant_ack: 0,
+            grant_held_since: None,
         }
     }
 

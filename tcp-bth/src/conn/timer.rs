@@ -15,7 +15,7 @@ pub(crate) enum Timer {
     Rack,
     /// Tail loss probe (RFC 8985 §7).
     Tlp,
-    /// Zero window or no message credit (RFC 9293 §3.8.6.1).
+    /// Zero window, no message credit or no byte grant (RFC 9293 §3.8.6.1).
     Persist,
     /// Retransmission timeout (RFC 6298), also for SYN and FIN.
     Rto,

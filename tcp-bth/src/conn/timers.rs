@@ -98,13 +98,14 @@ impl Connection {
             return;
         }
         self.snd.rec.stats.tlp_probes += 1;
-        // RFC 8985 §7.3: new data is the better probe when there is some and the peer's window
-        // (and, for a SEND, its credit) allows it; otherwise resend the tail. Either way the
+        // RFC 8985 §7.3: new data is the better probe when there is some and the peer's window,
+        // its grant (and, for a SEND, its credit) allow it; otherwise resend the tail. Either way the
         // probe goes out even when cwnd is full: a sender limited by cwnd whose flight's ACK
         // was lost is exactly the case the probe exists for (it used to wait for the RTO).
         let bth = matches!(self.mode, Mode::Bth { .. });
         let new_data = self.snd.nxt < self.snd.framer.stream_end()
             && self.snd.window_room() > 0
+            && self.admission_room() > 0
             && (!bth || self.snd.credit_allows(self.snd.nxt));
         if new_data {
             self.snd.tlp_new = true;

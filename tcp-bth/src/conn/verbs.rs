@@ -241,6 +241,8 @@ impl Connection {
         match posted {
             Ok(p) => {
                 debug_assert_eq!(p.msn, msn, "framer and placement number READs alike");
+                // The sink's bytes join our grant: the responder may need it for the response.
+                self.note_grant_growth();
                 Ok(msn)
             }
             Err(e) => {

@@ -27,7 +27,11 @@ use std::time::Instant;
         apart; for our stack also RACK loss detections, RTOs and tail loss probes), writes \
         every raw run as JSON (our runs with each side's full recovery counters) and SVG \
         charts: throughput vs message size, vs reordering rate, vs reordering depth and vs \
-        number of sprayed paths, p99 vs reordering. Needs root (CAP_NET_ADMIN) and iproute2, \
+        number of sprayed paths, p99 vs reordering. The full run (no --quick; --only relay-ceiling \
+        or --only incast for just these) ends with two more rows: the relay's own ceiling \
+        (kernel TCP over veth and through the clean relay) and the incast scenario of \
+        receiver-driven admission in the simulator (16 senders into one receiver, admission \
+        off and on). Needs root (CAP_NET_ADMIN) and iproute2, \
         except with --dry-run; --dry-run lists every cell."
 )]
 struct Cli {
@@ -121,6 +125,23 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("bth-compare: charts: {e}");
             return ExitCode::FAILURE;
+        }
+    }
+    // The full run's other rows: the relay's own ceiling, and the incast scenario (simulator).
+    let wanted = |what: &str| !cli.quick && cli.only.as_deref().is_none_or(|f| what.contains(f));
+    if wanted("relay-ceiling") {
+        println!(
+            "\n{}",
+            compare::extra::ceiling_section(&format!("bthcmp{pid}-c"), plan.runs)
+        );
+    }
+    if wanted("incast") {
+        match compare::extra::incast_section() {
+            Ok(t) => println!("\n{t}"),
+            Err(e) => {
+                eprintln!("bth-compare: incast: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
     println!(

@@ -1,4 +1,6 @@
 mod capture;
+pub mod incast;
+mod incast_work;
 pub mod link;
 pub mod pair;
 mod spray;

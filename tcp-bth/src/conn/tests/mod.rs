@@ -3,6 +3,7 @@
 //! filter that may drop it. Each file is one defect or one behaviour.
 
 mod ack;
+mod admission;
 mod coalesce;
 mod events;
 mod isn;

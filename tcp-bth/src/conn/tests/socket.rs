@@ -166,9 +166,11 @@ fn credit_then_completed_msn_on_pure_acks() {
 fn zero_length_send_on_the_wire() {
     let (mut c, mut p) = connected();
     p.now += MS;
+    // Credit for MSN 0 and a grant of one 4 KiB unit (a grant of 0 would admit nothing).
     let credit = Bth {
         rtr: true,
         msn: 0,
+        mbo: 1,
         ..Bth::new(Opcode::Acknowledge)
     };
     let credit = p.seg(TcpFlags::ACK, credit, &[]);
