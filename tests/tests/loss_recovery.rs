@@ -7,18 +7,26 @@
 use std::time::Duration;
 use tcp_bth_io::sim::pair::DriverModel;
 use tcp_bth_io::sim::workload::{self, Report, WorkloadConfig};
-use tcp_bth_io::sim::LinkConfig;
+use tcp_bth_io::sim::{LinkConfig, Spray, SprayMode};
 
-/// The relay's link (10 µs one way, no bandwidth limit) with `loss`, served in TUN-like turns.
-fn bulk(loss: f64, seed: u64) -> Report {
-    let link = LinkConfig {
+/// The relay's link: 10 µs one way, no bandwidth limit.
+fn relay_link(seed: u64) -> LinkConfig {
+    LinkConfig {
         delay: Duration::from_micros(10),
         bandwidth_bps: 0,
         queue_limit_bytes: 0,
         ..LinkConfig::default()
     }
-    .with_loss(loss)
-    .with_seed(seed);
+    .with_seed(seed)
+}
+
+/// The relay's link with `loss`, served in TUN-like turns.
+fn bulk(loss: f64, seed: u64) -> Report {
+    run(relay_link(seed).with_loss(loss), seed)
+}
+
+/// 48 SENDs of 1 MiB over `link`, served in TUN-like turns, every byte verified.
+fn run(link: LinkConfig, seed: u64) -> Report {
     let cfg = WorkloadConfig {
         messages: 48,
         min_size: 1 << 20,
@@ -31,7 +39,7 @@ fn bulk(loss: f64, seed: u64) -> Report {
         time_limit: Duration::from_secs(120),
         ..WorkloadConfig::default()
     };
-    let r = workload::run(&cfg).unwrap_or_else(|e| panic!("loss {loss} seed {seed}: {e}"));
+    let r = workload::run(&cfg).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     assert_eq!(r.verified, r.messages, "every byte verified");
     r
 }
@@ -67,5 +75,65 @@ fn one_percent_loss_keeps_most_of_the_clean_throughput_with_driver_turns() {
             lossy.retransmits as f64 <= 1.2 * lossy.link_dropped_a_to_b as f64 + 5.0,
             "{report}"
         );
+    }
+}
+
+/// What a reordered or sprayed run reports, against the clean run of the same seed.
+fn against_clean(name: &str, r: &Report, clean: &Report) -> (f64, f64, String) {
+    let ratio = r.goodput_gbps() / clean.goodput_gbps();
+    let spurious = r.spurious_retransmits as f64 / r.segments_sent as f64;
+    let report = format!(
+        "{name}: {:.2} Gbit/s against {:.2} clean ({ratio:.2}x); {} retransmissions, {} \
+         spurious of {} segments ({:.2} %), {} RACK detections, {} false losses, {} undos",
+        r.goodput_gbps(),
+        clean.goodput_gbps(),
+        r.retransmits,
+        r.spurious_retransmits,
+        r.segments_sent,
+        spurious * 100.0,
+        r.rack_losses,
+        r.false_losses,
+        r.undos
+    );
+    println!("{report}");
+    (ratio, spurious, report)
+}
+
+/// 10 % of packets held back by up to 100 µs, both directions: no retransmission is needed,
+/// and under 1 % are sent; most of the clean throughput stays (the rest is the ACKs that holes
+/// draw, which cost a driver as much as data segments here).
+///
+/// Before the fix of a full ACK queue dropping the credit update it held, the same runs sat
+/// 200 ms waiting for credit: 0.48 × the clean throughput.
+#[test]
+fn ten_percent_reordering_keeps_most_of_the_clean_throughput() {
+    for seed in [1u64, 2] {
+        let clean = run(relay_link(seed), seed);
+        let r = run(
+            relay_link(seed).with_reorder(0.1, Duration::from_micros(100)),
+            seed,
+        );
+        let (ratio, spurious, report) = against_clean("10 % reordering", &r, &clean);
+        assert!(r.link_reordered > 1000, "{report}");
+        assert!(ratio >= 0.75, "{report}");
+        assert!(spurious < 0.01, "{report}");
+    }
+}
+
+/// Every packet sprayed round-robin over 4 or 16 paths whose extra delays spread over
+/// 0–200 µs: every segment may be overtaken. The issue's target is under 1 % spurious
+/// retransmissions; this holds them under 0.25 %, because RFC 8985's min_rtt/4 steps alone
+/// already met 1 % here (4 paths: 222 retransmissions, 192 spurious, 0.54 %) and the reorder
+/// window that learns how late a segment declared lost arrived is what this guards (0.06 %).
+#[test]
+fn sprayed_paths_cause_under_one_percent_spurious_retransmissions() {
+    let clean = run(relay_link(1), 1);
+    for paths in [4usize, 16] {
+        let spray = Spray::even(paths, Duration::from_micros(200), SprayMode::RoundRobin)
+            .expect("2-16 paths");
+        let r = run(relay_link(1).with_spray(spray), 1);
+        let (_, spurious, report) = against_clean(&format!("{paths} paths"), &r, &clean);
+        assert!(spurious < 0.0025, "{report}");
+        assert_eq!(r.rto_events, 0, "{report}");
     }
 }

@@ -54,12 +54,13 @@ pub(super) struct AckState {
     rcv_mss: u64,
     /// RFC 2883: a duplicate range the next ACK reports as its first SACK block.
     pub dsack: Option<(u64, u64)>,
-    pending: VecDeque<Vec<u8>>,
+    /// Built ACKs, each with whether it carries our credit (R=1).
+    pending: VecDeque<(Vec<u8>, bool)>,
 }
 
 impl AckState {
     pub fn take_pending(&mut self) -> Option<Vec<u8>> {
-        self.pending.pop_front()
+        self.pending.pop_front().map(|(seg, _)| seg)
     }
 }
 
@@ -94,8 +95,12 @@ impl Connection {
     /// Build a pure ACK of this moment and queue it for `poll_transmit`.
     pub(super) fn ack_now(&mut self, now: Duration) {
         if self.ack.pending.len() >= MAX_PENDING_ACKS {
-            self.ack.pending.pop_front();
+            if let Some((_, true)) = self.ack.pending.pop_front() {
+                // The credit it carried must still travel: the next ACK carries it.
+                self.owed.credit = true;
+            }
         }
+        let credit = self.owed.credit;
         let seq = self
             .snd
             .seq_of(self.snd.nxt)
@@ -103,7 +108,7 @@ impl Connection {
         let ack = self.rcv.seq_of(self.rcv.nxt);
         let seg = self.build(now, TcpFlags::ACK, seq, ack, output::Body::None);
         self.owed.ack = false;
-        self.ack.pending.push_back(seg);
+        self.ack.pending.push_back((seg, credit));
     }
 
     /// A segment carrying our ACK is going out: nothing is owed until more data arrives.

@@ -98,6 +98,8 @@ pub struct Recovery {
     rack_rtt: Duration,
     reo_wnd_mult: u32,
     reo_wnd_persist: u32,
+    /// The lateness of segments declared lost that were delivered anyway (`measure_reordering`).
+    reo_measured: Duration,
     /// The reorder window grows at most once per round trip: not again until the cumulative
     /// ACK passes this point (`highest_end` when it last grew).
     reo_round_end: Option<u64>,
@@ -123,6 +125,9 @@ pub struct RecoveryStats {
     /// Segments declared lost that were delivered before their retransmission (reordering
     /// deeper than the reorder window).
     pub false_losses: u64,
+    /// How late the latest of those was beyond the RACK RTT (plus a quarter): a floor of the
+    /// reorder window until it decays.
+    pub reo_measured: Duration,
 }
 
 impl Recovery {
@@ -140,6 +145,7 @@ impl Recovery {
             rack_rtt: Duration::ZERO,
             reo_wnd_mult: 1,
             reo_wnd_persist: 0,
+            reo_measured: Duration::ZERO,
             reo_round_end: None,
             pipe: 0,
             stats: RecoveryStats {
@@ -258,11 +264,13 @@ impl Recovery {
     /// recovery; the retransmission arrives next, as a duplicate).
     pub fn end_episode(&mut self) {
         // RFC 8985 §6.2 step 4: a widened window decays after 16 episodes without D-SACK.
-        if self.reo_wnd_mult > 1 {
+        if self.reo_wnd_mult > 1 || !self.reo_measured.is_zero() {
             self.reo_wnd_persist = self.reo_wnd_persist.saturating_sub(1);
             if self.reo_wnd_persist == 0 {
                 self.reo_wnd_mult = 1;
                 self.stats.reo_wnd_mult = 1;
+                self.reo_measured = Duration::ZERO;
+                self.stats.reo_measured = Duration::ZERO;
             }
         }
     }
@@ -361,7 +369,10 @@ impl Recovery {
             if !s.sacked && !s.lost {
                 self.pipe -= s.len();
             }
-            r.false_losses += u32::from(s.lost && !s.sacked);
+            if s.lost && !s.sacked {
+                r.false_losses += 1;
+                self.measure_reordering(now.saturating_sub(s.xmit));
+            }
             if !s.sacked {
                 self.update_rack(s.xmit, s.end, s.retransmitted, now, min_rtt);
                 if !s.retransmitted {
@@ -432,7 +443,10 @@ impl Recovery {
                 if !lost {
                     self.pipe -= len;
                 }
-                r.false_losses += u32::from(lost);
+                if lost {
+                    r.false_losses += 1;
+                    self.measure_reordering(now.saturating_sub(xmit));
+                }
                 self.sent[i].sacked = true;
                 self.sent[i].lost = false;
                 self.update_rack(xmit, end, retransmitted, now, min_rtt);
@@ -445,8 +459,21 @@ impl Recovery {
         self.sack_cache.extend_from_slice(sacks);
     }
 
+    /// A segment declared lost was delivered anyway, `rtt` after it was sent: it was late by
+    /// about `rtt - rack_rtt`, so the reorder window must be at least that (with a quarter
+    /// more for margin). RFC 8985 grows the window in steps of min_rtt/4, one per round trip;
+    /// on a sprayed path whose delay spread is several of those steps, each step short of it
+    /// cost another round of spurious retransmissions.
+    fn measure_reordering(&mut self, rtt: Duration) {
+        let late = rtt.saturating_sub(self.rack_rtt);
+        self.reo_measured = self.reo_measured.max(late + late / 4);
+        self.reo_wnd_persist = REO_WND_PERSIST;
+        self.stats.reo_measured = self.reo_measured;
+    }
+
     fn reo_wnd(&self, min_rtt: Option<Duration>, srtt: Option<Duration>) -> Duration {
-        let base = min_rtt.unwrap_or(Duration::ZERO) / 4 * self.reo_wnd_mult;
+        let steps = min_rtt.unwrap_or(Duration::ZERO) / 4 * self.reo_wnd_mult;
+        let base = steps.max(self.reo_measured);
         match srtt {
             Some(s) => base.min(s),
             None => base,

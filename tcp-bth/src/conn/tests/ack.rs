@@ -277,3 +277,25 @@ fn a_spurious_retransmission_proven_by_dsack_is_undone() {
 fn a_spurious_retransmission_in_bth_mode_is_undone() {
     late_segment_is_undone(true);
 }
+
+/// More ACKs fall due in one turn than are kept (a driver turn of over 512 segments): the
+/// oldest go, but the credit update among them must not. It was dropped with them, and the
+/// sender waited for its persist probe (200 ms in the simulator with driver turns).
+#[test]
+fn a_credit_update_dropped_from_a_full_ack_queue_is_owed_again() {
+    let mut d = established(true);
+    let now = d.now;
+    d.b.owed.credit = true;
+    for _ in 0..300 {
+        d.b.ack_now(now);
+    }
+    let mut credit_acks = 0;
+    while let Some(p) = d.b.poll_transmit(now) {
+        let seg = TcpRepr::parse(&p, None).unwrap();
+        credit_acks += usize::from(seg.options.bth.is_some_and(|b| b.rtr));
+    }
+    assert_eq!(
+        credit_acks, 1,
+        "the credit update must survive the full queue"
+    );
+}
