@@ -23,6 +23,7 @@ fn tun_in(ns: &str) -> Driver {
         addr: TUN_ADDR,
         prefix: 24,
         mtu: 1500,
+        offload: false,
     })
     .expect("create TUN");
     Driver::new(tun, STACK_ADDR).expect("io_uring driver")

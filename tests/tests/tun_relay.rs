@@ -1,15 +1,20 @@
 //! The impairment relay between two namespaces these tests create: our stack through a relay
 //! that sprays packets over several paths (every message verified, segments placed beyond
-//! holes), and the relay's ceiling as `bth-compare` can measure it (kernel TCP over veth and
-//! through the relay).
+//! holes), kernel TCP's GSO super-packets through a lossy relay (every byte checked, losses
+//! per segment), and the relay's ceiling as `bth-compare` can measure it (kernel TCP over veth
+//! and through the relay).
 
+use bth_tests::pattern;
 use bth_tools::compare::{ceiling_cell, relay_ceiling};
 use bth_tools::perf::{PerfConfig, PerfOp};
-use bth_tools::topology::TwoNs;
+use bth_tools::topology::{TwoNs, A_LINK};
 use bth_tools::tunpair::run_pair;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tcp_bth_io::sim::{LinkConfig, Spray, SprayMode};
+use tcp_bth_io::tun::{enter_netns, RelayStats};
 
 static N: AtomicU32 = AtomicU32::new(0);
 
@@ -66,6 +71,107 @@ fn spraying_relay_carries_every_message() {
     assert!(s.ooo_placed > 0, "nothing arrived out of order: {relay:?}");
 }
 
+/// Kernel TCP from namespace B to A through a relay with `link`: every byte must arrive, in
+/// order. Returns what the relay saw.
+fn kernel_bulk_through(link: LinkConfig, bytes: usize) -> RelayStats {
+    let data = pattern(11, bytes);
+    let mut ns = TwoNs::create(&prefix(), Some(link)).expect("namespaces");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = {
+        let name = ns.a.clone();
+        std::thread::spawn(move || -> std::io::Result<Vec<u8>> {
+            enter_netns(&name)?;
+            let l = TcpListener::bind((A_LINK, 5300))?;
+            let _ = ready_tx.send(());
+            // Not a blocking accept: a client that never connects must not hang the test.
+            l.set_nonblocking(true)?;
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            let mut s = loop {
+                match l.accept() {
+                    Ok((s, _)) => break s,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        if std::time::Instant::now() > deadline {
+                            return Err(e);
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            s.set_nonblocking(false)?;
+            s.set_read_timeout(Some(Duration::from_secs(60)))?;
+            let mut got = Vec::with_capacity(bytes);
+            s.read_to_end(&mut got)?;
+            Ok(got)
+        })
+    };
+    // A listener that failed to bind never signals; its join below says why.
+    let _ = ready_rx.recv_timeout(Duration::from_secs(10));
+    let client = {
+        let (name, data) = (ns.b.clone(), data.clone());
+        std::thread::spawn(move || -> std::io::Result<()> {
+            enter_netns(&name)?;
+            let to = (A_LINK, 5300).into();
+            let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(10))?;
+            s.set_write_timeout(Some(Duration::from_secs(60)))?;
+            s.write_all(&data)?;
+            s.shutdown(std::net::Shutdown::Write)
+        })
+    };
+    let sent = client.join().expect("client thread");
+    let got = server.join().expect("server thread");
+    let relay = ns.stop_relay().expect("relay stats");
+    // The namespaces go here, before any assertion (and on a panic above, with `ns`).
+    drop(ns);
+    sent.expect("client");
+    let got = got.expect("server");
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "bytes differ");
+    println!("{:?}, B to A {:?}", relay.io, relay.b_to_a);
+    let io = relay.io;
+    assert_eq!((io.malformed, io.write_errors), (0, 0), "{relay:?}");
+    // The link counts segments: at least one per 1448 bytes of payload, more than the reads.
+    assert!(relay.b_to_a.sent >= bytes as u64 / 1448, "{relay:?}");
+    assert!(
+        io.reads < relay.b_to_a.sent + relay.a_to_b.sent,
+        "{relay:?}"
+    );
+    relay
+}
+
+/// 1 % loss: the kernel hands the relay GSO super-packets, the relay drops single segments out
+/// of them, and the receiver still gets every byte.
+fn kernel_tcp_through_a_lossy_relay_delivers_every_byte() {
+    let link = LinkConfig::default()
+        .with_delay(Duration::from_micros(10))
+        .with_bandwidth_bps(0)
+        .with_loss(0.01)
+        .with_seed(3);
+    let relay = kernel_bulk_through(link, 24 << 20);
+    assert!(relay.io.gso_reads > 0 && relay.io.split > 0, "{relay:?}");
+    assert!(relay.b_to_a.dropped_loss > 0, "{relay:?}");
+}
+
+/// Corruption, duplication and reordering out of super-packets: a corrupted segment leaves
+/// with its checksum finished in software, so the receiving kernel drops it instead of
+/// trusting the offloaded checksum and delivering the flipped bit.
+fn kernel_tcp_through_a_corrupting_relay_delivers_every_byte() {
+    let link = LinkConfig::default()
+        .with_delay(Duration::from_micros(10))
+        .with_bandwidth_bps(0)
+        .with_corrupt(0.005)
+        .with_duplicate(0.005)
+        .with_reorder(0.02, Duration::from_micros(100))
+        .with_seed(4);
+    let relay = kernel_bulk_through(link, 24 << 20);
+    let s = relay.b_to_a;
+    assert!(
+        s.corrupted > 0 && s.duplicated > 0 && s.reordered > 0,
+        "{relay:?}"
+    );
+    assert!(relay.io.split > 0, "{relay:?}");
+}
+
 fn relay_ceiling_runs_kernel_tcp_over_both_links() {
     let cell = ceiling_cell(1 << 20, 16);
     let p = prefix();
@@ -96,5 +202,7 @@ fn relay_ceiling_runs_kernel_tcp_over_both_links() {
 
 bth_tests::test_main!(
     spraying_relay_carries_every_message[NetAdmin],
+    kernel_tcp_through_a_lossy_relay_delivers_every_byte[NetAdmin],
+    kernel_tcp_through_a_corrupting_relay_delivers_every_byte[NetAdmin],
     relay_ceiling_runs_kernel_tcp_over_both_links[NetAdmin],
 );

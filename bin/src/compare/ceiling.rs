@@ -1,14 +1,18 @@
 //! The impairment relay's own ceiling. A relay cell compares our stack with kernel TCP only as
-//! long as the relay (one userspace thread, one `read(2)` and one `write(2)` per packet) is not
-//! what limits both. [`relay_ceiling`] runs the same kernel TCP bulk workload over veth and
-//! through a relay without impairments, alternating the two (veth, relay, veth, relay, …) so
-//! that the machine's load drifts over both alike: kernel TCP over veth is the baseline, and
-//! the ratio says how much of it the relay lets through. A relay cell whose two stacks both sit
-//! near the relay's figure measures the relay, not the stacks.
+//! long as the relay (one userspace thread, one `read(2)` and one `write(2)` per packet or GSO
+//! super-packet) is not what limits both. [`relay_ceiling`] runs the same kernel TCP bulk
+//! workload over veth and through a relay without impairments, alternating the two (veth,
+//! relay, veth, relay, …) so that the machine's load drifts over both alike: kernel TCP over
+//! veth is the baseline, and the ratio says how much of it the relay lets through. A relay
+//! cell whose two stacks both sit near the relay's figure measures the relay, not the stacks.
 //!
-//! Kernel TCP is the probe because it is the faster stack here and needs no help from ours;
-//! it hands the relay MTU-sized packets (the TUN devices have no offloads), so the figure is
-//! also the relay's packet rate at 1500 bytes, which [`RelayCeiling::relay_pps`] gives.
+//! Kernel TCP is the probe because it is the faster stack here and needs no help from ours.
+//! The relay's devices offload segmentation, so kernel TCP hands the relay super-packets of up
+//! to 64 KiB; the relay's counters still count MSS-sized segments, so
+//! [`RelayCeiling::relay_pps`] is the rate of 1500-byte packets the relay stood in for, not
+//! its system calls. Our stack sends MTU-sized packets, one system call each: its ceiling
+//! through the relay is that of plain packets (`bth-compare --relay-ceiling` does not
+//! measure it).
 
 use super::{median, run_kernel, Cell, Link, RunRecord, Stack, Workload};
 use crate::relay_args::{clean_relay_link, describe_link};
@@ -27,8 +31,9 @@ pub struct RelayCeiling {
     pub veth: Vec<RunRecord>,
     /// Kernel runs through the relay.
     pub relay: Vec<RunRecord>,
-    /// Packets the relay delivered, both directions, over all its runs (connection set-up
-    /// and teardown included).
+    /// Packets (MSS-sized segments, whether or not carried in GSO super-packets) the relay
+    /// delivered, both directions, over all its runs (connection set-up and teardown
+    /// included).
     pub relay_packets: u64,
     /// Packets the relay dropped (none unless `link` has loss, or a rate limit and a full
     /// queue).

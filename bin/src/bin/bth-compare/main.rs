@@ -57,6 +57,10 @@ struct Cli {
     /// Relay seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Instead of the table: the relay's own ceiling, kernel TCP bulk over veth and through a
+    /// clean relay alternately (`--runs` each, default 3), N MiB per run in 1 MiB messages.
+    #[arg(long, value_name = "N")]
+    relay_ceiling: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -75,6 +79,28 @@ fn main() -> ExitCode {
     if let Some(why) = tcp_bth_io::tun::net_admin_missing() {
         eprintln!("bth-compare: {why}; try --dry-run to see the plan without root");
         return ExitCode::FAILURE;
+    }
+    if let Some(mib) = cli.relay_ceiling {
+        let cell = compare::ceiling_cell(1 << 20, mib.max(1));
+        let prefix = format!("bthceil{}", std::process::id());
+        return match compare::relay_ceiling(&prefix, &cell, None, cli.runs.unwrap_or(3).max(1)) {
+            Ok(c) => {
+                for (link, runs) in [("veth", &c.veth), ("relay", &c.relay)] {
+                    for r in runs.iter() {
+                        match &r.error {
+                            Some(e) => eprintln!("{link} run {} failed: {e}", r.run),
+                            None => println!("{link} run {}: {:.3} Gbit/s", r.run, r.gbps),
+                        }
+                    }
+                }
+                println!("{}", c.describe());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("bth-compare: relay ceiling: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let started = Instant::now();
     let bar = ProgressBar::new(plan.total_runs() as u64);

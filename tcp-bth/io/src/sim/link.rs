@@ -65,6 +65,16 @@
 //! thus depend only on the seed, the direction and *n*: traffic in the other direction, packet
 //! sizes, send times and queue drops do not shift the random pattern.
 //!
+//! ## Several packets in one buffer
+//!
+//! [`SimLink::decide`] is `send` without the packet: it returns the packet's [`Fate`] (dropped,
+//! or its arrival, duplicate arrival and corrupted bit) after the same draws and counting, and
+//! the caller hands over what arrives with [`SimLink::schedule`]. The relay uses it for the
+//! kernel's GSO super-packets: it asks about each MSS-sized segment in turn
+//! ([`SimLink::decide_all`]), so a segment's impairments are those it would have had as a
+//! packet of its own, and it delivers consecutive segments with equal fates as one buffer whose
+//! counters count its segments.
+//!
 //! # What is not modelled
 //!
 //! * Correlated or bursty loss (Gilbert–Elliott), jitter on every packet, or time-varying
@@ -92,6 +102,11 @@ use std::time::Duration;
 pub use tcp_bth::pair::Direction;
 
 pub use super::spray::{PathConfig, PathStats, Spray, SprayMode, MAX_PATHS};
+pub use fate::{flip_bit, Fate};
+
+// A child module, so that it sees the link's private state.
+#[path = "fate.rs"]
+mod fate;
 
 /// Parameters of a [`SimLink`]; the same for both directions.
 #[derive(Debug, Clone, PartialEq)]
@@ -286,6 +301,9 @@ struct InFlight {
     seq: u64,
     dir: Direction,
     packet: Vec<u8>,
+    /// Packets (segments) this copy stands for, and their bytes: what the counters count.
+    segments: u64,
+    wire_bytes: u64,
 }
 
 impl InFlight {
@@ -447,92 +465,27 @@ impl SimLink {
 
     /// Send `packet` in direction `dir` at virtual time `now`. The packet is queued, serialized,
     /// impaired and scheduled for delivery as described in the [module docs](self); dropped
-    /// packets are only counted.
+    /// packets are only counted. The same as [`decide`](Self::decide) followed by
+    /// [`schedule`](Self::schedule) of the packet (corrupted as the fate says) and of its
+    /// duplicate.
     pub fn send(&mut self, now: Duration, dir: Direction, mut packet: Vec<u8>) {
-        let cfg = &self.cfg;
-        let lane = &mut self.lanes[dir.index()];
-        let draws = lane.draw();
-        let spray_draws = cfg.spray.as_ref().map(|_| lane.draw_spray());
-        // This packet's index in its direction: its round-robin path.
-        let index = lane.stats.sent;
-        lane.stats.sent += 1;
-
-        let len = packet.len();
-        lane.drain_departed(now);
-        if cfg.queue_limit_bytes != 0
-            && lane.queued_bytes.saturating_add(len) > cfg.queue_limit_bytes
-        {
-            lane.stats.dropped_queue += 1;
-            return;
-        }
-        let serialization = cfg.serialization_time(len);
-        let departure = now.max(lane.free_at).saturating_add(serialization);
-        lane.free_at = departure;
-        if departure > now {
-            lane.queue.push_back((departure, len));
-            lane.queued_bytes += len;
-        }
-
-        if draws.loss < cfg.loss {
-            lane.stats.dropped_loss += 1;
-            return;
-        }
-
-        let mut path_delay = Duration::ZERO;
-        if let (Some(spray), Some(sd)) = (&cfg.spray, spray_draws) {
-            let i = spray.choose(index, sd.path);
-            // `choose` stays below the path count, which `validate` made at least 2, and
-            // `lane.paths` has one entry per path; `get` keeps this panic-free regardless.
-            if let (Some(path), Some(ps)) = (spray.paths.get(i), lane.paths.get_mut(i)) {
-                ps.sent += 1;
-                if sd.path_loss < path.loss {
-                    ps.dropped_loss += 1;
-                    lane.stats.dropped_loss += 1;
-                    return;
-                }
-                path_delay = path.extra_delay;
-            }
-        }
-
-        let mut arrival = departure
-            .saturating_add(cfg.delay)
-            .saturating_add(path_delay);
-        if draws.reorder < cfg.reorder {
-            let depth = u64::try_from(cfg.reorder_depth.as_nanos()).unwrap_or(u64::MAX);
-            // Uniform in [1, depth] nanoseconds.
-            let extra = 1 + scale(draws.reorder_delay, depth);
-            arrival = arrival.saturating_add(Duration::from_nanos(extra));
-            lane.stats.reordered += 1;
-        }
-
-        let duplicate = (draws.duplicate < cfg.duplicate).then(|| packet.clone());
-
-        if draws.corrupt < cfg.corrupt && len != 0 {
-            let bits = u64::try_from(len).unwrap_or(u64::MAX).saturating_mul(8);
-            let bit = scale(draws.corrupt_bit, bits);
-            packet[(bit / 8) as usize] ^= 1 << (bit % 8);
-            lane.stats.corrupted += 1;
-        }
-
-        let seq = self.next_seq;
-        self.in_flight.push(InFlight {
+        let Fate::Deliver {
             arrival,
-            seq,
-            dir,
-            packet,
-        });
-        self.next_seq += 1;
-
-        if let Some(copy) = duplicate {
-            lane.stats.duplicated += 1;
-            let gap = serialization.max(Duration::from_micros(1));
-            self.in_flight.push(InFlight {
-                arrival: arrival.saturating_add(gap),
-                seq: self.next_seq,
-                dir,
-                packet: copy,
-            });
-            self.next_seq += 1;
+            duplicate,
+            corrupt_bit,
+        } = self.decide(now, dir, packet.len())
+        else {
+            return;
+        };
+        // The copy is of the packet as sent: taken before the corruption.
+        let copy = duplicate.map(|at| (at, packet.clone()));
+        if let Some(bit) = corrupt_bit {
+            flip_bit(&mut packet, bit);
+        }
+        let len = packet.len();
+        self.schedule(dir, arrival, packet, 1, len);
+        if let Some((at, copy)) = copy {
+            self.schedule(dir, at, copy, 1, len);
         }
     }
 
@@ -542,10 +495,16 @@ impl SimLink {
         if self.in_flight.peek()?.arrival > now {
             return None;
         }
-        let InFlight { dir, packet, .. } = self.in_flight.pop()?;
+        let InFlight {
+            dir,
+            packet,
+            segments,
+            wire_bytes,
+            ..
+        } = self.in_flight.pop()?;
         let stats = &mut self.lanes[dir.index()].stats;
-        stats.delivered += 1;
-        stats.bytes_delivered += packet.len() as u64;
+        stats.delivered += segments;
+        stats.bytes_delivered += wire_bytes;
         Some((dir, packet))
     }
 
@@ -584,3 +543,7 @@ impl SimLink {
 #[cfg(test)]
 #[path = "link_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "fate_tests.rs"]
+mod fate_tests;

@@ -56,6 +56,13 @@ impl Driver {
     /// Set up the ring and register its buffers. `local` is the stack's own address (behind the
     /// TUN device; the kernel routes it into the device).
     pub fn new(tun: TunDevice, local: Ipv4Addr) -> io::Result<Driver> {
+        if tun.offload() {
+            // Its packets would start with a virtio-net header and could be 64 KiB.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the driver needs a TUN device without offload",
+            ));
+        }
         if tun.mtu() as usize > BUF {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

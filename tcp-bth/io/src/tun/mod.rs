@@ -3,14 +3,17 @@
 //! The kernel routes IP packets for the stack's address into the TUN device; the driver reads
 //! them, hands the TCP segment to the sans-IO [`Connection`](tcp_bth::Connection), and writes
 //! what the connection emits back as IP packets. Set-up uses ioctls through nix/libc only, no
-//! external commands. Segmentation offload is not used: every packet the kernel or a capture
-//! sees is a real MSS-sized segment with its own BTH (see docs/datapath.md).
+//! external commands. Our stack's devices use no segmentation offload: every packet the kernel
+//! or a capture sees is a real MSS-sized segment with its own BTH (see docs/datapath.md). Only
+//! the impairment relay opts in ([`TunConfig::offload`]), to carry the kernel's GSO
+//! super-packets ([`gso`]).
 
 mod driver;
+pub mod gso;
 mod relay;
 
 pub use driver::{Driver, DriverStats, Endpoint};
-pub use relay::{Relay, RelayStats};
+pub use relay::{Relay, RelayIo, RelayStats};
 
 use std::ffi::CString;
 use std::fs::File;
@@ -29,6 +32,11 @@ pub struct TunConfig {
     pub addr: Ipv4Addr,
     pub prefix: u8,
     pub mtu: u32,
+    /// Open with `IFF_VNET_HDR` and TCP segmentation and checksum offload: every packet read
+    /// or written starts with a little-endian `struct virtio_net_hdr` ([`gso::VnetHdr`]), and
+    /// the kernel hands over TCP super-packets of up to 64 KiB with partial checksums. For
+    /// the relay only; our stack's driver needs `false`.
+    pub offload: bool,
 }
 
 /// An open, configured, up TUN interface in the calling thread's network namespace.
@@ -37,6 +45,7 @@ pub struct TunDevice {
     fd: OwnedFd,
     name: String,
     mtu: u32,
+    offload: bool,
 }
 
 fn ifreq(name: &str) -> io::Result<libc::ifreq> {
@@ -86,18 +95,31 @@ impl TunDevice {
         // SAFETY: raw is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut req = ifreq(&cfg.name)?;
-        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+        let mut flags = libc::IFF_TUN | libc::IFF_NO_PI;
+        if cfg.offload {
+            flags |= libc::IFF_VNET_HDR;
+        }
+        req.ifr_ifru.ifru_flags = flags as libc::c_short;
         // SAFETY: TUNSETIFF reads an ifreq we own.
         check(
             unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &req) },
             "TUNSETIFF",
         )?;
+        if cfg.offload {
+            enable_offload(&fd)?;
+        }
         configure(cfg)?;
         Ok(TunDevice {
             fd,
             name: cfg.name.clone(),
             mtu: cfg.mtu,
+            offload: cfg.offload,
         })
+    }
+
+    /// Whether packets carry a virtio-net header ([`TunConfig::offload`]).
+    pub fn offload(&self) -> bool {
+        self.offload
     }
 
     pub fn name(&self) -> &str {
@@ -122,6 +144,32 @@ impl TunDevice {
             "F_SETFL",
         )
     }
+}
+
+/// The virtio-net header's size and byte order, then the offloads: checksum (`TUN_F_CSUM`,
+/// which TSO needs) and TSO for IPv4 and IPv6. Not `TUN_F_TSO_ECN`: the kernel then segments
+/// ECN-marked (CWR) super-packets itself, and [`gso::GsoPacket`] refuses the ECN GSO type.
+fn enable_offload(fd: &OwnedFd) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    let size = gso::VNET_HDR_LEN as libc::c_int;
+    // SAFETY: TUNSETVNETHDRSZ reads one int we own.
+    check(
+        unsafe { libc::ioctl(fd, libc::TUNSETVNETHDRSZ, &size) },
+        "TUNSETVNETHDRSZ",
+    )?;
+    // Little-endian whatever the host: VnetHdr parses it that way.
+    let le: libc::c_int = 1;
+    // SAFETY: TUNSETVNETLE reads one int we own.
+    check(
+        unsafe { libc::ioctl(fd, libc::TUNSETVNETLE, &le) },
+        "TUNSETVNETLE",
+    )?;
+    let offloads = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
+    // SAFETY: TUNSETOFFLOAD takes its flags by value, not through a pointer.
+    check(
+        unsafe { libc::ioctl(fd, libc::TUNSETOFFLOAD, libc::c_ulong::from(offloads)) },
+        "TUNSETOFFLOAD",
+    )
 }
 
 /// Address, netmask, MTU, up — through the classic SIOCSIF* ioctls on an AF_INET socket.

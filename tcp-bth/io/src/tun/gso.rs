@@ -1,0 +1,344 @@
+//! The kernel's TCP segmentation offload as the relay sees it on a TUN device opened with
+//! `IFF_VNET_HDR` ([`TunConfig::offload`](super::TunConfig::offload)): every packet comes with
+//! a `struct virtio_net_hdr` ([`VnetHdr`]), and a TCP sender's packet may be a GSO super-packet,
+//! one IP and TCP header followed by up to 64 KiB of payload that stands for
+//! `ceil(payload / gso_size)` MSS-sized segments. Its TCP checksum field holds only the
+//! pseudo-header sum (`NEEDS_CSUM`: whoever segments it finishes each segment's checksum).
+//!
+//! [`GsoPacket`] parses one and builds the packet a *run* of its consecutive segments would
+//! be: the same headers with the run's IP length, IPv4 identification and header checksum,
+//! TCP sequence number, flags (FIN and PSH only on the last run, CWR only on the first, as the
+//! kernel's own segmentation does) and pseudo-header sum. A run of one segment is a plain
+//! packet; longer runs stay GSO packets with the same `gso_size`. Packets come from the
+//! kernel, but are read from a device like any wire input: every length and offset is checked
+//! and a packet that does not add up is refused with a [`GsoError`], never a panic.
+
+use etherparse::checksum::Sum16BitWords;
+use etherparse::{IpNumber, Ipv4Header, Ipv6Header, TcpHeader};
+use std::ops::Range;
+
+/// Size of `struct virtio_net_hdr`, which the relay sets with `TUNSETVNETHDRSZ` (no
+/// `num_buffers`: that field is for mergeable receive buffers, which a TUN does not use).
+pub const VNET_HDR_LEN: usize = 10;
+/// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the checksum at `csum_start + csum_offset` is partial.
+pub const F_NEEDS_CSUM: u8 = 1;
+/// `VIRTIO_NET_HDR_F_DATA_VALID`: the sender vouches for the checksum (the kernel sets it on
+/// packets it has already verified), so the receiver does not check it.
+pub const F_DATA_VALID: u8 = 2;
+/// `VIRTIO_NET_HDR_GSO_NONE`, `_TCPV4`, `_TCPV6`.
+pub const GSO_NONE: u8 = 0;
+pub const GSO_TCPV4: u8 = 1;
+pub const GSO_TCPV6: u8 = 4;
+/// Offset of the checksum in a TCP header: what `csum_offset` must be.
+const TCP_CSUM_OFFSET: u16 = 16;
+
+/// `struct virtio_net_hdr`, little-endian (the relay sets `TUNSETVNETLE`, so the byte order
+/// does not depend on the host).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VnetHdr {
+    pub flags: u8,
+    pub gso_type: u8,
+    /// A hint (the sender's linear header bytes), not the header length: never trusted.
+    pub hdr_len: u16,
+    pub gso_size: u16,
+    pub csum_start: u16,
+    pub csum_offset: u16,
+}
+
+/// Why a packet from an offloading TUN device was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GsoError {
+    #[error("{len} bytes: shorter than the {VNET_HDR_LEN}-byte virtio-net header")]
+    Short { len: usize },
+    #[error("unsupported GSO type {0:#04x} (only TCPv4 and TCPv6, without ECN)")]
+    GsoType(u8),
+    #[error("GSO packet without NEEDS_CSUM")]
+    NoPartialChecksum,
+    #[error("partial checksum at {start}+{offset}, not at the TCP checksum ({expected}+16)")]
+    ChecksumPlace {
+        start: u16,
+        offset: u16,
+        expected: usize,
+    },
+    #[error("partial checksum at {start}+{offset} beyond the {len}-byte packet")]
+    ChecksumOutside { start: u16, offset: u16, len: usize },
+    #[error("IPv4 header: {0}")]
+    Ipv4(#[from] etherparse::err::ipv4::HeaderSliceError),
+    #[error("IPv6 header: {0}")]
+    Ipv6(#[from] etherparse::err::ipv6::HeaderSliceError),
+    #[error("TCP header: {0}")]
+    Tcp(#[from] etherparse::err::tcp::HeaderSliceError),
+    #[error("the IP header says {claimed} bytes, the packet has {actual}")]
+    Length { claimed: usize, actual: usize },
+    #[error("IPv4 fragment")]
+    Fragment,
+    #[error("IP protocol {0} is not TCP (IPv6 extension headers are not supported)")]
+    NotTcp(u8),
+    #[error("gso_size 0")]
+    ZeroGsoSize,
+    #[error("GSO packet without TCP payload")]
+    NoPayload,
+    #[error("segments {first}..{end} are not within the packet's {count}")]
+    Run {
+        first: usize,
+        end: usize,
+        count: usize,
+    },
+}
+
+impl VnetHdr {
+    /// The header at the start of `buf`.
+    pub fn parse(buf: &[u8]) -> Result<VnetHdr, GsoError> {
+        let b: &[u8; VNET_HDR_LEN] = buf
+            .get(..VNET_HDR_LEN)
+            .and_then(|h| h.try_into().ok())
+            .ok_or(GsoError::Short { len: buf.len() })?;
+        let u = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        Ok(VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u(2),
+            gso_size: u(4),
+            csum_start: u(6),
+            csum_offset: u(8),
+        })
+    }
+
+    pub fn to_bytes(&self) -> [u8; VNET_HDR_LEN] {
+        let mut b = [0u8; VNET_HDR_LEN];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        for (i, v) in [
+            self.hdr_len,
+            self.gso_size,
+            self.csum_start,
+            self.csum_offset,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            b[2 + 2 * i..4 + 2 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
+
+    pub fn needs_csum(&self) -> bool {
+        self.flags & F_NEEDS_CSUM != 0
+    }
+}
+
+#[derive(Debug, Clone)]
+enum IpHdr {
+    V4(Ipv4Header),
+    V6(Ipv6Header),
+}
+
+/// A parsed GSO TCP super-packet (borrowing its payload): see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct GsoPacket<'a> {
+    vnet: VnetHdr,
+    ip: IpHdr,
+    tcp: TcpHeader,
+    /// IP header length (where the TCP header starts in the IP packet).
+    ip_len: usize,
+    payload: &'a [u8],
+    gso_size: usize,
+}
+
+impl<'a> GsoPacket<'a> {
+    /// Parse `buf`, a virtio-net header and the IP packet after it, whose header says
+    /// GSO TCPv4 or TCPv6. The IP lengths must match the buffer exactly, the partial checksum
+    /// must be the TCP checksum, and there must be payload.
+    pub fn parse(buf: &'a [u8]) -> Result<GsoPacket<'a>, GsoError> {
+        let vnet = VnetHdr::parse(buf)?;
+        let pkt = &buf[VNET_HDR_LEN..];
+        let (ip, rest) = match vnet.gso_type {
+            GSO_TCPV4 => {
+                let (h, rest) = Ipv4Header::from_slice(pkt)?;
+                if usize::from(h.total_len) != pkt.len() {
+                    return Err(GsoError::Length {
+                        claimed: h.total_len.into(),
+                        actual: pkt.len(),
+                    });
+                }
+                if h.is_fragmenting_payload() {
+                    return Err(GsoError::Fragment);
+                }
+                if h.protocol != IpNumber::TCP {
+                    return Err(GsoError::NotTcp(h.protocol.0));
+                }
+                (IpHdr::V4(h), rest)
+            }
+            GSO_TCPV6 => {
+                let (h, rest) = Ipv6Header::from_slice(pkt)?;
+                // A jumbogram (payload length 0) fails here too: the kernel does not hand a
+                // TUN one, and the hop-by-hop header it needs would not be TCP anyway.
+                let claimed = Ipv6Header::LEN + usize::from(h.payload_length);
+                if claimed != pkt.len() {
+                    return Err(GsoError::Length {
+                        claimed,
+                        actual: pkt.len(),
+                    });
+                }
+                if h.next_header != IpNumber::TCP {
+                    return Err(GsoError::NotTcp(h.next_header.0));
+                }
+                (IpHdr::V6(h), rest)
+            }
+            other => return Err(GsoError::GsoType(other)),
+        };
+        let ip_len = pkt.len() - rest.len();
+        let (tcp, payload) = TcpHeader::from_slice(rest)?;
+        if !vnet.needs_csum() {
+            return Err(GsoError::NoPartialChecksum);
+        }
+        if usize::from(vnet.csum_start) != ip_len || vnet.csum_offset != TCP_CSUM_OFFSET {
+            return Err(GsoError::ChecksumPlace {
+                start: vnet.csum_start,
+                offset: vnet.csum_offset,
+                expected: ip_len,
+            });
+        }
+        if vnet.gso_size == 0 {
+            return Err(GsoError::ZeroGsoSize);
+        }
+        if payload.is_empty() {
+            return Err(GsoError::NoPayload);
+        }
+        Ok(GsoPacket {
+            vnet,
+            ip,
+            tcp,
+            ip_len,
+            payload,
+            gso_size: vnet.gso_size.into(),
+        })
+    }
+
+    /// The number of MSS-sized segments: `ceil(payload / gso_size)` (at least 1).
+    pub fn segments(&self) -> usize {
+        self.payload.len().div_ceil(self.gso_size)
+    }
+
+    /// IP and TCP header bytes, repeated in every segment.
+    pub fn header_len(&self) -> usize {
+        self.ip_len + self.tcp.header_len()
+    }
+
+    /// The payload bytes of segments `first..end` (within the payload whatever the range).
+    fn payload_range(&self, first: usize, end: usize) -> Range<usize> {
+        let len = self.payload.len();
+        let start = first.saturating_mul(self.gso_size).min(len);
+        start..end.saturating_mul(self.gso_size).clamp(start, len)
+    }
+
+    /// Wire length of each segment as a packet of its own, in order: what the link is asked
+    /// about.
+    pub fn segment_lens(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.segments()).map(|i| self.header_len() + self.payload_range(i, i + 1).len())
+    }
+
+    /// Wire bytes of segments `first..end` as packets of their own.
+    pub fn run_wire_len(&self, first: usize, end: usize) -> usize {
+        let segs = end.saturating_sub(first);
+        self.payload_range(first, end).len() + segs * self.header_len()
+    }
+
+    /// Append to `out` the virtio-net header and IP packet of segments `first..end` (see the
+    /// [module docs](self)); `Run` unless `first < end <= segments()`.
+    pub fn build_run(&self, first: usize, end: usize, out: &mut Vec<u8>) -> Result<(), GsoError> {
+        let count = self.segments();
+        if first >= end || end > count {
+            return Err(GsoError::Run { first, end, count });
+        }
+        let range = self.payload_range(first, end);
+        let tcp_len = self.tcp.header_len() + range.len();
+        // Sequence numbers wrap; the offset is below 64 KiB, so the cast loses nothing.
+        let offset = (first * self.gso_size) as u32;
+        let mut tcp = self.tcp.clone();
+        tcp.sequence_number = tcp.sequence_number.wrapping_add(offset);
+        if end < count {
+            tcp.fin = false;
+            tcp.psh = false;
+        }
+        if first > 0 {
+            tcp.cwr = false;
+        }
+        let mut vnet = self.vnet;
+        vnet.hdr_len = u16::try_from(self.header_len()).unwrap_or(u16::MAX);
+        if end - first == 1 {
+            vnet.gso_type = GSO_NONE;
+            vnet.gso_size = 0;
+        }
+        out.extend_from_slice(&vnet.to_bytes());
+        // The lengths cannot overflow: a run is no longer than the packet it comes from,
+        // whose IP length field held it.
+        let pseudo = match &self.ip {
+            IpHdr::V4(h) => {
+                let mut h = h.clone();
+                h.total_len = (self.ip_len + tcp_len) as u16;
+                // As the kernel's segmentation: each segment's ID one more than the last's.
+                h.identification = h.identification.wrapping_add(first as u16);
+                h.header_checksum = h.calc_header_checksum();
+                out.extend_from_slice(&h.to_bytes());
+                Sum16BitWords::new()
+                    .add_4bytes(h.source)
+                    .add_4bytes(h.destination)
+                    .add_2bytes([0, IpNumber::TCP.0])
+                    .add_2bytes((tcp_len as u16).to_be_bytes())
+            }
+            IpHdr::V6(h) => {
+                let mut h = h.clone();
+                h.payload_length = tcp_len as u16;
+                out.extend_from_slice(&h.to_bytes());
+                Sum16BitWords::new()
+                    .add_16bytes(h.source)
+                    .add_16bytes(h.destination)
+                    .add_4bytes((tcp_len as u32).to_be_bytes())
+                    .add_2bytes([0, IpNumber::TCP.0])
+            }
+        };
+        // NEEDS_CSUM: the field holds the pseudo-header sum, folded but not complemented
+        // (`ones_complement` complements, and works in native byte order, as etherparse's own
+        // checksums do).
+        tcp.checksum = (!pseudo.ones_complement()).to_be();
+        out.extend_from_slice(&tcp.to_bytes());
+        out.extend_from_slice(&self.payload[range]);
+        Ok(())
+    }
+}
+
+/// Make the receiver verify the checksum of `buf` (a virtio-net header and the packet after
+/// it): finish a partial checksum in software, as the kernel's `skb_checksum_help` does, and
+/// clear `NEEDS_CSUM` and `DATA_VALID`. Needed before the link corrupts a packet: with either
+/// flag the receiving kernel trusts the checksum and would deliver the flipped bit. Only for
+/// single packets (`GSO_NONE`) when the checksum is partial.
+pub fn complete_checksum(buf: &mut [u8]) -> Result<(), GsoError> {
+    let vnet = VnetHdr::parse(buf)?;
+    if !vnet.needs_csum() {
+        buf[0] &= !F_DATA_VALID;
+        return Ok(());
+    }
+    if vnet.gso_type != GSO_NONE {
+        return Err(GsoError::GsoType(vnet.gso_type));
+    }
+    let start = VNET_HDR_LEN + usize::from(vnet.csum_start);
+    let field = start + usize::from(vnet.csum_offset);
+    if field + 2 > buf.len() {
+        return Err(GsoError::ChecksumOutside {
+            start: vnet.csum_start,
+            offset: vnet.csum_offset,
+            len: buf.len() - VNET_HDR_LEN,
+        });
+    }
+    // The sum covers the field itself, which holds the pseudo-header part.
+    let sum = Sum16BitWords::new().add_slice(&buf[start..]);
+    let csum = sum.to_ones_complement_with_no_zero().to_be();
+    buf[field..field + 2].copy_from_slice(&csum.to_be_bytes());
+    buf[0] &= !(F_NEEDS_CSUM | F_DATA_VALID);
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "gso_tests.rs"]
+mod tests;
