@@ -59,6 +59,7 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         run,
         error: None,
         messages: 1000,
+        verified: 1000,
         bytes: 1_000_000_000,
         elapsed_s: 8.0 / gbps,
         gbps,

@@ -196,7 +196,8 @@ impl Cell {
             size: self.size,
             count: self.count,
             depth: self.depth,
-            verify: false,
+            // Every byte of every run checked at the receiver (kernel runs check theirs too).
+            verify: true,
             seed: 1,
             plain: self.plain,
         }

@@ -10,6 +10,7 @@ use crate::tunpair::thread_cpu;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
+use tcp_bth_io::sim::workload::fill;
 use tcp_bth_io::tun::enter_netns;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -32,7 +33,13 @@ pub struct KernelRun {
     /// Largest `SO_MEMINFO` rmem_alloc seen on the receiving socket (skb truesize of the
     /// receive and out-of-order queues: what `ss -m` shows as `r`).
     pub max_rmem: u64,
+    /// Messages the server read whose every byte matched what the client sent.
+    pub verified: u64,
 }
+
+/// Message `i`'s payload: the same pattern our stack's perf apps send (`perf::payload`), so
+/// both stacks pay for building and checking the bytes alike.
+const PATTERN_SEED: u64 = 1;
 
 fn runtime() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
@@ -85,6 +92,9 @@ fn rx_queued(fd: i32) -> (u64, u64) {
 
 struct ServerOut {
     arrived: Vec<Instant>,
+    verified: u64,
+    /// The first message whose bytes differed.
+    differs: Option<u64>,
     cpu: Duration,
     retrans: u64,
     max_inq: u64,
@@ -98,6 +108,8 @@ async fn serve(l: TcpListener, rr: bool) -> io::Result<ServerOut> {
     let cpu0 = thread_cpu();
     let mut out = ServerOut {
         arrived: Vec::new(),
+        verified: 0,
+        differs: None,
         cpu: Duration::ZERO,
         retrans: 0,
         max_inq: 0,
@@ -129,6 +141,15 @@ async fn serve(l: TcpListener, rr: bool) -> io::Result<ServerOut> {
         let mut msg = vec![0u8; n];
         s.read_exact(&mut msg).await?;
         out.arrived.push(Instant::now());
+        // Every byte checked, as our server checks each SEND (`verify`).
+        let i = out.arrived.len() as u64 - 1;
+        let mut want = vec![0u8; n];
+        fill(PATTERN_SEED, i, &mut want);
+        if msg == want {
+            out.verified += 1;
+        } else {
+            out.differs.get_or_insert(i);
+        }
         if rr {
             s.write_all(&reply).await?;
         }
@@ -162,7 +183,8 @@ async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
     let mut rtts = Vec::new();
     let start = Instant::now();
     let mut end = start;
-    for _ in 0..cell.count {
+    for i in 0..cell.count {
+        fill(PATTERN_SEED, i, &mut msg[4..]);
         let t = Instant::now();
         posted.push(t);
         s.write_all(&msg).await?;
@@ -234,6 +256,11 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
         .map_err(|_| io::Error::other("kernel server panicked"))?;
     let (c, s) = (c?, s?);
     let messages = s.arrived.len() as u64;
+    if let Some(i) = s.differs {
+        return Err(io::Error::other(format!(
+            "message {i} arrived with other bytes than were sent"
+        )));
+    }
     if messages != cell.count {
         return Err(io::Error::other(format!(
             "server read {messages} of {} messages",
@@ -263,5 +290,6 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
         server_retrans: s.retrans,
         max_inq: s.max_inq,
         max_rmem: s.max_rmem,
+        verified: s.verified,
     })
 }

@@ -42,6 +42,8 @@ pub struct RunRecord {
     /// Why the run failed: the error's message, as the report and its JSON file record it.
     pub error: Option<String>,
     pub messages: u64,
+    /// Messages whose every byte was checked at the receiver and matched what was sent.
+    pub verified: u64,
     pub bytes: u64,
     pub elapsed_s: f64,
     pub gbps: f64,
@@ -89,6 +91,7 @@ impl RunRecord {
             run,
             error: Some(e.to_string()),
             messages: 0,
+            verified: 0,
             bytes: 0,
             elapsed_s: 0.0,
             gbps: 0.0,
@@ -141,6 +144,13 @@ fn run_ours(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
     if let Some(e) = c.report.errors.iter().chain(&s.report.errors).next() {
         return Err(io::Error::other(e.clone()));
     }
+    let verified = c.report.verified + s.report.verified;
+    if verified != c.report.messages {
+        return Err(io::Error::other(format!(
+            "{verified} of {} messages verified",
+            c.report.messages
+        )));
+    }
     let at = |base: Instant, t: Duration| base + t;
     let start = c.report.posted.first().map_or(c.base, |&t| at(c.base, t));
     let (latencies, end) = match cell.workload {
@@ -172,6 +182,7 @@ fn run_ours(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
         run,
         error: None,
         messages: c.report.messages,
+        verified: c.report.verified + s.report.verified,
         bytes: c.report.bytes,
         elapsed_s: end.saturating_duration_since(start).as_secs_f64(),
         gbps: 0.0,
@@ -204,6 +215,7 @@ fn run_kernel(ns: &TwoNs, cell: &Cell, run: usize, port: u16) -> io::Result<RunR
         run,
         error: None,
         messages: k.messages,
+        verified: k.verified,
         bytes: k.bytes,
         elapsed_s: k.elapsed.as_secs_f64(),
         gbps: 0.0,
