@@ -189,6 +189,10 @@ impl Connection {
                 return;
             }
             if !f.rst() {
+                // A credit update overtaken by the peer's later data sits below RCV.NXT by the
+                // time it arrives; its credit is kept (see `keep_late_credit`). In
+                // request/response through reordering this was a 200 ms persist wait.
+                self.keep_late_credit(seg);
                 // Also the answer to a persist probe (one byte below the window): the sender
                 // may be waiting for credit it never received, so this ACK repeats it.
                 self.owed.ack = true;
@@ -203,18 +207,9 @@ impl Connection {
                 self.stats.paws_disordered_acks += 1;
             } else if !f.rst() && old {
                 self.stats.paws_drops += 1;
-                // A credit update (R=1 pure ACK) overtaken by the peer's later segments carries
-                // an older TSval, and is no duplicate ACK Linux would exempt (it acknowledges
-                // less than SND.UNA by now, or sits below RCV.NXT). Dropping its credit left the
-                // sender waiting for the persist probe (200 ms) under reordering. The credit is
-                // monotonic (only a newer MSN is taken) and the ICRC and window checks passed,
-                // so an old copy changes nothing; the rest is dropped as RFC 7323 says.
-                if let (Some(b), true) = (seg.options.bth, seg.payload.is_empty() && f.ack()) {
-                    if b.rtr {
-                        self.stats.paws_credit_kept += 1;
-                        self.on_bth_control(&b, seg.ack);
-                    }
-                }
+                // A credit update overtaken by the peer's later ACKs (see `keep_late_credit`);
+                // the rest of the segment is dropped as RFC 7323 says.
+                self.keep_late_credit(seg);
                 // RFC 7323 §5.3 answers a PAWS drop with an ACK; rate-limited, because if the
                 // peer drops our ACK the same way the two would ping-pong without end.
                 self.rate_limited_ack(now);
@@ -337,6 +332,24 @@ impl Connection {
                 extends_latest: start > nxt_before && latest_end == Some(start),
             },
         );
+    }
+
+    /// A credit update (R=1 pure ACK) overtaken by the peer's later segments: it carries an
+    /// older TSval (PAWS drops it, and it is no duplicate ACK Linux would exempt: it
+    /// acknowledges less than SND.UNA by now), or it sits below RCV.NXT after the peer's later
+    /// data (not acceptable). Dropping its credit left the sender waiting for the persist probe
+    /// (200 ms) under reordering. The credit is monotonic (only a newer MSN is taken, and a
+    /// grant acknowledging less than the one held is ignored) and the ICRC passed, so an old
+    /// copy changes nothing.
+    fn keep_late_credit(&mut self, seg: &TcpRepr<'_>) {
+        let f = seg.flags;
+        let pure = f.ack() && !f.syn() && !f.fin() && !f.rst() && seg.payload.is_empty();
+        if let (Some(b), true, Mode::Bth { .. }) = (seg.options.bth, pure, self.mode) {
+            if b.rtr {
+                self.stats.late_credit_kept += 1;
+                self.on_bth_control(&b, seg.ack);
+            }
+        }
     }
 
     /// rtr credit and byte grant carried by a segment (ACK field `ack`) from the data receiver.

@@ -106,9 +106,9 @@ pub struct Stats {
     /// Reordered duplicate ACKs with an older TSval, accepted as Linux does
     /// (`tcp_disordered_ack`) instead of dropped by PAWS.
     pub paws_disordered_acks: u64,
-    /// Credit updates (R=1 pure ACKs) PAWS dropped whose credit was kept: overtaken by the
-    /// peer's later ACKs under reordering.
-    pub paws_credit_kept: u64,
+    /// Credit updates (R=1 pure ACKs) that arrived late, overtaken by the peer's later
+    /// segments (PAWS dropped them, or they sat below RCV.NXT), whose credit was kept.
+    pub late_credit_kept: u64,
     pub out_of_window: u64,
     /// SEND segments refused because no receive buffer was posted for their MSN.
     pub receiver_not_ready: u64,

@@ -215,7 +215,54 @@ fn a_reordered_credit_update_is_not_lost_to_paws() {
         },
     );
     assert!(ok, "{:?}", d.a.stats());
-    assert!(d.a.stats().paws_credit_kept >= 1, "{:?}", d.a.stats());
+    assert!(d.a.stats().late_credit_kept >= 1, "{:?}", d.a.stats());
+    assert!(
+        d.now - start < Duration::from_millis(50),
+        "took {:?}",
+        d.now - start
+    );
+}
+
+/// A credit update overtaken by the peer's data (request/response: the responder posts a
+/// receive and sends its reply): below RCV.NXT when it arrives, so not acceptable, but its
+/// credit is kept and the SEND waiting for it goes at once, not after the persist probe.
+#[test]
+fn a_credit_update_behind_the_peers_data_keeps_its_credit() {
+    let mut d = established(true);
+    // B may send to A; A's SEND to B waits for credit.
+    d.a.post_recv(100, vec![0; 2000]).unwrap();
+    d.settle(Duration::from_millis(10));
+    d.a.post_send(send_wr(1, pattern(1, 1000))).unwrap();
+    d.settle(Duration::from_millis(10));
+    assert_eq!(d.a.stats().bytes_sent, 0, "no credit yet");
+    // B posts a receive (its credit update is held back) and sends data right after.
+    d.b.post_recv(1, vec![0; 1000]).unwrap();
+    let held = RefCell::new(None);
+    d.step(&mut |dir, _, p| {
+        if dir == Direction::BtoA && held.borrow().is_none() {
+            *held.borrow_mut() = Some(p);
+            return None;
+        }
+        Some(p)
+    });
+    assert!(held.borrow().is_some(), "B sent its credit update");
+    d.b.post_send(send_wr(7, pattern(7, 500))).unwrap();
+    let start = d.now;
+    let mut done = false;
+    let ok = d.run(Duration::from_secs(1), pass, |d| {
+        // B's data has arrived (RCV.NXT moved past the update): now the credit update.
+        if d.a.stats().bytes_received > 0 {
+            if let Some(p) = held.borrow_mut().take() {
+                d.inject(d.now, Direction::BtoA, p);
+            }
+        }
+        while let Some(c) = d.b.poll_completion() {
+            done |= c.wr_id == 1 && c.status == WcStatus::Success;
+        }
+        done
+    });
+    assert!(ok, "{:?}", d.a.stats());
+    assert!(d.a.stats().late_credit_kept >= 1, "{:?}", d.a.stats());
     assert!(
         d.now - start < Duration::from_millis(50),
         "took {:?}",

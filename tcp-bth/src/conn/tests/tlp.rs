@@ -48,3 +48,23 @@ fn a_lost_ack_with_data_queued_is_repaired_by_the_probe_not_the_rto() {
     assert!(rec.tlp_probes >= 1, "{rec:?}");
     assert!(took < Duration::from_millis(100), "took {took:?}: {rec:?}");
 }
+
+/// The probe waits for what a round trip may take: max(2·SRTT, SRTT + 4·RTTVAR) plus the
+/// peer's delayed-ACK bound. It used to wait 2·SRTT (at least 100 µs), so a round trip a
+/// little slower than usual (a relay, a busy driver) or an ACK the peer delayed drew a probe.
+#[test]
+fn the_probe_leaves_room_for_rtt_variance_and_the_peers_ack_delay() {
+    let mut d = established(true);
+    d.b.post_recv(1, vec![0; 4000]).unwrap();
+    d.settle(Duration::from_millis(10));
+    let srtt = d.a.srtt().expect("the handshake gave an RTT sample");
+    let rttvar = d.a.snd.rtt.rttvar();
+    let ack_delay = d.a.config().ack_delay;
+    d.a.post_send(send_wr(1, pattern(1, 4000))).unwrap();
+    let now = d.now;
+    while d.a.poll_transmit(now).is_some() {}
+    let probe_at = d.a.timers.get(Timer::Tlp).expect("a probe is armed");
+    let pto = (srtt * 2).max(srtt + rttvar * 4) + ack_delay;
+    assert_eq!(probe_at - now, pto, "srtt {srtt:?} rttvar {rttvar:?}");
+    assert!(probe_at - now > srtt * 2 + ack_delay / 2);
+}
