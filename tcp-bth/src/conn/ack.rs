@@ -8,12 +8,14 @@
 //!
 //! - at least every second full-sized segment (bytes since the last ACK ≥ 2 × the largest
 //!   segment seen, as Linux's `rcv_mss` rule);
-//! - at once on data that opens a new hole, on data that fills (part of) a hole, and on a
-//!   duplicate (which the ACK reports as a D-SACK block). Out-of-order data that only extends
-//!   the range the last arrival made follows the every-second-segment rule: under reordering
-//!   an ACK per segment doubled the segments both ends handle (the simulator with driver
-//!   turns: 0.45 × the clean throughput at 10 % reordering) and tells the sender little the
-//!   ACK one segment later does not;
+//! - at once on data that opens the first hole (none was open), on data that fills (part of)
+//!   a hole, and on a duplicate (which the ACK reports as a D-SACK block). Out-of-order data
+//!   while a hole is already open follows the every-second-segment rule: on sprayed paths
+//!   nearly every segment lands beyond a new hole, and an ACK per segment doubled the segments
+//!   both ends handle (simulator with driver turns, 4 paths over 200 µs: 1.10 Gbit/s with an
+//!   ACK per new hole, 1.34 without) while telling the sender little the ACK one segment
+//!   later does not; the sender's RACK needs timely delivery information, not a duplicate
+//!   ACK per segment;
 //! - at the end of the turn for the last segment of a message (IB requesters set AckReq there:
 //!   the sender's completion waits for this ACK) and for credit changes;
 //! - otherwise after at most [`Config::ack_delay`](crate::Config::ack_delay).
@@ -41,9 +43,6 @@ pub(super) struct Arrival {
     pub end: u64,
     /// The segment ends a message (BTH `*_LAST` / `*_ONLY` opcodes).
     pub message_end: bool,
-    /// Out of order, starting exactly where the most recent out-of-order range ended: it
-    /// opens no new hole.
-    pub extends_latest: bool,
 }
 
 #[derive(Debug, Default)]
@@ -70,10 +69,10 @@ impl Connection {
         let len = a.end.saturating_sub(a.start);
         self.ack.rcv_mss = self.ack.rcv_mss.max(len);
         self.ack.unacked_bytes += len;
-        let new_hole = a.start > a.nxt_before && !a.extends_latest;
+        let first_hole = a.start > a.nxt_before && !a.hole_before;
         let fills_hole = a.hole_before && self.rcv.nxt > a.nxt_before;
         let two_full = self.ack.unacked_bytes >= 2 * self.ack.rcv_mss;
-        if new_hole || fills_hole || self.ack.dsack.is_some() || two_full {
+        if first_hole || fills_hole || self.ack.dsack.is_some() || two_full {
             self.stats.acks_immediate += 1;
             self.ack_now(now);
         } else if a.message_end {

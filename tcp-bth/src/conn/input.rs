@@ -298,11 +298,6 @@ impl Connection {
     fn on_data(&mut self, now: Duration, seg: &TcpRepr<'_>, seg_off: i64) {
         let nxt_before = self.rcv.nxt;
         let hole_before = self.rcv.ooo.iter().any(|(_, e)| e > nxt_before);
-        let latest_end = self
-            .rcv
-            .latest
-            .and_then(|at| self.rcv.ooo.range_containing(at))
-            .map(|(_, e)| e);
         let start = seg_off.max(0) as u64;
         let end = (seg_off + seg.payload.len() as i64).max(0) as u64;
         // RFC 2883: the part of the segment that had already arrived.
@@ -329,7 +324,6 @@ impl Connection {
                 start,
                 end,
                 message_end,
-                extends_latest: start > nxt_before && latest_end == Some(start),
             },
         );
     }
