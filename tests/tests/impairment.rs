@@ -81,10 +81,14 @@ fn pure_reordering_causes_under_one_percent_spurious_retransmissions() {
             ..WorkloadConfig::default()
         };
         let r = workload::run(&cfg).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        // The test means something only if the link really reordered: at least one packet in
+        // ten (the link holds back 30 %; ACKs count too, and since an ACK covers two segments
+        // there are fewer of them than there were).
         assert!(
-            r.link_reordered > 1000,
-            "seed {seed}: {} reordered",
-            r.link_reordered
+            r.link_reordered * 10 > r.segments_sent && r.link_reordered > 500,
+            "seed {seed}: {} reordered, {} segments",
+            r.link_reordered,
+            r.segments_sent
         );
         assert!(r.ooo_placed > 0);
         // No loss: every retransmission is spurious.
