@@ -297,7 +297,7 @@ impl Connection {
     /// An acceptable data segment: to the receive path, then the ACK policy (ack.rs).
     fn on_data(&mut self, now: Duration, seg: &TcpRepr<'_>, seg_off: i64) {
         let nxt_before = self.rcv.nxt;
-        let hole_before = self.rcv.ooo.iter().any(|(_, e)| e > nxt_before);
+        let hole_before = self.rcv.hole_open();
         let start = seg_off.max(0) as u64;
         let end = (seg_off + seg.payload.len() as i64).max(0) as u64;
         // RFC 2883: the part of the segment that had already arrived.

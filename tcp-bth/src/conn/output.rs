@@ -203,7 +203,7 @@ impl Connection {
             && flags == TcpFlags::ACK
             && !self.owed.credit
             && self.neg.sack_ok
-            && (self.ack.dsack.is_some() || self.rcv.ooo.iter().any(|(_, e)| e > self.rcv.nxt));
+            && (self.ack.dsack.is_some() || self.rcv.hole_open());
         match self.mode {
             Mode::Bth { .. } if plain_ack => {
                 self.stats.plain_form_acks += 1;

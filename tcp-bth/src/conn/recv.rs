@@ -66,6 +66,12 @@ impl RecvState {
         }
     }
 
+    /// Data beyond a hole is held: `mark` keeps only ranges at or beyond `nxt` (it advances
+    /// `nxt` over the one that starts there), so any range left is past a hole.
+    pub fn hole_open(&self) -> bool {
+        !self.ooo.is_empty()
+    }
+
     /// Would recording `[start, end)` open a new range when the table holds `max` already?
     pub fn table_full(&self, start: u64, end: u64, max: usize) -> bool {
         self.ooo.len() >= max && self.ooo.would_fragment(start, end)
