@@ -23,7 +23,6 @@
 //! Any segment that carries our ACK (data included) resets the count and the delay.
 
 use super::*;
-use crate::wire::TcpFlags;
 use std::collections::VecDeque;
 
 /// Pure ACKs built and not yet taken by `poll_transmit`: room for a driver turn of 512
@@ -100,12 +99,7 @@ impl Connection {
             }
         }
         let credit = self.owed.credit;
-        let seq = self
-            .snd
-            .seq_of(self.snd.nxt)
-            .wrapping_add(u32::from(self.snd.fin.sent()));
-        let ack = self.rcv.seq_of(self.rcv.nxt);
-        let seg = self.build(now, TcpFlags::ACK, seq, ack, output::Body::None);
+        let seg = self.pure_ack(now);
         self.owed.ack = false;
         self.ack.pending.push_back((seg, credit));
     }

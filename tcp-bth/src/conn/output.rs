@@ -60,14 +60,20 @@ impl Connection {
         }
         if self.owed.ack {
             self.owed.ack = false;
-            let seq = self
-                .snd
-                .seq_of(self.snd.nxt)
-                .wrapping_add(u32::from(self.snd.fin.sent()));
-            let ack = self.rcv.seq_of(self.rcv.nxt);
-            return Some(self.build(now, TcpFlags::ACK, seq, ack, Body::None));
+            return Some(self.pure_ack(now));
         }
         None
+    }
+
+    /// A pure ACK of this moment: our next sequence number (past our FIN once sent) and
+    /// RCV.NXT.
+    pub(super) fn pure_ack(&mut self, now: Duration) -> Vec<u8> {
+        let seq = self
+            .snd
+            .seq_of(self.snd.nxt)
+            .wrapping_add(u32::from(self.snd.fin.sent()));
+        let ack = self.rcv.seq_of(self.rcv.nxt);
+        self.build(now, TcpFlags::ACK, seq, ack, Body::None)
     }
 
     fn next_data(&mut self, now: Duration) -> Option<Vec<u8>> {
