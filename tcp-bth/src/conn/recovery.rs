@@ -15,7 +15,7 @@
 //! own queue; SACK blocks already processed on the previous ACK are skipped (`sack_cache`).
 //! Stale queue entries (acknowledged, SACKed or retransmitted since) are dropped lazily.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// Retransmitted ranges remembered for D-SACK matching. Past this many in one episode the
@@ -90,7 +90,11 @@ pub struct Recovery {
     /// SACK blocks of the previous ACK: the parts already processed.
     sack_cache: Vec<(u64, u64)>,
     /// Ranges retransmitted in the current episode (or as a probe), until proven spurious.
-    retransmitted: VecDeque<(u64, u64)>,
+    /// By start: (end, how many times retransmitted and not yet proven spurious). A map, so a
+    /// D-SACK or an Eifel proof finds its entry without walking them all.
+    retransmitted: BTreeMap<u64, (u64, u32)>,
+    /// Entries in `retransmitted`, counting each retransmission.
+    retransmitted_count: usize,
     episode: Option<Episode>,
     /// RACK state: the most recently sent segment known delivered.
     rack_xmit: Option<Duration>,
@@ -138,7 +142,8 @@ impl Recovery {
             by_time: VecDeque::new(),
             lost_q: VecDeque::new(),
             sack_cache: Vec::new(),
-            retransmitted: VecDeque::new(),
+            retransmitted: BTreeMap::new(),
+            retransmitted_count: 0,
             episode: None,
             rack_xmit: None,
             rack_end: 0,
@@ -234,13 +239,22 @@ impl Recovery {
         s.tsval = tsval;
         let range = (s.start, s.end);
         self.by_time.push_back((idx, now));
-        if self.retransmitted.len() >= MAX_RETRANSMITTED {
-            self.retransmitted.pop_front();
+        if self.retransmitted_count >= MAX_RETRANSMITTED {
+            // Forget the lowest (oldest in sequence): the episode can no longer be proven
+            // wholly spurious.
+            if let Some(mut first) = self.retransmitted.first_entry() {
+                first.get_mut().1 -= 1;
+                if first.get().1 == 0 {
+                    first.remove();
+                }
+                self.retransmitted_count -= 1;
+            }
             if let Some(e) = self.episode.as_mut() {
                 e.complete = false;
             }
         }
-        self.retransmitted.push_back(range);
+        self.retransmitted.entry(range.0).or_insert((range.1, 0)).1 += 1;
+        self.retransmitted_count += 1;
         if let Some(e) = self.episode.as_mut() {
             e.unproven += 1;
             e.retransmissions += 1;
@@ -256,6 +270,7 @@ impl Recovery {
             complete: true,
         });
         self.retransmitted.clear();
+        self.retransmitted_count = 0;
     }
 
     /// The episode's recovery ended (its recovery point was acknowledged). Its record of
@@ -279,14 +294,19 @@ impl Recovery {
     /// was spurious (true); false if it is not one (a copy the network made, or proven
     /// already).
     fn prove_spurious(&mut self, start: u64, end: u64) -> bool {
-        let Some(i) = self
-            .retransmitted
-            .iter()
-            .position(|&(s, e)| s <= start && end <= e)
-        else {
+        // The retransmission covering [start, end): the last one starting at or before it.
+        let Some((&s, &(e, n))) = self.retransmitted.range(..=start).next_back() else {
             return false;
         };
-        self.retransmitted.remove(i);
+        if end > e {
+            return false;
+        }
+        if n > 1 {
+            self.retransmitted.insert(s, (e, n - 1));
+        } else {
+            self.retransmitted.remove(&s);
+        }
+        self.retransmitted_count -= 1;
         self.stats.spurious_retransmits += 1;
         if let Some(e) = self.episode.as_mut() {
             e.unproven = e.unproven.saturating_sub(1);
