@@ -1,6 +1,7 @@
 //! tcp-bth: TCP with message framing through the `tcp_bth` option.
 //!
-//! This crate is the sans-IO core: the connection state machine ([`Connection`]), the listener,
+//! This crate is the sans-IO core: the connection state machine ([`Connection`]),
+//! the endpoint that routes segments to connections and accepts new ones ([`Endpoint`]),
 //! ISNs and RTT estimation, and [`pair::Wire`], two connections back to back on a virtual clock. Inputs are segments, calls and the current time; outputs are
 //! segments, timers and completions. It opens no socket or file, reads no clock and starts no
 //! thread. The drivers that do (the io_uring TUN data path, the impairment relay, the simulated
@@ -17,8 +18,8 @@ pub use tcp_bth_wire as wire;
 
 pub mod config;
 pub mod conn;
+pub mod endpoint;
 pub mod isn;
-pub mod listener;
 pub mod pair;
 pub mod ranges;
 pub mod rtt;
@@ -28,4 +29,6 @@ pub use conn::{
     Completion, ConnError, Connection, ConnectionError, Event, Mode, PostBufError, PostSendError,
     RegisterError, Rejected, RxHeld, Sge, State, Stats, WcOp,
 };
-pub use listener::{Listener, ListenerConfig, ListenerStats};
+pub use endpoint::{
+    ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Transmit,
+};

@@ -1,7 +1,7 @@
 //! Attack resistance: remote memory protection (rkey, rights, bounds, deregistration while
 //! segments are in flight), RFC 5961 blind-injection defences, bounded state whatever the peer
-//! sends, `Listener` half-open expiry, and ISN unpredictability. See docs/reliability.md. (The SYN
-//! flood against the `Listener` is in syn_flood_memory.rs: it measures RSS, so it runs alone.)
+//! sends, `Endpoint` half-open expiry, and ISN unpredictability. See docs/reliability.md. (The SYN
+//! flood against the `Endpoint` is in syn_flood_memory.rs: it measures RSS, so it runs alone.)
 
 use bth_placement::{Access, MrHandle, WcStatus};
 use bth_tests::*;
@@ -11,7 +11,7 @@ use tcp_bth::wire::{
     TcpRepr, Timestamps,
 };
 use tcp_bth::{
-    Completion, Connection, ConnectionError, Listener, ListenerConfig, Mode, State, WcOp,
+    Completion, Connection, ConnectionError, Endpoint, EndpointConfig, Mode, State, WcOp,
 };
 use tcp_bth_io::sim::pair::{A_PORT, B_PORT};
 use tcp_bth_io::sim::{pair_configs, Pair};
@@ -772,18 +772,19 @@ fn hammering_acks_with_sacks_and_credit_keeps_the_sender_bounded() {
     assert!(p.run_until(30 * SEC, |p| p.b().send_backlog() == 0));
 }
 
-// ---- Listener (the SYN-flood test is alone in tests/tests/syn_flood_memory.rs: it measures RSS) ----
+// ---- Endpoint SYN queue (the SYN-flood test is alone in tests/tests/syn_flood_memory.rs: it measures RSS) ----
 
 #[test]
-fn listener_expires_half_open_connections() {
+fn endpoint_expires_half_open_connections() {
     let (_, b_cfg) = pair_configs(61);
-    let mut l = Listener::new(
-        b_cfg.clone(),
-        ListenerConfig {
+    let mut l = endpoint(
+        b_cfg,
+        EndpointConfig {
             syn_timeout: Duration::from_secs(2),
-            ..ListenerConfig::default()
+            ..EndpointConfig::default()
         },
     );
+    let mut buf = Vec::new();
     let ip = IpPair::V4 {
         src: [198, 18, 0, 1],
         dst: [10, 77, 0, 2],
@@ -810,16 +811,23 @@ fn listener_expires_half_open_connections() {
         let Some(t) = l.poll_timeout() else { break };
         now = now.max(t);
         l.handle_timeout(now);
-        while l.poll_transmit(now).is_some() {}
+        while l.poll_transmit(now, &mut buf).is_some() {}
     }
     assert_eq!(l.syn_queue_len(), 0);
     assert!(now <= Duration::from_secs(4));
     assert_eq!(l.stats().syn_expired, 500);
 }
 
+/// An endpoint listening on B_PORT with `template` for its connections.
+fn endpoint(template: tcp_bth::Config, cfg: EndpointConfig) -> Endpoint {
+    let mut e = Endpoint::new(cfg);
+    e.listen(B_PORT, template);
+    e
+}
+
 // ---- ISN unpredictability (RFC 6528) ----
 
-fn syn_ack_isn(l: &mut Listener, now: Duration, port: u16) -> u32 {
+fn syn_ack_isn(l: &mut Endpoint, now: Duration, port: u16) -> u32 {
     let ip = IpPair::V4 {
         src: [10, 77, 0, 1],
         dst: [10, 77, 0, 2],
@@ -839,8 +847,9 @@ fn syn_ack_isn(l: &mut Listener, now: Duration, port: u16) -> u32 {
     .unwrap();
     l.handle_segment(now, ip, &syn);
     let mut isn = None;
-    while let Some((_, seg)) = l.poll_transmit(now) {
-        let r = TcpRepr::parse(&seg, None).unwrap();
+    let mut buf = Vec::new();
+    while l.poll_transmit(now, &mut buf).is_some() {
+        let r = TcpRepr::parse(&buf[20..], None).unwrap();
         if r.dst_port == port && r.flags.syn() {
             isn = Some(r.seq);
         }
@@ -852,12 +861,12 @@ fn syn_ack_isn(l: &mut Listener, now: Duration, port: u16) -> u32 {
 fn isns_are_not_a_counter_and_depend_on_the_key() {
     let (_, b1) = pair_configs(70);
     let (_, b2) = pair_configs(71);
-    let big = ListenerConfig {
+    let big = EndpointConfig {
         syn_queue: 1 << 16,
-        ..ListenerConfig::default()
+        ..EndpointConfig::default()
     };
-    let mut l1 = Listener::new(b1, big.clone());
-    let mut l2 = Listener::new(b2, big);
+    let mut l1 = endpoint(b1, big.clone());
+    let mut l2 = endpoint(b2, big);
     const N: usize = 8192;
     let mut isn1 = Vec::with_capacity(N);
     let mut isn2 = Vec::with_capacity(N);
@@ -908,7 +917,7 @@ fn isns_are_not_a_counter_and_depend_on_the_key() {
     // 5. Over time, for the same tuple, the ISN advances with the 4 µs clock (RFC 6528's M):
     //    a later connection's sequence space does not overlap an earlier one's.
     let (_, b3) = pair_configs(70);
-    let mut l3 = Listener::new(b3, ListenerConfig::default());
+    let mut l3 = endpoint(b3, EndpointConfig::default());
     let t0 = syn_ack_isn(&mut l3, Duration::from_secs(5), 10_000);
     assert_eq!(t0, isn1[0]);
 }

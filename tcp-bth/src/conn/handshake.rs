@@ -70,30 +70,6 @@ impl Default for Negotiated {
 }
 
 impl Connection {
-    /// Passive open from a received SYN (header + payload, no IP header). `cfg.remote_port` is
-    /// taken from the SYN. `None` if the segment is not a valid SYN.
-    pub fn accept(mut cfg: Config, now: Duration, syn: &[u8]) -> Option<Connection> {
-        let seg = TcpRepr::parse(syn, Some(cfg.ip.reversed())).ok()?;
-        let f = seg.flags;
-        if !f.syn() || f.ack() || f.rst() || seg.dst_port != cfg.local_port {
-            return None;
-        }
-        if let Some(b) = &seg.options.bth {
-            if !b.icrc_ok(seg.payload) {
-                return None;
-            }
-        }
-        cfg.remote_port = seg.src_port;
-        let offer_ts = cfg.timestamps;
-        let mut c = Connection::new(cfg, now, State::SynReceived);
-        c.rcv.irs = seg.seq;
-        c.negotiate(now, &seg.options, offer_ts);
-        c.snd.wnd = u64::from(seg.window);
-        c.snd.wl1 = seg.seq;
-        c.stats.segments_in += 1;
-        Some(c)
-    }
-
     /// Settle options from the peer's SYN or SYN-ACK, and with them the receive path.
     pub(super) fn negotiate(&mut self, now: Duration, opts: &TcpOptions, we_offered_ts: bool) {
         self.neg.peer_mss = opts.mss.unwrap_or(536).max(64);

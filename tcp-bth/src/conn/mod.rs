@@ -23,6 +23,8 @@ mod fail;
 mod handshake;
 mod input;
 mod output;
+mod passive;
+pub use passive::PeerSyn;
 pub mod recovery;
 mod recv;
 mod rx_bth;
@@ -238,6 +240,11 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     fn new(cfg: Config, now: Duration, state: State) -> Connection {
         let iss = crate::isn::isn(&cfg.isn_key, now, cfg.ip, cfg.local_port, cfg.remote_port);
+        Connection::with_iss(cfg, now, state, iss)
+    }
+
+    /// A connection whose initial sequence number is given (a SYN cookie's, `passive.rs`).
+    fn with_iss(cfg: Config, _now: Duration, state: State, iss: u32) -> Connection {
         let ts_offset =
             crate::isn::ts_offset(&cfg.isn_key, cfg.ip, cfg.local_port, cfg.remote_port);
         Connection {

@@ -1,0 +1,519 @@
+//! The sans-IO endpoint: every connection of one host (or one TUN device), the listening
+//! ports, the SYN queue and the replies to segments that belong to no connection.
+//!
+//! Shaped after quinn-proto's `Endpoint`: the driver hands in whole IP packets
+//! ([`Endpoint::handle`]) and the current time; the endpoint routes each segment by its 4-tuple
+//! to a [`Connection`], or creates one (a SYN to a listening port), or answers it (an RST, a
+//! SYN cookie's SYN-ACK). The driver takes IP packets out ([`Endpoint::poll_transmit`]) and
+//! asks when the next timer is due ([`Endpoint::poll_timeout`]). The application reaches its
+//! connections through [`ConnectionHandle`]s: [`Endpoint::connect`], [`Endpoint::accept`],
+//! [`Endpoint::conn_mut`].
+//!
+//! * **SYN queue** (absorbing the old `Listener`): a SYN to a listening port creates a
+//!   half-open connection (SYN-RECEIVED); at most [`EndpointConfig::syn_queue`] exist at once,
+//!   each for at most [`EndpointConfig::syn_timeout`]. Completed, it waits in the accept queue
+//!   (at most [`EndpointConfig::backlog`]; beyond, it is reset).
+//! * **SYN cookies** (RFC 4987) when the SYN queue is full: the SYN-ACK's ISS and TSval carry
+//!   what the SYN offered ([`cookie`]), and the peer's ACK rebuilds the connection. A SYN
+//!   flood therefore costs no state, and established connections keep being served.
+//! * **RST for segments to no connection** (RFC 9293 §3.10.7.1), rate-limited.
+//! * **ISNs** per connection from RFC 6528's keyed hash with the endpoint's random key.
+//!
+//! Cost per packet does not grow with the number of connections: a hash lookup by 4-tuple,
+//! a queue of connections with output ([`Endpoint::poll_transmit`] visits only those), and a
+//! heap of timer deadlines.
+
+pub mod cookie;
+mod ip;
+mod reply;
+mod table;
+#[cfg(test)]
+mod tests;
+
+pub use ip::IpDrop;
+pub use table::ConnectionHandle;
+
+use crate::config::Config;
+use crate::conn::{Connection, PeerSyn, State};
+use crate::isn::IsnKey;
+use crate::wire::{IpPair, TcpRepr};
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+use table::{Phase, Table};
+use thiserror::Error;
+
+/// Settings of an [`Endpoint`].
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// Half-open connections held at once; SYNs beyond get cookies (or are dropped).
+    pub syn_queue: usize,
+    /// Established connections waiting for [`Endpoint::accept`].
+    pub backlog: usize,
+    /// A half-open connection older than this is dropped.
+    pub syn_timeout: Duration,
+    /// Answer SYNs with cookies when the SYN queue is full (otherwise drop them).
+    pub syn_cookies: bool,
+    /// Connections held at once (half-open, waiting, accepted and connecting).
+    pub max_connections: usize,
+    /// RSTs sent per second at most, for segments to no connection (a burst of a tenth of a
+    /// second's worth is allowed): a scan must not turn the endpoint into an amplifier.
+    pub rst_per_sec: u32,
+    /// Segments of the endpoint's own (RSTs, cookie SYN-ACKs) waiting to be sent.
+    pub max_tx_queue: usize,
+    /// Secret for SYN cookies and ephemeral ports ([`IsnKey::random`] by default).
+    pub key: IsnKey,
+    /// Our addresses; packets to others are dropped and counted. Empty: any.
+    pub local: Vec<IpPair>,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            syn_queue: 1024,
+            backlog: 1024,
+            syn_timeout: Duration::from_secs(3),
+            syn_cookies: true,
+            max_connections: 65536,
+            rst_per_sec: 10_000,
+            max_tx_queue: 4096,
+            key: IsnKey::random(),
+            local: Vec::new(),
+        }
+    }
+}
+
+/// Counters; never reset.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointStats {
+    pub packets_in: u64,
+    pub packets_out: u64,
+    /// Dropped before TCP: malformed IP, another protocol, fragments, another address.
+    pub ip_malformed: u64,
+    pub not_tcp: u64,
+    pub fragments: u64,
+    pub not_local: u64,
+    /// Segments that do not parse as TCP or fail their checksum, for no connection.
+    pub tcp_malformed: u64,
+    /// SYNs that created a half-open connection.
+    pub syns: u64,
+    /// SYNs answered with a cookie, and cookies returned valid.
+    pub cookies_sent: u64,
+    pub cookies_accepted: u64,
+    /// SYNs dropped: queue full without cookies, no cookie possible, or the table full.
+    pub syns_dropped: u64,
+    /// Half-open connections that timed out or closed before completing.
+    pub syn_expired: u64,
+    /// Handshakes completed and queued for accept, and those reset because it was full.
+    pub established: u64,
+    pub backlog_drops: u64,
+    /// Segments to no connection, RSTs sent for them, and those the rate limit held back.
+    pub unmatched: u64,
+    pub rst_sent: u64,
+    pub rst_limited: u64,
+    /// Endpoint segments dropped because their queue was full.
+    pub tx_drops: u64,
+}
+
+/// Why [`Endpoint::connect`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    #[error("a connection with this 4-tuple exists")]
+    TupleInUse,
+    #[error("no free local port toward this peer")]
+    NoPort,
+    #[error("the endpoint holds its maximum number of connections")]
+    TooManyConnections,
+}
+
+/// A packet [`Endpoint::poll_transmit`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// `src` us, `dst` the peer.
+    pub ip: IpPair,
+    /// Bytes written (the whole IP packet).
+    pub len: usize,
+}
+
+pub struct Endpoint {
+    cfg: EndpointConfig,
+    listeners: HashMap<u16, Config>,
+    table: Table,
+    accept_q: VecDeque<ConnectionHandle>,
+    /// The endpoint's own segments (RST, cookie SYN-ACK), TCP bytes with their address pair.
+    tx: VecDeque<(IpPair, Vec<u8>)>,
+    rst: reply::RstLimiter,
+    next_port: u16,
+    stats: EndpointStats,
+}
+
+impl Endpoint {
+    pub fn new(cfg: EndpointConfig) -> Endpoint {
+        let cfg = EndpointConfig {
+            syn_queue: cfg.syn_queue.max(1),
+            max_tx_queue: cfg.max_tx_queue.max(1),
+            ..cfg
+        };
+        let next_port = u16::from_le_bytes([cfg.key.0[0], cfg.key.0[1]]);
+        Endpoint {
+            rst: reply::RstLimiter::new(cfg.rst_per_sec),
+            table: Table::new(cfg.syn_timeout),
+            cfg,
+            listeners: HashMap::new(),
+            accept_q: VecDeque::new(),
+            tx: VecDeque::new(),
+            next_port,
+            stats: EndpointStats::default(),
+        }
+    }
+
+    /// Accept connections on `port`; each gets a copy of `template` with its addresses and
+    /// the peer's port.
+    pub fn listen(&mut self, port: u16, template: Config) {
+        self.listeners.insert(
+            port,
+            Config {
+                local_port: port,
+                ..template
+            },
+        );
+    }
+
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    pub fn config(&self) -> &EndpointConfig {
+        &self.cfg
+    }
+
+    /// Connections held (of every phase).
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.len() == 0
+    }
+
+    /// Half-open connections now (≤ `syn_queue`).
+    pub fn syn_queue_len(&self) -> usize {
+        self.table.half_open()
+    }
+
+    /// Completed connections waiting for accept (≤ `backlog`).
+    pub fn backlog_len(&self) -> usize {
+        self.accept_q.len()
+    }
+
+    /// Endpoint segments waiting to be sent (≤ `max_tx_queue`).
+    pub fn tx_queue_len(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// Open a connection (`cfg.ip`: `src` ours, `dst` the peer's). `cfg.local_port` 0 picks
+    /// a free ephemeral port. The SYN goes out with the next [`poll_transmit`](Self::poll_transmit).
+    pub fn connect(
+        &mut self,
+        now: Duration,
+        mut cfg: Config,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        if self.table.len() >= self.cfg.max_connections {
+            return Err(ConnectError::TooManyConnections);
+        }
+        if cfg.local_port == 0 {
+            cfg.local_port = self.free_port(cfg.ip, cfg.remote_port)?;
+        } else if self
+            .table
+            .find(cfg.ip, cfg.local_port, cfg.remote_port)
+            .is_some()
+        {
+            return Err(ConnectError::TupleInUse);
+        }
+        let (ip, lp, rp) = (cfg.ip, cfg.local_port, cfg.remote_port);
+        let h = self
+            .table
+            .insert(Connection::connect(cfg, now), (ip, lp, rp), Phase::Own, now);
+        Ok(h)
+    }
+
+    /// An ephemeral port (49152..=65535) free toward `remote`, from a secret starting point
+    /// (RFC 6056 spirit: not guessable, not reused while in use).
+    fn free_port(&mut self, ip: IpPair, remote_port: u16) -> Result<u16, ConnectError> {
+        const LOW: u16 = 49152;
+        const COUNT: u16 = 16384;
+        for _ in 0..COUNT {
+            self.next_port = self.next_port.wrapping_add(1);
+            let port = LOW + self.next_port % COUNT;
+            if self.table.find(ip, port, remote_port).is_none() {
+                return Ok(port);
+            }
+        }
+        Err(ConnectError::NoPort)
+    }
+
+    /// The next connection whose handshake completed, oldest first.
+    pub fn accept(&mut self) -> Option<ConnectionHandle> {
+        while let Some(h) = self.accept_q.pop_front() {
+            if self.table.set_phase(h, Phase::Accepted) {
+                return Some(h);
+            }
+        }
+        None
+    }
+
+    pub fn conn(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.table.get(h)
+    }
+
+    /// The connection behind `h`, for the application's calls. Whatever it changes is sent
+    /// and timed by the next `poll_transmit` / `poll_timeout`.
+    pub fn conn_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.table.get_mut(h)
+    }
+
+    /// Every connection the application holds (connected or accepted), in table order.
+    pub fn handles(&self) -> impl Iterator<Item = ConnectionHandle> + '_ {
+        self.table.handles()
+    }
+
+    /// Forget a connection and hand it back (for its counters). Its 4-tuple is free again:
+    /// segments for it get the endpoint's RST. Keep a failed connection until its peer has
+    /// seen the RST (and NAK) it sends, which it repeats to anything the peer sends.
+    pub fn release(&mut self, h: ConnectionHandle) -> Option<Connection> {
+        self.table.remove(h)
+    }
+
+    /// One IP packet from the network.
+    pub fn handle(&mut self, now: Duration, packet: &[u8]) {
+        self.stats.packets_in += 1;
+        match ip::parse(packet) {
+            Ok((pair, tcp)) => {
+                if !self.cfg.local.is_empty() && !self.is_local(pair) {
+                    self.stats.not_local += 1;
+                    return;
+                }
+                self.handle_segment(now, pair, tcp)
+            }
+            Err(IpDrop::Malformed) => self.stats.ip_malformed += 1,
+            Err(IpDrop::NotTcp) => self.stats.not_tcp += 1,
+            Err(IpDrop::Fragment) => self.stats.fragments += 1,
+        }
+    }
+
+    fn is_local(&self, received: IpPair) -> bool {
+        let dst = received.reversed();
+        self.cfg.local.iter().any(|l| match (l, dst) {
+            (IpPair::V4 { src, .. }, IpPair::V4 { src: d, .. }) => *src == d,
+            (IpPair::V6 { src, .. }, IpPair::V6 { src: d, .. }) => *src == d,
+            _ => false,
+        })
+    }
+
+    /// One TCP segment; `ip` as received (`src` the peer).
+    pub fn handle_segment(&mut self, now: Duration, ip: IpPair, tcp: &[u8]) {
+        let Ok(seg) = TcpRepr::parse(tcp, Some(ip)) else {
+            self.stats.tcp_malformed += 1;
+            return;
+        };
+        let ours = ip.reversed();
+        if let Some(h) = self.table.find(ours, seg.dst_port, seg.src_port) {
+            if let Some(c) = self.table.touch(h) {
+                c.handle_segment(now, tcp);
+            }
+            self.after_input(now, h);
+            return;
+        }
+        match self.listeners.get(&seg.dst_port) {
+            Some(t) if seg.flags.syn() && !seg.flags.ack() && !seg.flags.rst() => {
+                let t = t.clone();
+                self.on_syn(now, ours, t, &seg, tcp)
+            }
+            Some(t) if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() => {
+                let t = t.clone();
+                if !self.on_cookie_ack(now, ours, t, &seg, tcp) {
+                    self.unmatched(now, ours, &seg);
+                }
+            }
+            _ => self.unmatched(now, ours, &seg),
+        }
+    }
+
+    fn on_syn(&mut self, now: Duration, ours: IpPair, mut cfg: Config, seg: &TcpRepr, raw: &[u8]) {
+        cfg.ip = ours;
+        if self.table.len() >= self.cfg.max_connections {
+            self.stats.syns_dropped += 1;
+            return;
+        }
+        if self.table.half_open() < self.cfg.syn_queue {
+            let Some(conn) = Connection::accept(cfg, now, raw) else {
+                self.stats.syns_dropped += 1;
+                return;
+            };
+            self.stats.syns += 1;
+            let key = (ours, seg.dst_port, seg.src_port);
+            let h = self.table.insert(conn, key, Phase::HalfOpen, now);
+            self.after_input(now, h);
+            return;
+        }
+        if !self.cfg.syn_cookies {
+            self.stats.syns_dropped += 1;
+            return;
+        }
+        let peer = PeerSyn::of(seg);
+        let ports = (seg.dst_port, seg.src_port);
+        let Ok(c) = cookie::make(&self.cfg.key, now, ours, ports, &peer) else {
+            self.stats.syns_dropped += 1;
+            return;
+        };
+        let Some(mut conn) = Connection::accept_with(cfg, now, raw, Some(c.iss)) else {
+            self.stats.syns_dropped += 1;
+            return;
+        };
+        if let Some(v) = c.tsval {
+            conn.set_tsval(now, v);
+        }
+        // The SYN-ACK leaves; the connection does not stay.
+        if let Some(syn_ack) = conn.poll_transmit(now) {
+            self.stats.cookies_sent += 1;
+            self.push_tx(ours, syn_ack);
+        }
+    }
+
+    /// An ACK to a listening port from no connection: a returning SYN cookie, or not.
+    fn on_cookie_ack(
+        &mut self,
+        now: Duration,
+        ours: IpPair,
+        cfg: Config,
+        seg: &TcpRepr,
+        raw: &[u8],
+    ) -> bool {
+        if !self.cfg.syn_cookies || self.table.len() >= self.cfg.max_connections {
+            return false;
+        }
+        let o = &seg.options;
+        let ts = o.bth.and_then(|b| b.timestamps).or(o.timestamps);
+        let ports = (seg.dst_port, seg.src_port);
+        let tsecr = ts.map(|t| t.tsecr);
+        let Some(peer) = cookie::check(&self.cfg.key, now, ours, ports, seg.seq, seg.ack, tsecr)
+        else {
+            return false;
+        };
+        let mut cfg = cfg;
+        cfg.ip = ours;
+        let iss = seg.ack.wrapping_sub(1);
+        let (tsval, peer_tsval) = ts.map_or((0, 0), |t| (t.tsecr, t.tsval));
+        let conn = Connection::from_cookie(cfg, now, seg.src_port, peer, iss, tsval, peer_tsval);
+        self.stats.cookies_accepted += 1;
+        let h = self.table.insert(
+            conn,
+            (ours, seg.dst_port, seg.src_port),
+            Phase::HalfOpen,
+            now,
+        );
+        if let Some(c) = self.table.touch(h) {
+            c.handle_segment(now, raw);
+        }
+        self.after_input(now, h);
+        true
+    }
+
+    fn unmatched(&mut self, now: Duration, ours: IpPair, seg: &TcpRepr) {
+        self.stats.unmatched += 1;
+        let Some(rst) = reply::rst_for(ours, seg) else {
+            return;
+        };
+        if !self.rst.allow(now) {
+            self.stats.rst_limited += 1;
+            return;
+        }
+        self.stats.rst_sent += 1;
+        self.push_tx(ours, rst);
+    }
+
+    fn push_tx(&mut self, ip: IpPair, seg: Vec<u8>) {
+        if self.tx.len() >= self.cfg.max_tx_queue {
+            self.tx.pop_front();
+            self.stats.tx_drops += 1;
+        }
+        self.tx.push_back((ip, seg));
+    }
+
+    /// A half-open connection's handshake ended: queue it for accept, or drop it.
+    fn after_input(&mut self, now: Duration, h: ConnectionHandle) {
+        if self.table.phase(h) != Some(Phase::HalfOpen) {
+            return;
+        }
+        let Some(state) = self.table.get(h).map(Connection::state) else {
+            return;
+        };
+        match state {
+            State::SynReceived => {}
+            State::Closed => {
+                self.stats.syn_expired += 1;
+                self.drop_conn(now, h);
+            }
+            _ if self.accept_q.len() >= self.cfg.backlog => {
+                self.stats.backlog_drops += 1;
+                if let Some(c) = self.table.get_mut(h) {
+                    c.abort();
+                }
+                self.drop_conn(now, h);
+            }
+            _ => {
+                self.stats.established += 1;
+                self.table.set_phase(h, Phase::Waiting);
+                self.accept_q.push_back(h);
+            }
+        }
+    }
+
+    /// Remove a connection the application never saw, sending what it still has to send.
+    fn drop_conn(&mut self, now: Duration, h: ConnectionHandle) {
+        if let Some(mut c) = self.table.remove(h) {
+            let ip = c.config().ip;
+            while let Some(seg) = c.poll_transmit(now) {
+                self.push_tx(ip, seg);
+            }
+        }
+    }
+
+    /// The next IP packet to send, written into `buf`.
+    pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let (ip, seg) = match self.tx.pop_front() {
+            Some(x) => x,
+            None => self.table.poll_transmit(now)?,
+        };
+        ip::emit(ip, &seg, buf);
+        self.stats.packets_out += 1;
+        Some(Transmit { ip, len: buf.len() })
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must next run.
+    pub fn poll_timeout(&mut self) -> Option<Duration> {
+        self.table.poll_timeout()
+    }
+
+    /// Fire every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        for h in self.table.due(now) {
+            let expired = self.table.phase(h) == Some(Phase::HalfOpen)
+                && self
+                    .table
+                    .born(h)
+                    .is_some_and(|b| now >= b + self.cfg.syn_timeout);
+            if expired {
+                self.stats.syn_expired += 1;
+                self.table.remove(h);
+                continue;
+            }
+            if let Some(c) = self.table.touch(h) {
+                if c.poll_timeout().is_some_and(|t| t <= now) {
+                    c.handle_timeout(now);
+                }
+            }
+            self.after_input(now, h);
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The endpoint's connections: a slab addressed by generation-checked handles, the 4-tuple
+//! index, the queue of connections that may have output, and the heap of timer deadlines.
+//!
+//! Per packet the endpoint does a hash lookup; per transmit it visits only connections that
+//! were touched since their output was last drained; per timeout it pops due deadlines. So
+//! a thousand idle connections cost nothing while one is busy.
+
+use crate::conn::Connection;
+use crate::wire::IpPair;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::time::Duration;
+
+/// A connection of an [`Endpoint`](super::Endpoint). Stale once the connection is released:
+/// the slot's generation moves on, so a stale handle finds nothing instead of another
+/// connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionHandle {
+    index: u32,
+    generation: u32,
+}
+
+impl ConnectionHandle {
+    /// Position in the endpoint's table (dense: useful to index per-connection app state).
+    pub fn index(self) -> usize {
+        self.index as usize
+    }
+}
+
+/// Where a connection stands with respect to the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// SYN-RECEIVED, in the SYN queue.
+    HalfOpen,
+    /// Established, in the accept queue.
+    Waiting,
+    /// Handed out by `accept`.
+    Accepted,
+    /// Opened by `connect`.
+    Own,
+}
+
+/// (our address pair, our port, the peer's port).
+pub(super) type Key = (IpPair, u16, u16);
+
+struct Slot {
+    conn: Connection,
+    key: Key,
+    phase: Phase,
+    born: Duration,
+    /// In `dirty`: its output may not be drained, its deadline not filed.
+    dirty: bool,
+    /// The deadline filed in the heap.
+    armed: Option<Duration>,
+}
+
+pub(super) struct Table {
+    slots: Vec<Option<Slot>>,
+    generations: Vec<u32>,
+    free: Vec<u32>,
+    by_tuple: HashMap<Key, ConnectionHandle>,
+    dirty: VecDeque<ConnectionHandle>,
+    heap: BinaryHeap<Reverse<(Duration, ConnectionHandle)>>,
+    half_open: usize,
+    len: usize,
+    syn_timeout: Duration,
+}
+
+impl Table {
+    pub fn new(syn_timeout: Duration) -> Table {
+        Table {
+            slots: Vec::new(),
+            generations: Vec::new(),
+            free: Vec::new(),
+            by_tuple: HashMap::new(),
+            dirty: VecDeque::new(),
+            heap: BinaryHeap::new(),
+            half_open: 0,
+            len: 0,
+            syn_timeout,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn half_open(&self) -> usize {
+        self.half_open
+    }
+
+    fn slot(&self, h: ConnectionHandle) -> Option<&Slot> {
+        let i = h.index as usize;
+        if self.generations.get(i) != Some(&h.generation) {
+            return None;
+        }
+        self.slots[i].as_ref()
+    }
+
+    fn slot_mut(&mut self, h: ConnectionHandle) -> Option<&mut Slot> {
+        let i = h.index as usize;
+        if self.generations.get(i) != Some(&h.generation) {
+            return None;
+        }
+        self.slots[i].as_mut()
+    }
+
+    pub fn find(&self, ip: IpPair, local_port: u16, remote_port: u16) -> Option<ConnectionHandle> {
+        self.by_tuple.get(&(ip, local_port, remote_port)).copied()
+    }
+
+    pub fn insert(
+        &mut self,
+        conn: Connection,
+        key: Key,
+        phase: Phase,
+        now: Duration,
+    ) -> ConnectionHandle {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                self.generations.push(0);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let h = ConnectionHandle {
+            index,
+            generation: self.generations[index as usize],
+        };
+        self.slots[index as usize] = Some(Slot {
+            conn,
+            key,
+            phase,
+            born: now,
+            dirty: true,
+            armed: None,
+        });
+        self.dirty.push_back(h);
+        self.by_tuple.insert(key, h);
+        self.len += 1;
+        if phase == Phase::HalfOpen {
+            self.half_open += 1;
+        }
+        h
+    }
+
+    pub fn remove(&mut self, h: ConnectionHandle) -> Option<Connection> {
+        self.slot(h)?;
+        let i = h.index as usize;
+        let slot = self.slots[i].take()?;
+        self.generations[i] = self.generations[i].wrapping_add(1);
+        self.free.push(h.index);
+        self.by_tuple.remove(&slot.key);
+        self.len -= 1;
+        if slot.phase == Phase::HalfOpen {
+            self.half_open -= 1;
+        }
+        Some(slot.conn)
+    }
+
+    pub fn get(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.slot(h).map(|s| &s.conn)
+    }
+
+    /// The connection, marked as possibly having output and a new deadline.
+    pub fn touch(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        let s = self.slot_mut(h)?;
+        if !s.dirty {
+            s.dirty = true;
+            self.dirty.push_back(h);
+        }
+        self.slot_mut(h).map(|s| &mut s.conn)
+    }
+
+    pub fn get_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.touch(h)
+    }
+
+    pub fn phase(&self, h: ConnectionHandle) -> Option<Phase> {
+        self.slot(h).map(|s| s.phase)
+    }
+
+    pub fn born(&self, h: ConnectionHandle) -> Option<Duration> {
+        self.slot(h).map(|s| s.born)
+    }
+
+    /// False if `h` is stale.
+    pub fn set_phase(&mut self, h: ConnectionHandle, phase: Phase) -> bool {
+        let Some(s) = self.slot_mut(h) else {
+            return false;
+        };
+        let was = std::mem::replace(&mut s.phase, phase);
+        if was == Phase::HalfOpen && phase != Phase::HalfOpen {
+            self.half_open -= 1;
+        }
+        // Its deadline no longer includes the SYN queue's expiry.
+        self.touch(h);
+        true
+    }
+
+    /// Connections the application holds.
+    pub fn handles(&self) -> impl Iterator<Item = ConnectionHandle> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            let s = s.as_ref()?;
+            matches!(s.phase, Phase::Accepted | Phase::Own).then_some(ConnectionHandle {
+                index: i as u32,
+                generation: self.generations[i],
+            })
+        })
+    }
+
+    fn deadline(&self, s: &Slot) -> Option<Duration> {
+        let t = s.conn.poll_timeout();
+        if s.phase == Phase::HalfOpen {
+            let expiry = s.born + self.syn_timeout;
+            return Some(t.map_or(expiry, |t| t.min(expiry)));
+        }
+        t
+    }
+
+    /// File `h`'s deadline if it changed.
+    fn rearm(&mut self, h: ConnectionHandle) {
+        let Some(s) = self.slot(h) else { return };
+        let d = self.deadline(s);
+        let s = self.slot_mut(h).expect("checked above");
+        if s.armed != d {
+            s.armed = d;
+            if let Some(t) = d {
+                self.heap.push(Reverse((t, h)));
+            }
+        }
+    }
+
+    /// The next segment of any touched connection, with its address pair.
+    pub fn poll_transmit(&mut self, now: Duration) -> Option<(IpPair, Vec<u8>)> {
+        while let Some(&h) = self.dirty.front() {
+            let Some(s) = self.slot_mut(h) else {
+                self.dirty.pop_front();
+                continue;
+            };
+            if let Some(seg) = s.conn.poll_transmit(now) {
+                return Some((s.conn.config().ip, seg));
+            }
+            s.dirty = false;
+            self.dirty.pop_front();
+            self.rearm(h);
+        }
+        None
+    }
+
+    fn is_current(&self, t: Duration, h: ConnectionHandle) -> bool {
+        self.slot(h).is_some_and(|s| s.armed == Some(t))
+    }
+
+    pub fn poll_timeout(&mut self) -> Option<Duration> {
+        let touched: Vec<ConnectionHandle> = self.dirty.iter().copied().collect();
+        for h in touched {
+            self.rearm(h);
+        }
+        // Stale entries (a deadline that moved, a connection released) wait in the heap until
+        // they reach the top or the heap is rebuilt.
+        if self.heap.len() > 2 * self.len + 1024 {
+            let all = std::mem::take(&mut self.heap).into_vec();
+            let live = all
+                .into_iter()
+                .filter(|Reverse((t, h))| self.is_current(*t, *h));
+            self.heap = live.collect();
+        }
+        while let Some(&Reverse((t, h))) = self.heap.peek() {
+            if self.is_current(t, h) {
+                return Some(t);
+            }
+            self.heap.pop();
+        }
+        None
+    }
+
+    /// Connections whose deadline is at or before `now`; their deadlines are unfiled (the
+    /// caller touches them, which files the next).
+    pub fn due(&mut self, now: Duration) -> Vec<ConnectionHandle> {
+        let mut out = Vec::new();
+        while let Some(&Reverse((t, h))) = self.heap.peek() {
+            if t > now {
+                break;
+            }
+            self.heap.pop();
+            if self.is_current(t, h) {
+                if let Some(s) = self.slot_mut(h) {
+                    s.armed = None;
+                }
+                out.push(h);
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,516 @@
+//! Endpoints joined back to back in memory (every packet delivered at once, time advanced to
+//! the next deadline): routing, accept, cookies, RSTs and bad input, packet by packet.
+
+use super::*;
+use crate::wire::TcpFlags;
+use bth_framer::{WorkRequest, WrOp};
+use bytes::Bytes;
+
+const A: [u8; 4] = [10, 1, 0, 1];
+const B: [u8; 4] = [10, 1, 0, 2];
+const PORT: u16 = 4791;
+
+fn key(n: u8) -> IsnKey {
+    IsnKey([n; 16])
+}
+
+fn endpoint(n: u8, f: impl FnOnce(&mut EndpointConfig)) -> Endpoint {
+    let mut cfg = EndpointConfig {
+        key: key(n),
+        ..EndpointConfig::default()
+    };
+    f(&mut cfg);
+    Endpoint::new(cfg)
+}
+
+fn server() -> Endpoint {
+    let mut s = endpoint(2, |_| {});
+    s.listen(PORT, conn_cfg(IpPair::V4 { src: B, dst: A }, 0));
+    s
+}
+
+fn conn_cfg(ip: IpPair, remote_port: u16) -> Config {
+    Config {
+        ip,
+        remote_port,
+        isn_key: key(9),
+        ..Config::default()
+    }
+}
+
+fn client_cfg() -> Config {
+    conn_cfg(IpPair::V4 { src: A, dst: B }, PORT)
+}
+
+/// Move packets both ways until neither endpoint sends; `drop` filters what crosses.
+fn flush(
+    now: Duration,
+    a: &mut Endpoint,
+    b: &mut Endpoint,
+    mut keep: impl FnMut(&[u8]) -> bool,
+) -> usize {
+    let mut buf = Vec::new();
+    let mut moved = 0;
+    loop {
+        let mut any = false;
+        while a.poll_transmit(now, &mut buf).is_some() {
+            any = true;
+            moved += 1;
+            if keep(&buf) {
+                b.handle(now, &buf);
+            }
+        }
+        while b.poll_transmit(now, &mut buf).is_some() {
+            any = true;
+            moved += 1;
+            if keep(&buf) {
+                a.handle(now, &buf);
+            }
+        }
+        if !any {
+            return moved;
+        }
+    }
+}
+
+/// Run until `done` or `limit`, jumping time to the next deadline.
+fn run(
+    now: &mut Duration,
+    limit: Duration,
+    a: &mut Endpoint,
+    b: &mut Endpoint,
+    mut done: impl FnMut(&mut Endpoint, &mut Endpoint) -> bool,
+) -> bool {
+    let end = *now + limit;
+    loop {
+        flush(*now, a, b, |_| true);
+        if done(a, b) {
+            return true;
+        }
+        let next = [a.poll_timeout(), b.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        match next {
+            Some(t) if t <= end => {
+                *now = t.max(*now);
+                a.handle_timeout(*now);
+                b.handle_timeout(*now);
+            }
+            _ => return done(a, b),
+        }
+    }
+}
+
+fn send(c: &mut Connection, wr_id: u64, data: &[u8]) {
+    let wr = WorkRequest {
+        wr_id,
+        op: WrOp::Send { imm: None },
+        sg_list: vec![Bytes::copy_from_slice(data)],
+    };
+    c.post_send(wr).expect("send posted");
+}
+
+fn tcp_of(packet: &[u8]) -> TcpRepr<'_> {
+    let (_, tcp) = ip::parse(packet).unwrap();
+    TcpRepr::parse(tcp, None).unwrap()
+}
+
+#[test]
+fn many_connections_are_routed_by_four_tuple_and_each_message_reaches_its_own() {
+    let (mut a, mut b) = (endpoint(1, |_| {}), server());
+    let mut now = Duration::from_millis(1);
+    let n = 200;
+    let hs: Vec<_> = (0..n)
+        .map(|_| a.connect(now, client_cfg()).unwrap())
+        .collect();
+    let mut accepted = Vec::new();
+    assert!(run(
+        &mut now,
+        Duration::from_secs(1),
+        &mut a,
+        &mut b,
+        |_, b| {
+            while let Some(h) = b.accept() {
+                accepted.push(h);
+            }
+            accepted.len() == n
+        }
+    ));
+    assert_eq!(b.stats().established, n as u64);
+    // Each server connection posts a receive; each client sends its own index.
+    for &h in &accepted {
+        b.conn_mut(h).unwrap().post_recv(7, vec![0; 64]).unwrap();
+    }
+    for (i, &h) in hs.iter().enumerate() {
+        let port = a.conn(h).unwrap().config().local_port;
+        send(a.conn_mut(h).unwrap(), i as u64, &port.to_be_bytes());
+    }
+    let mut got = 0;
+    assert!(run(
+        &mut now,
+        Duration::from_secs(1),
+        &mut a,
+        &mut b,
+        |_, b| {
+            for &h in &accepted {
+                let c = b.conn_mut(h).unwrap();
+                while let Some(done) = c.poll_completion() {
+                    let data = done.buf.unwrap();
+                    let port = u16::from_be_bytes([data[0], data[1]]);
+                    assert_eq!(
+                        port,
+                        c.config().remote_port,
+                        "message on its own connection"
+                    );
+                    got += 1;
+                }
+            }
+            got == n
+        }
+    ));
+    let ports: std::collections::HashSet<u16> = hs
+        .iter()
+        .map(|&h| a.conn(h).unwrap().config().local_port)
+        .collect();
+    assert_eq!(ports.len(), n, "distinct ephemeral ports");
+    assert!(ports.iter().all(|&p| p >= 49152));
+}
+
+#[test]
+fn a_segment_for_no_connection_gets_an_rst_and_is_counted() {
+    let (mut a, mut b) = (endpoint(1, |_| {}), server());
+    let now = Duration::from_millis(1);
+    // A SYN to a port nobody listens on: RST|ACK acknowledging the SYN.
+    let mut cfg = client_cfg();
+    cfg.remote_port = 9;
+    a.connect(now, cfg).unwrap();
+    let mut buf = Vec::new();
+    a.poll_transmit(now, &mut buf).unwrap();
+    let syn_seq = tcp_of(&buf).seq;
+    b.handle(now, &buf);
+    b.poll_transmit(now, &mut buf).unwrap();
+    let rst = tcp_of(&buf);
+    assert_eq!(rst.flags, TcpFlags::RST | TcpFlags::ACK);
+    assert_eq!((rst.seq, rst.ack), (0, syn_seq.wrapping_add(1)));
+    // The client's connection takes it as refused.
+    a.handle(now, &buf);
+    let h = a.handles().next().unwrap();
+    assert_eq!(
+        a.conn(h).unwrap().error(),
+        Some(crate::ConnectionError::Refused)
+    );
+    // An ACK for no connection: RST with its acknowledgement number as sequence.
+    let ack = TcpRepr {
+        src_port: 1234,
+        dst_port: PORT,
+        seq: 5,
+        ack: 777,
+        flags: TcpFlags::ACK,
+        window: 100,
+        urgent: 0,
+        options: Default::default(),
+        payload: b"x",
+    };
+    let ip = IpPair::V4 { src: A, dst: B };
+    b.handle_segment(now, ip, &ack.to_vec(ip).unwrap());
+    b.poll_transmit(now, &mut buf).unwrap();
+    let rst = tcp_of(&buf);
+    assert_eq!((rst.flags, rst.seq), (TcpFlags::RST, 777));
+    assert_eq!(b.stats().unmatched, 2);
+    assert_eq!(b.stats().rst_sent, 2);
+    // An RST for no connection is not answered.
+    b.handle(now, &buf.clone());
+    assert!(b.poll_transmit(now, &mut buf).is_none());
+}
+
+#[test]
+fn rsts_are_rate_limited() {
+    let mut b = endpoint(2, |c| c.rst_per_sec = 100);
+    let ip = IpPair::V4 { src: A, dst: B };
+    let now = Duration::from_secs(1);
+    for port in 0..50u16 {
+        let seg = TcpRepr {
+            src_port: 1000 + port,
+            dst_port: 80,
+            seq: 1,
+            ack: 0,
+            flags: TcpFlags::SYN,
+            window: 100,
+            urgent: 0,
+            options: Default::default(),
+            payload: &[],
+        };
+        b.handle_segment(now, ip, &seg.to_vec(ip).unwrap());
+    }
+    // A burst of a tenth of a second's worth.
+    assert_eq!((b.stats().rst_sent, b.stats().rst_limited), (10, 40));
+    assert_eq!(b.tx_queue_len(), 10);
+}
+
+#[test]
+fn malformed_and_foreign_packets_are_counted_and_dropped() {
+    let mut b = endpoint(2, |c| {
+        c.local = vec![IpPair::V4 { src: B, dst: A }];
+    });
+    let now = Duration::from_millis(1);
+    b.handle(now, &[0x45, 0, 0]);
+    let mut buf = Vec::new();
+    let ip = IpPair::V4 {
+        src: A,
+        dst: [10, 1, 0, 9],
+    };
+    ip::emit(ip, &[0u8; 20], &mut buf);
+    b.handle(now, &buf);
+    let ip = IpPair::V4 { src: A, dst: B };
+    ip::emit(ip, &[0u8; 20], &mut buf);
+    b.handle(now, &buf); // zero TCP header: bad checksum / offset
+    let s = b.stats();
+    assert_eq!((s.ip_malformed, s.not_local, s.tcp_malformed), (1, 1, 1));
+    assert!(b.poll_transmit(now, &mut buf).is_none());
+}
+
+/// A SYN from a spoofed source that never completes.
+fn flood_syn(port: u16) -> (IpPair, Vec<u8>) {
+    let ip = IpPair::V4 {
+        src: [10, 66, (port >> 8) as u8, port as u8],
+        dst: B,
+    };
+    let opts = TcpOptions {
+        mss: Some(1460),
+        ..TcpOptions::default()
+    };
+    let seg = TcpRepr {
+        src_port: port,
+        dst_port: PORT,
+        seq: u32::from(port) * 7919,
+        ack: 0,
+        flags: TcpFlags::SYN,
+        window: 65535,
+        urgent: 0,
+        options: opts,
+        payload: &[],
+    };
+    let bytes = seg.to_vec(ip.reversed()).unwrap();
+    (ip, bytes)
+}
+
+use crate::wire::TcpOptions;
+
+#[test]
+fn a_syn_flood_gets_cookies_and_a_real_client_still_connects_and_moves_data() {
+    let (mut a, mut b) = (endpoint(1, |_| {}), server());
+    b.cfg.syn_queue = 8;
+    let mut now = Duration::from_millis(1);
+    // One connection established before the flood.
+    let early = a.connect(now, client_cfg()).unwrap();
+    let mut served = None;
+    assert!(run(
+        &mut now,
+        Duration::from_secs(1),
+        &mut a,
+        &mut b,
+        |_, b| {
+            served = b.accept();
+            served.is_some()
+        }
+    ));
+    let served = served.unwrap();
+    for port in 1..=2000u16 {
+        let (ip, syn) = flood_syn(port);
+        b.handle_segment(now, ip, &syn);
+    }
+    assert_eq!(b.syn_queue_len(), 8, "the SYN queue stays bounded");
+    assert_eq!(b.len(), 1 + 8);
+    assert_eq!(b.stats().cookies_sent, 2000 - 8);
+    let mut buf = Vec::new();
+    while b.poll_transmit(now, &mut buf).is_some() {} // SYN-ACKs to nowhere
+                                                      // A real client now connects: its SYN gets a cookie, its ACK brings the connection.
+    let late = a.connect(now, client_cfg()).unwrap();
+    let mut accepted = None;
+    assert!(run(
+        &mut now,
+        Duration::from_millis(50),
+        &mut a,
+        &mut b,
+        |_, b| {
+            accepted = b.accept();
+            accepted.is_some()
+        }
+    ));
+    assert_eq!(b.stats().cookies_accepted, 1);
+    let accepted = accepted.unwrap();
+    // Both the early and the cookie connection carry a message, in BTH mode.
+    for (client, server) in [(early, served), (late, accepted)] {
+        assert!(matches!(
+            b.conn(server).unwrap().mode(),
+            crate::Mode::Bth { .. }
+        ));
+        b.conn_mut(server)
+            .unwrap()
+            .post_recv(1, vec![0; 100_000])
+            .unwrap();
+        send(a.conn_mut(client).unwrap(), 1, &[0xAB; 100_000]);
+    }
+    let mut got = 0;
+    assert!(run(
+        &mut now,
+        Duration::from_secs(2),
+        &mut a,
+        &mut b,
+        |_, b| {
+            for h in [served, accepted] {
+                while let Some(c) = b.conn_mut(h).unwrap().poll_completion() {
+                    assert_eq!(c.buf.unwrap(), vec![0xAB; 100_000]);
+                    got += 1;
+                }
+            }
+            got == 2
+        }
+    ));
+    // The flood's half-open entries expire; nothing else stays.
+    now += Duration::from_secs(4);
+    b.handle_timeout(now);
+    assert_eq!(b.syn_queue_len(), 0);
+    assert_eq!(b.len(), 2);
+}
+
+#[test]
+fn a_forged_cookie_ack_is_answered_with_an_rst() {
+    let mut b = server();
+    b.cfg.syn_queue = 1;
+    let now = Duration::from_secs(5);
+    let ip = IpPair::V4 { src: A, dst: B };
+    let ack = TcpRepr {
+        src_port: 5555,
+        dst_port: PORT,
+        seq: 1000,
+        ack: 123_456,
+        flags: TcpFlags::ACK,
+        window: 100,
+        urgent: 0,
+        options: Default::default(),
+        payload: &[],
+    };
+    b.handle_segment(now, ip, &ack.to_vec(ip).unwrap());
+    assert_eq!(b.len(), 0);
+    assert_eq!((b.stats().cookies_accepted, b.stats().rst_sent), (0, 1));
+}
+
+#[test]
+fn half_open_connections_expire_and_a_full_backlog_resets() {
+    let (mut a, mut b) = (endpoint(1, |_| {}), server());
+    b.cfg.backlog = 2;
+    let mut now = Duration::from_millis(1);
+    for _ in 0..3 {
+        a.connect(now, client_cfg()).unwrap();
+    }
+    run(
+        &mut now,
+        Duration::from_millis(100),
+        &mut a,
+        &mut b,
+        |_, _| false,
+    );
+    let s = b.stats();
+    assert_eq!((s.established, s.backlog_drops), (2, 1));
+    assert_eq!(b.backlog_len(), 2);
+    let refused = a
+        .handles()
+        .filter(|&h| a.conn(h).unwrap().error().is_some())
+        .count();
+    assert_eq!(refused, 1);
+    // A SYN that is never completed leaves the queue after syn_timeout.
+    let (ip, syn) = flood_syn(1);
+    b.handle_segment(now, ip, &syn);
+    assert_eq!(b.syn_queue_len(), 1);
+    let mut buf = Vec::new();
+    let end = now + Duration::from_secs(10);
+    while let Some(t) = b.poll_timeout().filter(|&t| t <= end) {
+        now = t;
+        b.handle_timeout(now);
+        while b.poll_transmit(now, &mut buf).is_some() {}
+        if b.syn_queue_len() == 0 {
+            break;
+        }
+    }
+    assert_eq!(b.syn_queue_len(), 0);
+    assert_eq!(b.stats().syn_expired, 1);
+}
+
+#[test]
+fn ipv6_connections_work_and_released_handles_go_stale() {
+    let a6 = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    let b6 = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    let mut a = endpoint(1, |_| {});
+    let mut b = endpoint(2, |_| {});
+    b.listen(PORT, conn_cfg(IpPair::V6 { src: b6, dst: a6 }, 0));
+    let mut now = Duration::from_millis(1);
+    let h = a
+        .connect(now, conn_cfg(IpPair::V6 { src: a6, dst: b6 }, PORT))
+        .unwrap();
+    let mut s = None;
+    assert!(run(
+        &mut now,
+        Duration::from_secs(1),
+        &mut a,
+        &mut b,
+        |_, b| {
+            s = b.accept();
+            s.is_some()
+        }
+    ));
+    let s = s.unwrap();
+    b.conn_mut(s).unwrap().post_recv(1, vec![0; 10]).unwrap();
+    send(a.conn_mut(h).unwrap(), 1, b"over ipv6");
+    let mut got = None;
+    assert!(run(
+        &mut now,
+        Duration::from_secs(1),
+        &mut a,
+        &mut b,
+        |_, b| {
+            got = b.conn_mut(s).unwrap().poll_completion();
+            got.is_some()
+        }
+    ));
+    assert_eq!(&got.unwrap().buf.unwrap()[..9], b"over ipv6");
+    // Released: the handle is stale even when its slot is reused.
+    let c = b.release(s).unwrap();
+    assert_eq!(
+        c.config().remote_port,
+        a.conn(h).unwrap().config().local_port
+    );
+    assert!(b.conn(s).is_none());
+    a.connect(now, conn_cfg(IpPair::V6 { src: a6, dst: b6 }, PORT))
+        .unwrap();
+    run(
+        &mut now,
+        Duration::from_millis(10),
+        &mut a,
+        &mut b,
+        |_, b| b.backlog_len() > 0,
+    );
+    assert!(b.conn(s).is_none());
+    assert_eq!(b.len(), 1);
+    // The released connection's peer now reaches no connection: its FIN gets an RST.
+    a.conn_mut(h).unwrap().close();
+    flush(now, &mut a, &mut b, |_| true);
+    assert!(b.stats().rst_sent >= 1);
+    assert!(a.conn(h).unwrap().error().is_some());
+}
+
+#[test]
+fn connect_refuses_a_tuple_in_use_and_a_full_table() {
+    let mut a = endpoint(1, |c| c.max_connections = 2);
+    let now = Duration::ZERO;
+    let mut cfg = client_cfg();
+    cfg.local_port = 40000;
+    a.connect(now, cfg.clone()).unwrap();
+    assert_eq!(a.connect(now, cfg.clone()), Err(ConnectError::TupleInUse));
+    a.connect(now, client_cfg()).unwrap();
+    assert_eq!(
+        a.connect(now, client_cfg()),
+        Err(ConnectError::TooManyConnections)
+    );
+}
