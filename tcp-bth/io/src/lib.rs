@@ -6,6 +6,7 @@
 //! * [`sim`]: the deterministic simulated link ([`sim::SimLink`]), two connections joined by it
 //!   on a virtual clock ([`sim::Pair`]), the verified message workload of `bth demo`
 //!   ([`sim::workload`]) and a pcap tap for the pair ([`sim::pcap_tap`]);
+//! * [`turn`]: the one driver loop both data paths run around a sans-IO `tcp_bth::Endpoint`;
 //! * [`api`]: the async (tokio) message API, over the simulated pair ([`api::sim_pair`]).
 //!
 //! Everything that reads a clock, opens a device or file, spawns a task or calls the kernel is
@@ -15,3 +16,4 @@
 pub mod api;
 pub mod sim;
 pub mod tun;
+pub mod turn;

@@ -490,6 +490,12 @@ impl Endpoint {
         Some(Transmit { ip, len: buf.len() })
     }
 
+    /// Whether [`poll_transmit`](Self::poll_transmit) may have something: the endpoint's own
+    /// segments, or connections touched since their output was last drained.
+    pub fn has_output(&self) -> bool {
+        !self.tx.is_empty() || self.table.has_dirty()
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) must next run.
     pub fn poll_timeout(&mut self) -> Option<Duration> {
         self.table.poll_timeout()

@@ -85,6 +85,10 @@ impl Table {
         self.len
     }
 
+    pub fn has_dirty(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
     pub fn half_open(&self) -> usize {
         self.half_open
     }
