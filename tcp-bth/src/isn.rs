@@ -38,7 +38,15 @@ impl IsnKey {
     }
 }
 
-fn tuple_hash(key: &IsnKey, domain: u8, ip: IpPair, local_port: u16, remote_port: u16) -> u64 {
+/// A keyed hasher over `domain` and the 4-tuple: the input every per-connection secret
+/// (ISN, TSval offset, SYN cookie) starts from.
+pub(crate) fn tuple_hasher(
+    key: &IsnKey,
+    domain: u8,
+    ip: IpPair,
+    local_port: u16,
+    remote_port: u16,
+) -> SipHasher24 {
     let mut h = SipHasher24::new_with_key(&key.0);
     h.write_u8(domain);
     match ip {
@@ -53,7 +61,11 @@ fn tuple_hash(key: &IsnKey, domain: u8, ip: IpPair, local_port: u16, remote_port
     }
     h.write_u16(local_port);
     h.write_u16(remote_port);
-    h.finish()
+    h
+}
+
+fn tuple_hash(key: &IsnKey, domain: u8, ip: IpPair, local_port: u16, remote_port: u16) -> u64 {
+    tuple_hasher(key, domain, ip, local_port, remote_port).finish()
 }
 
 pub fn isn(key: &IsnKey, now: Duration, ip: IpPair, local_port: u16, remote_port: u16) -> u32 {

@@ -21,7 +21,6 @@
 use crate::conn::PeerSyn;
 use crate::isn::IsnKey;
 use crate::wire::{IpPair, MAX_MESSAGE_LEN};
-use siphasher::sip::SipHasher24;
 use std::hash::Hasher;
 use std::time::Duration;
 
@@ -70,20 +69,7 @@ pub enum NoCookie {
 
 /// `ip` as seen from us (`src` local).
 fn mac(key: &IsnKey, ip: IpPair, ports: (u16, u16), irs: u32, slot: u32, bits: u32) -> u32 {
-    let mut h = SipHasher24::new_with_key(&key.0);
-    h.write_u8(2);
-    match ip {
-        IpPair::V4 { src, dst } => {
-            h.write(&src);
-            h.write(&dst);
-        }
-        IpPair::V6 { src, dst } => {
-            h.write(&src);
-            h.write(&dst);
-        }
-    }
-    h.write_u16(ports.0);
-    h.write_u16(ports.1);
+    let mut h = crate::isn::tuple_hasher(key, 2, ip, ports.0, ports.1);
     h.write_u32(irs);
     h.write_u32(slot);
     h.write_u32(bits);

@@ -102,6 +102,31 @@ fn run(
     }
 }
 
+/// Run until B accepts a connection.
+fn accept_one(now: &mut Duration, a: &mut Endpoint, b: &mut Endpoint) -> ConnectionHandle {
+    let mut got = None;
+    run(now, Duration::from_secs(1), a, b, |_, b| {
+        got = got.or_else(|| b.accept());
+        got.is_some()
+    });
+    got.expect("a connection accepted")
+}
+
+/// A bare segment (no options).
+fn segment(ports: (u16, u16), seq: u32, ack: u32, flags: TcpFlags, payload: &[u8]) -> TcpRepr<'_> {
+    TcpRepr {
+        src_port: ports.0,
+        dst_port: ports.1,
+        seq,
+        ack,
+        flags,
+        window: 100,
+        urgent: 0,
+        options: Default::default(),
+        payload,
+    }
+}
+
 fn send(c: &mut Connection, wr_id: u64, data: &[u8]) {
     let wr = WorkRequest {
         wr_id,
@@ -201,17 +226,7 @@ fn a_segment_for_no_connection_gets_an_rst_and_is_counted() {
         Some(crate::ConnectionError::Refused)
     );
     // An ACK for no connection: RST with its acknowledgement number as sequence.
-    let ack = TcpRepr {
-        src_port: 1234,
-        dst_port: PORT,
-        seq: 5,
-        ack: 777,
-        flags: TcpFlags::ACK,
-        window: 100,
-        urgent: 0,
-        options: Default::default(),
-        payload: b"x",
-    };
+    let ack = segment((1234, PORT), 5, 777, TcpFlags::ACK, b"x");
     let ip = IpPair::V4 { src: A, dst: B };
     b.handle_segment(now, ip, &ack.to_vec(ip).unwrap());
     b.poll_transmit(now, &mut buf).unwrap();
@@ -230,17 +245,7 @@ fn rsts_are_rate_limited() {
     let ip = IpPair::V4 { src: A, dst: B };
     let now = Duration::from_secs(1);
     for port in 0..50u16 {
-        let seg = TcpRepr {
-            src_port: 1000 + port,
-            dst_port: 80,
-            seq: 1,
-            ack: 0,
-            flags: TcpFlags::SYN,
-            window: 100,
-            urgent: 0,
-            options: Default::default(),
-            payload: &[],
-        };
+        let seg = segment((1000 + port, 80), 1, 0, TcpFlags::SYN, &[]);
         b.handle_segment(now, ip, &seg.to_vec(ip).unwrap());
     }
     // A burst of a tenth of a second's worth.
@@ -281,15 +286,8 @@ fn flood_syn(port: u16) -> (IpPair, Vec<u8>) {
         ..TcpOptions::default()
     };
     let seg = TcpRepr {
-        src_port: port,
-        dst_port: PORT,
-        seq: u32::from(port) * 7919,
-        ack: 0,
-        flags: TcpFlags::SYN,
-        window: 65535,
-        urgent: 0,
         options: opts,
-        payload: &[],
+        ..segment((port, PORT), u32::from(port) * 7919, 0, TcpFlags::SYN, &[])
     };
     let bytes = seg.to_vec(ip.reversed()).unwrap();
     (ip, bytes)
@@ -304,18 +302,7 @@ fn a_syn_flood_gets_cookies_and_a_real_client_still_connects_and_moves_data() {
     let mut now = Duration::from_millis(1);
     // One connection established before the flood.
     let early = a.connect(now, client_cfg()).unwrap();
-    let mut served = None;
-    assert!(run(
-        &mut now,
-        Duration::from_secs(1),
-        &mut a,
-        &mut b,
-        |_, b| {
-            served = b.accept();
-            served.is_some()
-        }
-    ));
-    let served = served.unwrap();
+    let served = accept_one(&mut now, &mut a, &mut b);
     for port in 1..=2000u16 {
         let (ip, syn) = flood_syn(port);
         b.handle_segment(now, ip, &syn);
@@ -381,17 +368,7 @@ fn a_forged_cookie_ack_is_answered_with_an_rst() {
     b.cfg.syn_queue = 1;
     let now = Duration::from_secs(5);
     let ip = IpPair::V4 { src: A, dst: B };
-    let ack = TcpRepr {
-        src_port: 5555,
-        dst_port: PORT,
-        seq: 1000,
-        ack: 123_456,
-        flags: TcpFlags::ACK,
-        window: 100,
-        urgent: 0,
-        options: Default::default(),
-        payload: &[],
-    };
+    let ack = segment((5555, PORT), 1000, 123_456, TcpFlags::ACK, &[]);
     b.handle_segment(now, ip, &ack.to_vec(ip).unwrap());
     assert_eq!(b.len(), 0);
     assert_eq!((b.stats().cookies_accepted, b.stats().rst_sent), (0, 1));
@@ -449,18 +426,7 @@ fn ipv6_connections_work_and_released_handles_go_stale() {
     let h = a
         .connect(now, conn_cfg(IpPair::V6 { src: a6, dst: b6 }, PORT))
         .unwrap();
-    let mut s = None;
-    assert!(run(
-        &mut now,
-        Duration::from_secs(1),
-        &mut a,
-        &mut b,
-        |_, b| {
-            s = b.accept();
-            s.is_some()
-        }
-    ));
-    let s = s.unwrap();
+    let s = accept_one(&mut now, &mut a, &mut b);
     b.conn_mut(s).unwrap().post_recv(1, vec![0; 10]).unwrap();
     send(a.conn_mut(h).unwrap(), 1, b"over ipv6");
     let mut got = None;
