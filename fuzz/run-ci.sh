@@ -17,7 +17,7 @@ cd "$(dirname "$0")"
 export RUSTC_BOOTSTRAP=1
 export CARGO_CACHE_RUSTC_INFO=0
 secs="${FUZZ_SECONDS:-20}"
-targets=(bth_option tcp_segment conn_receive)
+targets=(bth_option tcp_segment conn_receive endpoint_input)
 
 # Every file of corpus/<target>/ through its target's checks; a missing or empty corpus fails.
 echo "fuzz: replaying the committed corpus (cargo test --release --test replay)"

@@ -1,9 +1,10 @@
 //! Shared code of the tcp-bth fuzz targets (cargo-fuzz / libFuzzer) and of the corpus generator.
 //!
 //! Targets: `bth_option` ([`check_bth_option`]), `tcp_segment` ([`check_tcp_segment`]),
-//! `conn_receive` ([`conn::run`]). See `docs/reliability.md`.
+//! `conn_receive` ([`conn::run`]), `endpoint_input` ([`endpoint::run`]). See `docs/reliability.md`.
 
 pub mod conn;
+pub mod endpoint;
 
 use tcp_bth_wire::{Bth, Inbound, IpPair, SegmentError, TcpOptions, TcpRepr};
 

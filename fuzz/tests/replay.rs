@@ -1,6 +1,7 @@
 //! Replays the committed seed corpus of every fuzz target without sanitizers, as ordinary tests:
 //! fuzz/corpus/bth_option through `check_bth_option`, fuzz/corpus/tcp_segment through
-//! `check_tcp_segment`, fuzz/corpus/conn_receive through `conn::run` — so a change to the stack
+//! `check_tcp_segment`, fuzz/corpus/conn_receive through `conn::run`, fuzz/corpus/endpoint_input through
+//! `endpoint::run` — so a change to the stack
 //! that breaks an invariant on a known input fails here, without cargo-fuzz or a nightly flag.
 //!
 //! `cd fuzz && cargo test --release --test replay -- --nocapture` (fuzz/run-ci.sh runs it; the
@@ -72,6 +73,11 @@ fn replay_bth_option_corpus() {
 #[test]
 fn replay_tcp_segment_corpus() {
     replay("tcp_segment", tcp_bth_fuzz::check_tcp_segment);
+}
+
+#[test]
+fn replay_endpoint_input_corpus() {
+    replay("endpoint_input", tcp_bth_fuzz::endpoint::run);
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! the TUN driver blocks in `io_uring_enter`, the simulator moves its virtual clock.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 use tcp_bth::Endpoint;
 
@@ -28,6 +29,11 @@ pub trait PacketIo {
     /// Packets queued and not yet handed to the network (0 when everything has left).
     fn in_flight(&self) -> usize {
         0
+    }
+    /// A way for another thread to end a [`wait`](Self::wait) early (the async API wakes its
+    /// driver when a command arrives); None if waits cannot be interrupted.
+    fn waker(&self) -> Option<Arc<dyn Fn() + Send + Sync>> {
+        None
     }
 }
 

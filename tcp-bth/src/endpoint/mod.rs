@@ -30,7 +30,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-pub use ip::IpDrop;
+pub use ip::{emit as emit_ip, parse as parse_ip, IpDrop};
 pub use table::ConnectionHandle;
 
 use crate::config::Config;
