@@ -1,4 +1,5 @@
 mod capture;
+mod clock;
 pub mod incast;
 mod incast_work;
 pub mod link;
@@ -6,5 +7,6 @@ pub mod pair;
 mod spray;
 pub mod workload;
 pub use capture::pcap_tap;
+pub use clock::DriverModel;
 pub use link::*;
 pub use pair::{pair_configs, Pair};
