@@ -2,6 +2,7 @@
 //! and driving them with a hand on every packet.
 
 pub mod gate;
+pub mod many_qps;
 pub mod netns;
 pub mod rss;
 pub mod tunpair;

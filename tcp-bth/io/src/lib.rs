@@ -4,8 +4,9 @@
 //!   userspace impairment relay between two TUN devices ([`tun::Relay`]) and the network
 //!   namespace helpers (`enter_netns`, `net_admin_missing`);
 //! * [`sim`]: the deterministic simulated link ([`sim::SimLink`]), two connections joined by it
-//!   on a virtual clock ([`sim::Pair`]), the verified message workload of `bth demo`
-//!   ([`sim::workload`]) and a pcap tap for the pair ([`sim::pcap_tap`]);
+//!   on a virtual clock ([`sim::Pair`]), two endpoints joined by it and served by [`turn`]
+//!   ([`sim::Net`]), the verified message workload of `bth demo` ([`sim::workload`]) and pcap
+//!   taps for both ([`sim::pcap_tap`], [`sim::pcap_ip_tap`]);
 //! * [`turn`]: the one driver loop both data paths run around a sans-IO `tcp_bth::Endpoint`;
 //! * [`api`]: the async (tokio) message API, over the simulated pair ([`api::sim_pair`]).
 //!

@@ -46,6 +46,10 @@ impl CompletionQueue {
         std::mem::take(&mut self.held).into_values().collect()
     }
 
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     pub fn pop(&mut self) -> Option<Completion> {
         self.ready.pop_front()
     }

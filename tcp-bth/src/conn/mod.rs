@@ -374,6 +374,14 @@ impl Connection {
         self.cq.pop()
     }
 
+    /// Whether [`poll_completion`](Self::poll_completion) has one, without taking it. Through
+    /// `Endpoint::conn` this needs no `&mut`, so it does not mark the connection for the
+    /// endpoint's next transmit pass: an application holding many connections asks each
+    /// per turn and touches only those with news.
+    pub fn has_completion(&self) -> bool {
+        self.cq.has_ready()
+    }
+
     /// Bytes we advertise.
     fn rcv_window(&self) -> u64 {
         let cap = u64::from(self.cfg.recv_window);

@@ -1,4 +1,5 @@
-//! A [`Tap`] for the simulated pair that writes a pcap file through `bth-capture`.
+//! [`Tap`]s for the simulated pair (TCP segments) and net (IP packets) that write a pcap file
+//! through `bth-capture`.
 
 use super::link::Direction;
 use super::pair::Tap;
@@ -24,6 +25,37 @@ pub fn pcap_tap<W: Write + Send + 'static>(
         w.write_tcp(ts, ip, seg);
     });
     (tap, handle)
+}
+
+/// A [`Tap`] for [`Net`](super::Net), which sees whole IP packets: each is written with its
+/// own addresses (the writer rebuilds the same IP header). A packet that is not TCP over IPv4
+/// or IPv6 is skipped, never a panic: a tap must not fail the run it watches.
+pub fn pcap_ip_tap<W: Write + Send + 'static>(writer: PcapWriter<W>) -> (Tap, CaptureHandle<W>) {
+    let (w, handle) = writer.shared();
+    let tap: Tap = Box::new(move |ts: Duration, _: Direction, packet: &[u8]| {
+        if let Some((ip, seg)) = tcp_of(packet) {
+            w.write_tcp(ts, ip, seg);
+        }
+    });
+    (tap, handle)
+}
+
+/// The address pair and TCP segment of an IP packet, if it is one.
+fn tcp_of(packet: &[u8]) -> Option<(IpPair, &[u8])> {
+    let ip = etherparse::IpSlice::from_slice(packet).ok()?;
+    let pair = match &ip {
+        etherparse::IpSlice::Ipv4(v4) => IpPair::V4 {
+            src: v4.header().source(),
+            dst: v4.header().destination(),
+        },
+        etherparse::IpSlice::Ipv6(v6) => IpPair::V6 {
+            src: v6.header().source(),
+            dst: v6.header().destination(),
+        },
+    };
+    let payload = ip.payload();
+    (payload.ip_number == etherparse::IpNumber::TCP && !ip.is_fragmenting_payload())
+        .then_some((pair, payload.payload))
 }
 
 #[cfg(test)]

@@ -1,10 +1,14 @@
 mod capture;
+mod clock;
 pub mod incast;
 mod incast_work;
 pub mod link;
+pub mod net;
 pub mod pair;
 mod spray;
 pub mod workload;
-pub use capture::pcap_tap;
+pub use capture::{pcap_ip_tap, pcap_tap};
+pub use clock::DriverModel;
 pub use link::*;
+pub use net::{net_configs, net_conn_configs, Net};
 pub use pair::{pair_configs, Pair};

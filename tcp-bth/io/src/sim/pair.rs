@@ -2,8 +2,8 @@
 //! bed for the stack. Every event (packet arrival, timer) happens at an exact virtual instant,
 //! so a seed reproduces a run bit for bit.
 
+use super::clock::Ends;
 use super::link::{Direction, LinkConfig, SimLink};
-use std::collections::VecDeque;
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, State};
@@ -37,34 +37,7 @@ pub fn pair_configs(seed: u64) -> (Config, Config) {
     (a, b)
 }
 
-/// How a driver serves its connection, as on the TUN path: a turn takes every segment that
-/// has arrived, fires due timers and sends everything the connection will send; segments that
-/// arrive meanwhile wait for the next turn. A turn costs `per_turn` plus `per_segment` for
-/// each segment in and out. Without it (`Pair::driver` = None) an end handles each arrival
-/// the instant it lands, which no real driver does: a whole burst of segments then never
-/// arrives in one turn, and the simulator missed what one ACK per turn did to loss recovery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriverModel {
-    pub per_turn: Duration,
-    pub per_segment: Duration,
-}
-
-impl DriverModel {
-    /// Close to the io_uring TUN driver on this project's 2-core test machine: it carries a
-    /// clean relay transfer at roughly 0.8 Gbit/s, about 14 µs per full segment for both ends
-    /// together, and reaps batches of segments per turn.
-    pub const TUN: DriverModel = DriverModel {
-        per_turn: Duration::from_micros(20),
-        per_segment: Duration::from_micros(5),
-    };
-}
-
-/// One end's driver: what has arrived for it and when its current turn ends.
-#[derive(Debug, Default)]
-struct Turn {
-    inbox: VecDeque<Vec<u8>>,
-    busy_until: Duration,
-}
+pub use super::clock::DriverModel;
 
 pub struct Pair {
     pub a: Connection,
@@ -75,8 +48,6 @@ pub struct Pair {
     pub now: Duration,
     /// Events processed (packets delivered + timers fired), a cost measure for the harness.
     pub events: u64,
-    /// Steps taken without the clock moving: a livelock guard.
-    stalled: u32,
     /// Sees every segment as it is handed to the link (before impairment), e.g. for a capture.
     pub tap: Option<Tap>,
     /// Serve each end in driver turns (see [`DriverModel`]); None: every arrival at once.
@@ -84,7 +55,7 @@ pub struct Pair {
     /// Time each end's driver spent in turns (by [`Direction::index`] of what it sends): with
     /// a [`DriverModel`], busy / elapsed is how loaded that end was.
     pub busy: [Duration; 2],
-    turns: [Turn; 2],
+    ends: Ends,
 }
 
 /// A packet observer: (time, direction, TCP segment bytes).
@@ -101,11 +72,10 @@ impl Pair {
             link: SimLink::new(link_cfg),
             now,
             events: 0,
-            stalled: 0,
             tap: None,
             driver: None,
             busy: [Duration::ZERO; 2],
-            turns: Default::default(),
+            ends: Ends::default(),
         }
     }
 
@@ -131,52 +101,26 @@ impl Pair {
     /// the next event. Returns false when nothing more will happen before `deadline`.
     pub fn step(&mut self, deadline: Duration) -> bool {
         let now = self.now;
-        while let Some((dir, pkt)) = self.link.poll(now) {
-            self.events += 1;
-            // AtoB arrives at B (index 1), BtoA at A (index 0).
-            self.turns[dir.reverse().index()].inbox.push_back(pkt);
-        }
+        self.events += self.ends.deliver(&mut self.link, now);
         for end in Direction::ALL {
             self.turn(end, now);
         }
-        // A busy end gets a turn when it is free: arrivals may wait for it, and so may work
-        // the application posted meanwhile (which no event announces).
-        let busy = |t: &Turn| (t.busy_until > now).then_some(t.busy_until);
-        let free_at = |i: usize, at: Option<Duration>| at.map(|t| t.max(self.turns[i].busy_until));
-        let next = [
-            self.link.next_arrival(),
-            free_at(0, self.a.poll_timeout()),
-            free_at(1, self.b.as_ref().and_then(|b| b.poll_timeout())),
-            busy(&self.turns[0]),
-            busy(&self.turns[1]),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        match next {
-            Some(t) if t <= deadline => {
-                // Timers already due (set while handling this instant) run at the same time.
-                self.now = t.max(now);
-                if self.now == now {
-                    // A deadline already due: run it at this instant, but never forever.
-                    self.stalled += 1;
-                    return self.stalled < 10_000;
-                }
-                self.stalled = 0;
-                true
-            }
-            _ => false,
-        }
+        let timers = [
+            self.a.poll_timeout(),
+            self.b.as_ref().and_then(|b| b.poll_timeout()),
+        ];
+        let arrival = self.link.next_arrival();
+        self.ends.advance(&mut self.now, deadline, arrival, timers)
     }
 
     /// One driver turn of end `end` (A sends AtoB, B sends BtoA) if it is free at `now`.
     fn turn(&mut self, end: Direction, now: Duration) {
         let i = end.index();
-        if self.driver.is_some() && now < self.turns[i].busy_until {
+        if !self.ends.free(i, self.driver, now) {
             return;
         }
-        let mut work = 0u32;
-        while let Some(pkt) = self.turns[i].inbox.pop_front() {
+        let mut work = 0u64;
+        while let Some(pkt) = self.ends.inbox[i].pop_front() {
             work += 1;
             match end {
                 Direction::AtoB => self.a.handle_segment(now, &pkt),
@@ -201,11 +145,7 @@ impl Pair {
             }
             self.link.send(now, end, p);
         }
-        if let (Some(d), true) = (self.driver, work > 0) {
-            let cost = d.per_turn + d.per_segment * work;
-            self.turns[i].busy_until = now + cost;
-            self.busy[i] += cost;
-        }
+        self.ends.charge(i, self.driver, &mut self.busy, now, work);
     }
 
     /// Handshake; true when both ends are established.
