@@ -11,7 +11,7 @@
 //!
 //! * **SYN queue** (absorbing the old `Listener`): a SYN to a listening port creates a
 //!   half-open connection (SYN-RECEIVED); at most [`EndpointConfig::syn_queue`] exist at once,
-//!   each for at most [`EndpointConfig::syn_timeout`]. Completed, it waits in the accept queue
+//!   each for at most [`EndpointConfig::syn_timeout`] (30 s). Completed, it waits in the accept queue
 //!   (at most [`EndpointConfig::backlog`]; beyond, it is reset).
 //! * **SYN cookies** (RFC 4987) when the SYN queue is full: the SYN-ACK's ISS and TSval carry
 //!   what the SYN offered ([`cookie`]), and the peer's ACK rebuilds the connection. A SYN
@@ -49,7 +49,9 @@ pub struct EndpointConfig {
     pub syn_queue: usize,
     /// Established connections waiting for [`Endpoint::accept`].
     pub backlog: usize,
-    /// A half-open connection older than this is dropped.
+    /// A half-open connection older than this is dropped. Long enough for several SYN-ACK
+    /// retransmissions (1, 2, 4, 8 s after the first): a handshake whose ACK was lost must
+    /// not be forgotten while the peer holds its end open (Linux keeps one about 63 s).
     pub syn_timeout: Duration,
     /// Answer SYNs with cookies when the SYN queue is full (otherwise drop them).
     pub syn_cookies: bool,
@@ -71,7 +73,7 @@ impl Default for EndpointConfig {
         EndpointConfig {
             syn_queue: 1024,
             backlog: 1024,
-            syn_timeout: Duration::from_secs(3),
+            syn_timeout: Duration::from_secs(30),
             syn_cookies: true,
             max_connections: 65536,
             rst_per_sec: 10_000,

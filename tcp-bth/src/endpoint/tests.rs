@@ -356,7 +356,7 @@ fn a_syn_flood_gets_cookies_and_a_real_client_still_connects_and_moves_data() {
         }
     ));
     // The flood's half-open entries expire; nothing else stays.
-    now += Duration::from_secs(4);
+    now += Duration::from_secs(31);
     b.handle_timeout(now);
     assert_eq!(b.syn_queue_len(), 0);
     assert_eq!(b.len(), 2);
@@ -378,6 +378,8 @@ fn a_forged_cookie_ack_is_answered_with_an_rst() {
 fn half_open_connections_expire_and_a_full_backlog_resets() {
     let (mut a, mut b) = (endpoint(1, |_| {}), server());
     b.cfg.backlog = 2;
+    b.cfg.syn_timeout = Duration::from_secs(3);
+    b.table = Table::new(b.cfg.syn_timeout);
     let mut now = Duration::from_millis(1);
     for _ in 0..3 {
         a.connect(now, client_cfg()).unwrap();

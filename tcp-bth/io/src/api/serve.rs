@@ -107,17 +107,21 @@ impl ApiApp {
         }
     }
 
-    /// Completions and failures of every QP with callers waiting.
+    /// Completions and failures of every QP with callers waiting. A glance (`conn`) first:
+    /// `conn_mut` marks a connection for the endpoint's next transmit pass.
     fn settle_qps(&mut self, ep: &mut Endpoint) {
         self.qps.retain(|&h, st| {
-            let Some(c) = ep.conn_mut(h) else {
+            let Some(c) = ep.conn(h) else {
                 st.fail_all(ApiError::Gone);
                 return false;
             };
-            while let Some(comp) = c.poll_completion() {
-                st.complete(comp);
+            if c.has_completion() {
+                let c = ep.conn_mut(h).expect("present above");
+                while let Some(comp) = c.poll_completion() {
+                    st.complete(comp);
+                }
             }
-            if let Some(e) = c.error() {
+            if let Some(e) = ep.conn(h).and_then(|c| c.error()) {
                 st.fail_all(ApiError::Ended(e));
             }
             st.pending()
