@@ -1,8 +1,10 @@
 //! The real data path: a TUN device (IFF_TUN | IFF_NO_PI) driven through io_uring.
 //!
-//! The kernel routes IP packets for the stack's address into the TUN device; the driver reads
-//! them, hands the TCP segment to the sans-IO [`Connection`](tcp_bth::Connection), and writes
-//! what the connection emits back as IP packets. Set-up uses ioctls through nix/libc only, no
+//! The kernel routes IP packets (IPv4 and IPv6) for the stack's addresses into the TUN device;
+//! the driver reads them and hands each whole packet to a sans-IO
+//! [`Endpoint`](tcp_bth::Endpoint), which routes it to one of its connections, and writes the
+//! packets the endpoint emits back into the device ([`Driver`], the real data path's
+//! [`PacketIo`](crate::turn::PacketIo)). Set-up uses ioctls through nix/libc only, no
 //! external commands. Our stack's devices use no segmentation offload: every packet the kernel
 //! or a capture sees is a real MSS-sized segment with its own BTH (see docs/datapath.md). Only
 //! the impairment relay opts in ([`TunConfig::offload`]), to carry the kernel's GSO
@@ -12,7 +14,7 @@ mod driver;
 pub mod gso;
 mod relay;
 
-pub use driver::{Driver, DriverStats, Endpoint};
+pub use driver::{Driver, DriverStats, Endpoint, Shutdown};
 pub use relay::{Relay, RelayIo, RelayStats};
 
 use std::ffi::CString;
