@@ -67,6 +67,7 @@ pub fn stack_tun(ns: &str, side_a: bool) -> io::Result<TunDevice> {
         name: if side_a { "tbtha" } else { "tbthb" }.into(),
         addr: if side_a { A_TUN } else { B_TUN },
         prefix: 24,
+        addr6: None,
         mtu: 1500,
         offload: false,
     })
@@ -121,6 +122,7 @@ impl TwoNs {
                             name: name.into(),
                             addr,
                             prefix: 30,
+                            addr6: None,
                             mtu: 1500,
                             // The kernel's GSO super-packets, split only where the
                             // link treats their segments differently.

@@ -1,9 +1,11 @@
 //! Helpers shared by the integration tests: building connected pairs over the simulated link
 //! and driving them with a hand on every packet.
 
+pub mod dualns;
 pub mod gate;
 pub mod many_qps;
 pub mod netns;
+pub mod qpwork;
 pub mod rss;
 pub mod tunpair;
 

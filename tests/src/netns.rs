@@ -37,7 +37,8 @@ impl Drop for Netns {
     }
 }
 
-fn run(args: &[&str]) -> std::io::Result<()> {
+/// Run a command; its stderr in the error when it fails.
+pub fn run(args: &[&str]) -> std::io::Result<()> {
     let out = Command::new(args[0]).args(&args[1..]).output()?;
     if !out.status.success() {
         return Err(std::io::Error::other(format!(

@@ -22,6 +22,7 @@ fn tun_in(ns: &str) -> Driver {
         name: "tbth0".into(),
         addr: TUN_ADDR,
         prefix: 24,
+        addr6: None,
         mtu: 1500,
         offload: false,
     })

@@ -1,8 +1,9 @@
 //! tcp-bth-io: the drivers of the sans-IO `tcp-bth` stack.
 //!
-//! * [`tun`]: the real data path, a TUN device driven through io_uring ([`tun::Driver`]), the
-//!   userspace impairment relay between two TUN devices ([`tun::Relay`]) and the network
-//!   namespace helpers (`enter_netns`, `net_admin_missing`);
+//! * [`tun`]: the real data path, a TUN device driven through io_uring ([`tun::Driver`], serving
+//!   a whole `tcp_bth::Endpoint` in [`turn`]s), the userspace impairment relay between two TUN
+//!   devices ([`tun::Relay`]) and the network namespace helpers (`enter_netns`,
+//!   `net_admin_missing`);
 //! * [`sim`]: the deterministic simulated link ([`sim::SimLink`]), two connections joined by it
 //!   on a virtual clock ([`sim::Pair`]), two endpoints joined by it and served by [`turn`]
 //!   ([`sim::Net`]), the verified message workload of `bth demo` ([`sim::workload`]) and pcap

@@ -181,6 +181,13 @@ impl Endpoint {
         );
     }
 
+    /// Stop accepting connections on `port`: SYNs to it are answered with an RST again.
+    /// Connections it already made (half-open, waiting for accept, accepted) stay. Returns
+    /// whether the port was listening.
+    pub fn stop_listening(&mut self, port: u16) -> bool {
+        self.listeners.remove(&port).is_some()
+    }
+
     pub fn stats(&self) -> EndpointStats {
         self.stats
     }

@@ -127,6 +127,16 @@ fn segment(ports: (u16, u16), seq: u32, ack: u32, flags: TcpFlags, payload: &[u8
     }
 }
 
+/// One connection from A to B's listening port, run until B accepts it: (A's, B's handle).
+fn establish(
+    now: &mut Duration,
+    a: &mut Endpoint,
+    b: &mut Endpoint,
+) -> (ConnectionHandle, ConnectionHandle) {
+    let h = a.connect(*now, client_cfg()).unwrap();
+    (h, accept_one(now, a, b))
+}
+
 fn send(c: &mut Connection, wr_id: u64, data: &[u8]) {
     let wr = WorkRequest {
         wr_id,
@@ -240,6 +250,24 @@ fn a_segment_for_no_connection_gets_an_rst_and_is_counted() {
 }
 
 #[test]
+fn a_port_no_longer_listening_refuses_new_connections_and_keeps_its_own() {
+    let (mut a, mut b) = (endpoint(1, |_| {}), server());
+    let mut now = Duration::from_millis(1);
+    let (first, accepted) = establish(&mut now, &mut a, &mut b);
+    assert!(b.stop_listening(PORT));
+    assert!(!b.stop_listening(PORT), "stopped once");
+    let second = a.connect(now, client_cfg()).unwrap();
+    flush(now, &mut a, &mut b, |_| true);
+    assert_eq!(
+        a.conn(second).unwrap().error(),
+        Some(crate::ConnectionError::Refused)
+    );
+    assert!(a.conn(first).unwrap().is_established());
+    assert!(b.conn(accepted).unwrap().is_established());
+    assert_eq!(b.stats().established, 1);
+}
+
+#[test]
 fn rsts_are_rate_limited() {
     let mut b = endpoint(2, |c| c.rst_per_sec = 100);
     let ip = IpPair::V4 { src: A, dst: B };
@@ -301,8 +329,7 @@ fn a_syn_flood_gets_cookies_and_a_real_client_still_connects_and_moves_data() {
     b.cfg.syn_queue = 8;
     let mut now = Duration::from_millis(1);
     // One connection established before the flood.
-    let early = a.connect(now, client_cfg()).unwrap();
-    let served = accept_one(&mut now, &mut a, &mut b);
+    let (early, served) = establish(&mut now, &mut a, &mut b);
     for port in 1..=2000u16 {
         let (ip, syn) = flood_syn(port);
         b.handle_segment(now, ip, &syn);

@@ -1,8 +1,10 @@
 //! The real data path: a TUN device (IFF_TUN | IFF_NO_PI) driven through io_uring.
 //!
-//! The kernel routes IP packets for the stack's address into the TUN device; the driver reads
-//! them, hands the TCP segment to the sans-IO [`Connection`](tcp_bth::Connection), and writes
-//! what the connection emits back as IP packets. Set-up uses ioctls through nix/libc only, no
+//! The kernel routes IP packets (IPv4 and IPv6) for the stack's addresses into the TUN device;
+//! the driver reads them and hands each whole packet to a sans-IO
+//! [`Endpoint`](tcp_bth::Endpoint), which routes it to one of its connections, and writes the
+//! packets the endpoint emits back into the device ([`Driver`], the real data path's
+//! [`PacketIo`](crate::turn::PacketIo)). Set-up uses ioctls through nix/libc only, no
 //! external commands. Our stack's devices use no segmentation offload: every packet the kernel
 //! or a capture sees is a real MSS-sized segment with its own BTH (see docs/datapath.md). Only
 //! the impairment relay opts in ([`TunConfig::offload`]), to carry the kernel's GSO
@@ -12,25 +14,29 @@ mod driver;
 pub mod gso;
 mod relay;
 
-pub use driver::{Driver, DriverStats, Endpoint};
+pub use driver::{Driver, DriverStats, Endpoint, Shutdown};
 pub use relay::{Relay, RelayIo, RelayStats};
 
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 const IFNAMSIZ: usize = 16;
 // _IOW('T', 202, int)
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 
-/// How to set up a TUN interface: its own (kernel-side) address and prefix, and its MTU.
+/// How to set up a TUN interface: its own (kernel-side) addresses and prefixes, and its MTU.
 #[derive(Debug, Clone)]
 pub struct TunConfig {
     pub name: String,
     pub addr: Ipv4Addr,
     pub prefix: u8,
+    /// An IPv6 address and prefix length for the interface as well (the kernel then routes
+    /// the prefix into the device, and the driver carries IPv6 packets like IPv4 ones).
+    /// A TUN device has no link layer, so the address is usable at once (no DAD).
+    pub addr6: Option<(Ipv6Addr, u8)>,
     pub mtu: u32,
     /// Open with `IFF_VNET_HDR` and TCP segmentation and checksum offload: every packet read
     /// or written starts with a little-endian `struct virtio_net_hdr` ([`gso::VnetHdr`]), and
@@ -61,6 +67,17 @@ fn ifreq(name: &str) -> io::Result<libc::ifreq> {
         *d = s as libc::c_char;
     }
     Ok(r)
+}
+
+/// The NUL-terminated name in an ifreq (what TUNSETIFF wrote back).
+fn ifr_name(r: &libc::ifreq) -> String {
+    let bytes: Vec<u8> = r
+        .ifr_name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 fn check(rc: libc::c_int, what: &str) -> io::Result<()> {
@@ -100,18 +117,24 @@ impl TunDevice {
             flags |= libc::IFF_VNET_HDR;
         }
         req.ifr_ifru.ifru_flags = flags as libc::c_short;
-        // SAFETY: TUNSETIFF reads an ifreq we own.
+        // SAFETY: TUNSETIFF reads the ifreq and writes the interface's name back into it (a
+        // pattern such as "tun%d" becomes the name the kernel chose): it needs a pointer to
+        // memory we own and may write, hence `&mut`.
         check(
-            unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &req) },
+            unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) },
             "TUNSETIFF",
         )?;
+        let name = ifr_name(&req);
         if cfg.offload {
             enable_offload(&fd)?;
         }
-        configure(cfg)?;
+        configure(&name, cfg)?;
+        if let Some((addr, prefix)) = cfg.addr6 {
+            configure6(&name, addr, prefix)?;
+        }
         Ok(TunDevice {
             fd,
-            name: cfg.name.clone(),
+            name,
             mtu: cfg.mtu,
             offload: cfg.offload,
         })
@@ -173,7 +196,7 @@ fn enable_offload(fd: &OwnedFd) -> io::Result<()> {
 }
 
 /// Address, netmask, MTU, up — through the classic SIOCSIF* ioctls on an AF_INET socket.
-fn configure(cfg: &TunConfig) -> io::Result<()> {
+fn configure(name: &str, cfg: &TunConfig) -> io::Result<()> {
     if cfg.prefix > 32 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -186,7 +209,7 @@ fn configure(cfg: &TunConfig) -> io::Result<()> {
     // SAFETY: fresh descriptor we own.
     let sock = unsafe { OwnedFd::from_raw_fd(raw) };
     let s = sock.as_raw_fd();
-    let mut r = ifreq(&cfg.name)?;
+    let mut r = ifreq(name)?;
     r.ifr_ifru.ifru_addr = sockaddr_in(cfg.addr);
     // SAFETY (all ioctls below): each reads or writes an ifreq we own.
     check(
@@ -220,6 +243,45 @@ fn configure(cfg: &TunConfig) -> io::Result<()> {
         "SIOCSIFFLAGS",
     )?;
     Ok(())
+}
+
+/// An IPv6 address on the interface: SIOCSIFADDR with a `struct in6_ifreq` on an AF_INET6
+/// socket (what `ip -6 addr add` does through netlink), after the interface is up.
+fn configure6(name: &str, addr: Ipv6Addr, prefix: u8) -> io::Result<()> {
+    if prefix > 128 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "IPv6 prefix above 128",
+        ));
+    }
+    let cname = CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
+    // SAFETY: if_nametoindex reads a NUL-terminated string we own.
+    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if index == 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("if_nametoindex {name}: {e}"),
+        ));
+    }
+    // SAFETY: socket(2) with constant arguments.
+    let raw = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    check(raw, "socket(AF_INET6) (is IPv6 enabled?)")?;
+    // SAFETY: fresh descriptor we own.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let req = libc::in6_ifreq {
+        ifr6_addr: libc::in6_addr {
+            s6_addr: addr.octets(),
+        },
+        ifr6_prefixlen: u32::from(prefix),
+        ifr6_ifindex: index as libc::c_int,
+    };
+    // SAFETY: SIOCSIFADDR on an AF_INET6 socket reads one in6_ifreq we own.
+    check(
+        unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFADDR, &req) },
+        "SIOCSIFADDR (IPv6)",
+    )
 }
 
 /// Move the calling thread into the named network namespace (`/run/netns/NAME`, as created by

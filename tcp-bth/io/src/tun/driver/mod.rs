@@ -1,0 +1,333 @@
+//! The io_uring loop over a TUN device: the real data path's [`PacketIo`].
+//!
+//! The driver only moves whole IP packets (IPv4 or IPv6, `IFF_NO_PI`: the kernel tells the two
+//! apart by the version nibble); a [`tcp_bth::Endpoint`] parses and builds them and routes
+//! them to any number of connections. Every connection of the endpoint shares the ring and its
+//! registered buffers, and the one driver turn ([`crate::turn`]) serves them all.
+//!
+//! Ring layout: `RX` fixed-buffer reads stay posted on the TUN descriptor at all times
+//! (user_data = buffer index); writes use the `TX` fixed buffers after them (user_data =
+//! index). One `io_uring_enter` per turn ([`PacketIo::wait`]) both submits every queued write
+//! and waits for the next completion or the endpoint's next deadline (`IORING_ENTER_EXT_ARG`
+//! timeout), so there is no per-packet system call. Nothing waits in the driver: when the
+//! transmit buffers are all in flight, [`PacketIo::can_send`] says no and the endpoint keeps
+//! its segments (its connections build them only when asked).
+//!
+//! Buffer lifetime: the region is freed only after every read and write has completed. Drop
+//! (or [`Driver::close`]) cancels what is in flight and reaps the completions first
+//! (`shutdown.rs`).
+
+mod one;
+mod region;
+mod shutdown;
+
+pub use one::Endpoint;
+pub use shutdown::Shutdown;
+
+use super::TunDevice;
+use crate::turn::{self, App, PacketIo, RunError, TurnStats};
+use io_uring::{opcode, types, IoUring};
+use region::Region;
+use std::io;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+const RX: usize = 128;
+const TX: usize = 256;
+/// Largest packet: the TUN MTU is at most this (no offload super-segments here).
+const BUF: usize = 4096;
+/// Submission queue entries: every buffer's operation (RX + TX) fits at once, with room for
+/// the cancellations of a shutdown.
+const RING: u32 = 512;
+/// Longest one wait lasts without a deadline, so the application's turn runs regularly.
+const MAX_WAIT: Duration = Duration::from_millis(5);
+
+/// Counters of the driver's I/O. Packets that are not for the endpoint (malformed, another
+/// protocol or address) are the endpoint's to count (`tcp_bth::EndpointStats`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DriverStats {
+    /// Packets read from the device, and their bytes.
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    /// Packets queued for writing into the device, and their bytes.
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    /// `io_uring_enter` calls.
+    pub enters: u64,
+    /// Reads that completed with an error (each is posted again unless the error is fatal).
+    pub read_errors: u64,
+    /// Writes the device refused (completed with an error): the packet is lost, the
+    /// connection's recovery sends it again.
+    pub writes_refused: u64,
+    /// Writes that took fewer bytes than the packet had.
+    pub writes_short: u64,
+    /// Packets dropped before writing: larger than a buffer, or handed over without room.
+    pub tx_dropped: u64,
+    /// Most writes submitted by one `io_uring_enter`.
+    pub largest_batch: usize,
+}
+
+/// The io_uring driver of one TUN device. See the module documentation.
+pub struct Driver {
+    ring: IoUring,
+    tun: TunDevice,
+    /// Dropped after `ring` (field order), and only once nothing is in flight (Drop).
+    region: Region,
+    tx_free: Vec<u16>,
+    /// Bytes of the packet in each TX buffer (index − RX), to tell a short write.
+    tx_len: Vec<u32>,
+    /// Per buffer: an operation on it was queued and has not completed.
+    busy: Vec<bool>,
+    /// Entries queued in the submission queue and not yet submitted.
+    unsubmitted: usize,
+    /// Writes queued since the last enter.
+    batch: usize,
+    /// The read error that stopped the data path, reported by the next wait.
+    fatal: Option<i32>,
+    /// `close` ran: nothing is in flight, the ring takes no more work.
+    closed: bool,
+    start: Instant,
+    /// The stack's IPv4 address given to [`Driver::new`], for [`Driver::run`].
+    local: Option<Ipv4Addr>,
+    pub stats: DriverStats,
+}
+
+impl Driver {
+    /// Set up the ring on `tun`, register its buffers and post the reads.
+    pub fn open(tun: TunDevice) -> io::Result<Driver> {
+        if tun.offload() {
+            // Its packets would start with a virtio-net header and could be 64 KiB.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the driver needs a TUN device without offload",
+            ));
+        }
+        if tun.mtu() as usize > BUF {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("MTU {} above the driver's {BUF}-byte buffers", tun.mtu()),
+            ));
+        }
+        let ring = IoUring::new(RING)?;
+        let region = Region::new(RX + TX, BUF)?;
+        // SAFETY: the iovecs point into `region`, which is never resized and is freed only
+        // after the ring (field order) and after every operation has been reaped (Drop).
+        unsafe { ring.submitter().register_buffers(&region.iovecs())? };
+        let mut d = Driver {
+            ring,
+            tun,
+            region,
+            tx_free: (RX as u16..(RX + TX) as u16).rev().collect(),
+            tx_len: vec![0; TX],
+            busy: vec![false; RX + TX],
+            unsubmitted: 0,
+            batch: 0,
+            fatal: None,
+            closed: false,
+            start: Instant::now(),
+            local: None,
+            stats: DriverStats::default(),
+        };
+        // From here on a failure drops `d`, which cancels and reaps what was posted.
+        for i in 0..RX as u16 {
+            d.post_read(i)?;
+        }
+        // Into the kernel now: packets that arrive before the first turn are read.
+        d.ring.submit()?;
+        d.unsubmitted = d.ring.submission().len();
+        Ok(d)
+    }
+
+    /// [`open`](Self::open), for [`run`](Self::run): `local` is the stack's own address
+    /// (behind the TUN device; the kernel routes it into the device), and packets to other
+    /// addresses are dropped.
+    pub fn new(tun: TunDevice, local: Ipv4Addr) -> io::Result<Driver> {
+        let mut d = Driver::open(tun)?;
+        d.local = Some(local);
+        Ok(d)
+    }
+
+    /// Serve `ep` and every connection it holds or accepts until `app` is done and
+    /// everything queued has been written, or `limit` passes (the shared loop,
+    /// [`turn::run`]). May be called again with the same or another endpoint.
+    pub fn serve(
+        &mut self,
+        ep: &mut tcp_bth::Endpoint,
+        app: &mut dyn App,
+        limit: Duration,
+    ) -> Result<TurnStats, RunError> {
+        turn::run(ep, self, app, limit)
+    }
+
+    /// The driver's clock: time since [`open`](Self::open) (what the endpoint is given).
+    pub fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    pub fn stats(&self) -> DriverStats {
+        self.stats
+    }
+
+    pub fn device(&self) -> &TunDevice {
+        &self.tun
+    }
+
+    fn push(&mut self, e: &io_uring::squeue::Entry) -> io::Result<()> {
+        // SAFETY: every entry the driver builds reads or writes one registered buffer that
+        // no other operation uses until this one completes (`busy`), and that lives until
+        // every operation has been reaped (Drop).
+        unsafe { self.ring.submission().push(e) }
+            .map_err(|_| io::Error::other("submission queue full"))?;
+        self.unsubmitted += 1;
+        Ok(())
+    }
+
+    fn post_read(&mut self, idx: u16) -> io::Result<()> {
+        let i = usize::from(idx);
+        let ptr = self.region.ptr_of(i);
+        let fd = types::Fd(self.tun.raw_fd());
+        let e = opcode::ReadFixed::new(fd, ptr, BUF as u32, idx)
+            .build()
+            .user_data(u64::from(idx));
+        self.push(&e)?;
+        self.busy[i] = true;
+        Ok(())
+    }
+
+    /// One completion: a read (deliver, post again) or a write (free its buffer).
+    fn complete(&mut self, ud: u64, res: i32, f: &mut dyn FnMut(&[u8])) {
+        let Ok(idx) = u16::try_from(ud) else {
+            return; // a cancellation's completion (shutdown only)
+        };
+        let i = usize::from(idx);
+        if i >= RX + TX || !self.busy[i] {
+            return;
+        }
+        self.busy[i] = false;
+        if i >= RX {
+            self.tx_free.push(idx);
+            if res < 0 {
+                self.stats.writes_refused += 1;
+            } else if (res as u32) < self.tx_len[i - RX] {
+                self.stats.writes_short += 1;
+            }
+            return;
+        }
+        match res {
+            n if n > 0 => {
+                self.stats.packets_in += 1;
+                self.stats.bytes_in += n as u64;
+                // SAFETY: the read on buffer i has completed and is posted again only after
+                // `f` returns, so the kernel does not write to it while the slice lives.
+                f(unsafe { self.region.slice(i, n as usize) });
+            }
+            0 => {}
+            n => {
+                self.stats.read_errors += 1;
+                let errno = -n;
+                if !matches!(errno, libc::EINTR | libc::EAGAIN | libc::ENOBUFS) {
+                    // The device is gone or broken: posting again would spin.
+                    self.fatal.get_or_insert(errno);
+                    return;
+                }
+            }
+        }
+        if self.post_read(idx).is_err() {
+            // Cannot happen (the queue has room for every buffer); if it did, the read is
+            // lost and the data path runs with one fewer.
+            self.stats.read_errors += 1;
+        }
+    }
+}
+
+impl PacketIo for Driver {
+    fn now(&self) -> Duration {
+        Driver::now(self)
+    }
+
+    fn receive(&mut self, f: &mut dyn FnMut(&[u8])) {
+        if self.closed {
+            return;
+        }
+        // One completion at a time: handling one may post a read into the submission queue,
+        // which needs the ring again.
+        loop {
+            let Some(c) = self.ring.completion().next() else {
+                break;
+            };
+            self.complete(c.user_data(), c.result(), f);
+        }
+    }
+
+    fn can_send(&self) -> bool {
+        !self.closed && !self.tx_free.is_empty() && self.unsubmitted < RING as usize
+    }
+
+    fn send(&mut self, packet: &[u8]) {
+        if packet.len() > BUF || !self.can_send() {
+            self.stats.tx_dropped += 1;
+            return;
+        }
+        let Some(idx) = self.tx_free.pop() else {
+            self.stats.tx_dropped += 1;
+            return;
+        };
+        let i = usize::from(idx);
+        // SAFETY: buffer i was free (its last write completed), so nothing uses it.
+        unsafe { self.region.slice_mut(i, packet.len()) }.copy_from_slice(packet);
+        let fd = types::Fd(self.tun.raw_fd());
+        let e = opcode::WriteFixed::new(fd, self.region.ptr_of(i), packet.len() as u32, idx)
+            .build()
+            .user_data(u64::from(idx));
+        if self.push(&e).is_err() {
+            self.tx_free.push(idx);
+            self.stats.tx_dropped += 1;
+            return;
+        }
+        self.busy[i] = true;
+        self.tx_len[i - RX] = packet.len() as u32;
+        self.batch += 1;
+        self.stats.packets_out += 1;
+        self.stats.bytes_out += packet.len() as u64;
+    }
+
+    fn wait(&mut self, deadline: Option<Duration>) -> io::Result<()> {
+        if self.closed {
+            return Err(io::Error::other("the driver was closed"));
+        }
+        if let Some(errno) = self.fatal {
+            let e = io::Error::from_raw_os_error(errno);
+            return Err(io::Error::new(e.kind(), format!("TUN read: {e}")));
+        }
+        let now = self.now();
+        let wait = deadline
+            .map_or(MAX_WAIT, |d| d.saturating_sub(now))
+            .min(MAX_WAIT);
+        let ts = types::Timespec::new()
+            .sec(wait.as_secs())
+            .nsec(wait.subsec_nanos());
+        let args = types::SubmitArgs::new().timespec(&ts);
+        self.stats.enters += 1;
+        self.stats.largest_batch = self.stats.largest_batch.max(self.batch);
+        self.batch = 0;
+        let r = self.ring.submitter().submit_with_args(1, &args);
+        self.unsubmitted = self.ring.submission().len();
+        match r {
+            Ok(_) => Ok(()),
+            // The timeout, a signal, or completions to reap first: all mean "turn again".
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        TX - self.tx_free.len()
+    }
+}

@@ -1,0 +1,104 @@
+//! The memory registered with the ring: one page-aligned allocation cut into fixed-size
+//! buffers.
+//!
+//! The kernel writes into a receive buffer while its read is in flight, at any moment, from
+//! another context. So the region is held as a raw pointer, never as one `&mut [u8]` over
+//! every buffer (that would claim exclusive access to bytes the kernel is writing); the
+//! driver forms a slice of one buffer only while no operation on that buffer is in flight.
+//!
+//! Freeing the memory while an operation is in flight would let the kernel write into memory
+//! the allocator has handed to someone else. The driver therefore reaps every operation
+//! before the region drops (`shutdown.rs`); if it cannot prove that, it calls
+//! [`Region::leak`] and the memory is never freed.
+
+use std::alloc::{self, Layout};
+use std::io;
+use std::ptr::NonNull;
+
+/// Buffers of `buf` bytes each, page-aligned.
+pub(super) struct Region {
+    ptr: NonNull<u8>,
+    layout: Layout,
+    buf: usize,
+    count: usize,
+    leaked: bool,
+}
+
+// SAFETY: the region is plain memory owned by one `Region` (no shared state, no thread
+// affinity); moving it to another thread moves that ownership with it.
+unsafe impl Send for Region {}
+
+impl Region {
+    /// `count` zeroed buffers of `buf` bytes.
+    pub fn new(count: usize, buf: usize) -> io::Result<Region> {
+        let size = count
+            .checked_mul(buf)
+            .filter(|&s| s > 0)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty buffer region"))?;
+        let layout = Layout::from_size_align(size, 4096)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        // SAFETY: the layout has a non-zero size (checked above).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        Ok(Region {
+            ptr,
+            layout,
+            buf,
+            count,
+            leaked: false,
+        })
+    }
+
+    /// One iovec per buffer, for `IORING_REGISTER_BUFFERS`: buffer `i` is registered index `i`.
+    pub fn iovecs(&self) -> Vec<libc::iovec> {
+        (0..self.count)
+            .map(|i| libc::iovec {
+                iov_base: self.ptr_of(i).cast(),
+                iov_len: self.buf,
+            })
+            .collect()
+    }
+
+    /// Start of buffer `i` (`i` < count), for the kernel.
+    pub fn ptr_of(&self, i: usize) -> *mut u8 {
+        assert!(i < self.count, "buffer {i} of {}", self.count);
+        // SAFETY: i < count, so the offset stays inside the allocation.
+        unsafe { self.ptr.as_ptr().add(i * self.buf) }
+    }
+
+    /// The first `len` bytes of buffer `i`.
+    ///
+    /// # Safety
+    /// No operation on buffer `i` may be in flight (the kernel must not write to it) for as
+    /// long as the slice lives.
+    pub unsafe fn slice(&self, i: usize, len: usize) -> &[u8] {
+        let len = len.min(self.buf);
+        // SAFETY: inside buffer i (len clamped); the caller guarantees nobody writes to it.
+        unsafe { std::slice::from_raw_parts(self.ptr_of(i), len) }
+    }
+
+    /// The first `len` bytes of buffer `i`, to fill.
+    ///
+    /// # Safety
+    /// As [`slice`](Self::slice): no operation on buffer `i` in flight while the slice lives.
+    pub unsafe fn slice_mut(&mut self, i: usize, len: usize) -> &mut [u8] {
+        let len = len.min(self.buf);
+        // SAFETY: inside buffer i (len clamped); `&mut self` and the caller's guarantee make
+        // this the only access to it.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr_of(i), len) }
+    }
+
+    /// Never free the memory: the kernel may still write into it.
+    pub fn leak(&mut self) {
+        self.leaked = true;
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if !self.leaked {
+            // SAFETY: allocated in `new` with this layout, freed once (here).
+            unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+        }
+    }
+}
