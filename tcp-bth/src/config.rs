@@ -9,8 +9,9 @@ use std::time::Duration;
 pub struct Config {
     /// Offer the tcp_bth option on SYN / accept it on SYN-ACK. Off: plain TCP.
     pub bth: bool,
-    /// Our MSS: MTU − 40 (IP and TCP fixed headers, RFC 6691). Senders take their option bytes
-    /// off it, so a BTH data segment carries MSS − 40 payload bytes.
+    /// Our MSS: MTU − 40 (IPv4 and TCP fixed headers, RFC 6691); an IPv6 connection takes 20
+    /// bytes more off it for its longer header, so one setting fits one MTU for both. Senders
+    /// take their option bytes off it, so a BTH data segment carries MSS − 40 payload bytes.
     pub mss: u16,
     /// Receive window we advertise, in bytes (scaled by `window_scale`).
     pub recv_window: u32,

@@ -198,6 +198,12 @@ struct Owed {
     ack_before_rst: Option<(u32, u32)>,
 }
 
+/// How much longer an IPv6 header is than an IPv4 one.
+const IPV6_EXTRA_HEADER: u16 = 20;
+/// The smallest MSS a connection uses (RFC 9293's 536 is for IPv4 without options; this
+/// leaves room for the 40 bytes of BTH options and some payload).
+const MIN_MSS: u16 = 128;
+
 pub struct Connection {
     cfg: Config,
     state: State,
@@ -244,7 +250,12 @@ impl Connection {
     }
 
     /// A connection whose initial sequence number is given (a SYN cookie's, `passive.rs`).
-    fn with_iss(cfg: Config, _now: Duration, state: State, iss: u32) -> Connection {
+    fn with_iss(mut cfg: Config, _now: Duration, state: State, iss: u32) -> Connection {
+        if matches!(cfg.ip, crate::wire::IpPair::V6 { .. }) {
+            // `Config::mss` is MTU − 40 (IPv4 and TCP headers); IPv6's header is 20 bytes
+            // longer, so the same MTU holds 20 fewer bytes of segment.
+            cfg.mss = cfg.mss.saturating_sub(IPV6_EXTRA_HEADER).max(MIN_MSS);
+        }
         let ts_offset =
             crate::isn::ts_offset(&cfg.isn_key, cfg.ip, cfg.local_port, cfg.remote_port);
         Connection {

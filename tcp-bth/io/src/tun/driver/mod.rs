@@ -30,6 +30,8 @@ use io_uring::{opcode, types, IoUring};
 use region::Region;
 use std::io;
 use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const RX: usize = 128;
@@ -41,6 +43,9 @@ const BUF: usize = 4096;
 const RING: u32 = 512;
 /// Longest one wait lasts without a deadline, so the application's turn runs regularly.
 const MAX_WAIT: Duration = Duration::from_millis(5);
+/// user_data of the poll on the wake eventfd (above every buffer index and the shutdown's
+/// cancellations).
+const WAKE_UD: u64 = 1 << 33;
 
 /// Counters of the driver's I/O. Packets that are not for the endpoint (malformed, another
 /// protocol or address) are the endpoint's to count (`tcp_bth::EndpointStats`).
@@ -89,6 +94,10 @@ pub struct Driver {
     start: Instant,
     /// The stack's IPv4 address given to [`Driver::new`], for [`Driver::run`].
     local: Option<Ipv4Addr>,
+    /// An eventfd polled in the ring, so another thread ends a wait early by writing to it
+    /// ([`PacketIo::waker`]: the async API's commands). A poll holds no buffer, so it needs
+    /// no care at shutdown beyond the cancellation every operation gets.
+    wake: Arc<OwnedFd>,
     pub stats: DriverStats,
 }
 
@@ -126,8 +135,10 @@ impl Driver {
             closed: false,
             start: Instant::now(),
             local: None,
+            wake: Arc::new(eventfd()?),
             stats: DriverStats::default(),
         };
+        d.arm_wake()?;
         // From here on a failure drops `d`, which cancels and reaps what was posted.
         for i in 0..RX as u16 {
             d.post_read(i)?;
@@ -182,6 +193,25 @@ impl Driver {
         Ok(())
     }
 
+    /// Poll the wake eventfd (again): its completion ends the current or next wait.
+    fn arm_wake(&mut self) -> io::Result<()> {
+        let e = opcode::PollAdd::new(types::Fd(self.wake.as_raw_fd()), libc::POLLIN as u32)
+            .build()
+            .user_data(WAKE_UD);
+        self.push(&e)
+    }
+
+    /// Empty the eventfd (it is non-blocking) and poll it again.
+    fn on_wake(&mut self) {
+        let mut v = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into `v`, a live local buffer.
+        unsafe { libc::read(self.wake.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
+        if self.arm_wake().is_err() {
+            // Cannot happen (the queue has room); waits then end by their timeout only.
+            self.stats.read_errors += 1;
+        }
+    }
+
     fn post_read(&mut self, idx: u16) -> io::Result<()> {
         let i = usize::from(idx);
         let ptr = self.region.ptr_of(i);
@@ -196,6 +226,10 @@ impl Driver {
 
     /// One completion: a read (deliver, post again) or a write (free its buffer).
     fn complete(&mut self, ud: u64, res: i32, f: &mut dyn FnMut(&[u8])) {
+        if ud == WAKE_UD {
+            self.on_wake();
+            return;
+        }
         let Ok(idx) = u16::try_from(ud) else {
             return; // a cancellation's completion (shutdown only)
         };
@@ -225,7 +259,13 @@ impl Driver {
             n => {
                 self.stats.read_errors += 1;
                 let errno = -n;
-                if !matches!(errno, libc::EINTR | libc::EAGAIN | libc::ENOBUFS) {
+                // ECANCELED: the thread that posted the read has exited (the kernel cancels a
+                // task's requests when it exits), e.g. a driver opened on one thread and run
+                // on another; the thread driving now posts it again.
+                if !matches!(
+                    errno,
+                    libc::EINTR | libc::EAGAIN | libc::ENOBUFS | libc::ECANCELED
+                ) {
                     // The device is gone or broken: posting again would spin.
                     self.fatal.get_or_insert(errno);
                     return;
@@ -330,4 +370,25 @@ impl PacketIo for Driver {
     fn in_flight(&self) -> usize {
         TX - self.tx_free.len()
     }
+
+    fn waker(&self) -> Option<Arc<dyn Fn() + Send + Sync>> {
+        let fd = self.wake.clone();
+        Some(Arc::new(move || {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writes 8 bytes from a live local buffer to an eventfd we own; a full
+            // counter (EAGAIN) already means "wake".
+            unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+        }))
+    }
+}
+
+/// A non-blocking eventfd.
+fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes no pointers; a non-negative result is a new descriptor we own.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
