@@ -1,15 +1,15 @@
 //! `bth-perf`: throughput and latency of tcp-bth over the io_uring TUN data path, between two
 //! network namespaces (like ib_send_bw / iperf3).
 
+use bth_tools::perf::drive::{run_one, Port, Role};
 use bth_tools::perf::{Client, PerfConfig, PerfOp, PerfReport, Server};
 use bth_tools::relay_args::{describe_link, RelayArgs};
 use bth_tools::topology::{self, TwoNs};
 use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddrV4;
 use std::process::ExitCode;
 use std::time::Duration;
-use tcp_bth::wire::IpPair;
 use tcp_bth::Config;
-use tcp_bth_io::tun::{Driver, Endpoint};
 
 #[derive(Parser)]
 #[command(
@@ -97,10 +97,12 @@ fn perf_config(w: &Workload) -> Result<PerfConfig, String> {
         op: w.op,
         size: w.size,
         count: w.count,
-        depth: w.depth,
+        tx_depth: w.depth,
+        rx_depth: w.depth,
         verify: w.verify,
         seed: 1,
         plain: w.plain,
+        ..PerfConfig::default()
     };
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
@@ -146,7 +148,7 @@ fn run_server(a: &ServerArgs) -> Result<(), String> {
         a.w.port
     );
     let tun = topology::stack_tun(&ns.a, true).map_err(|e| e.to_string())?;
-    let mut d = Driver::new(tun, topology::A_STACK).map_err(|e| e.to_string())?;
+    let mut port = Port::open(tun, topology::A_STACK).map_err(|e| e.to_string())?;
     let conn_cfg = Config {
         local_port: a.w.port,
         bth: !a.w.plain,
@@ -154,9 +156,7 @@ fn run_server(a: &ServerArgs) -> Result<(), String> {
     };
     let mut server = Server::new(cfg);
     let timeout = Duration::from_secs(a.w.timeout);
-    let res = d.run(Endpoint::Listen(conn_cfg), timeout, |c, now| {
-        server.step(c, now)
-    });
+    let res = run_one(&mut port, Role::Listen, conn_cfg, timeout, &mut server);
     if let Some(s) = ns.stop_relay() {
         println!(
             "relay: dropped {} / reordered {} / duplicated {} packets",
@@ -176,9 +176,9 @@ fn run_server(a: &ServerArgs) -> Result<(), String> {
     }
     let conn = res.map_err(|e| e.to_string())?;
     // The driver transmits after the app's last turn: take the final counters.
-    server.report.record_recovery(&conn);
-    print_report("server", &server.report);
-    if server.report.errors.is_empty() {
+    server.report_mut().record_recovery(&conn);
+    print_report("server", server.report());
+    if server.report().errors.is_empty() {
         Ok(())
     } else {
         Err("the run had errors".into())
@@ -189,32 +189,31 @@ fn run_client(w: &Workload) -> Result<(), String> {
     let cfg = perf_config(w)?;
     let ns = TwoNs::existing(&w.prefix).map_err(|e| e.to_string())?;
     let tun = topology::stack_tun(&ns.b, false).map_err(|e| e.to_string())?;
-    let mut d = Driver::new(tun, topology::B_STACK).map_err(|e| e.to_string())?;
+    let mut port = Port::open(tun, topology::B_STACK).map_err(|e| e.to_string())?;
     let conn_cfg = Config {
         bth: !w.plain,
         local_port: 40000 + (std::process::id() % 20000) as u16,
-        remote_port: w.port,
-        ip: IpPair::V4 {
-            src: topology::B_STACK.octets(),
-            dst: topology::A_STACK.octets(),
-        },
         ..Config::default()
     };
     let mut client = Client::new(cfg);
-    let conn = d
-        .run(
-            Endpoint::Connect(conn_cfg),
-            Duration::from_secs(w.timeout),
-            |c, now| client.step(c, now),
-        )
-        .map_err(|e| e.to_string())?;
-    client.report.record_recovery(&conn);
-    print_report("client", &client.report);
+    let server = SocketAddrV4::new(topology::A_STACK, w.port);
+    let timeout = Duration::from_secs(w.timeout);
+    let conn = run_one(
+        &mut port,
+        Role::Connect(server),
+        conn_cfg,
+        timeout,
+        &mut client,
+    )
+    .map_err(|e| e.to_string())?;
+    client.report_mut().record_recovery(&conn);
+    print_report("client", client.report());
+    let stats = port.stats();
     println!(
         "client: {} io_uring enters for {} packets out",
-        d.stats.enters, d.stats.packets_out
+        stats.enters, stats.packets_out
     );
-    if client.report.errors.is_empty() {
+    if client.report().errors.is_empty() {
         Ok(())
     } else {
         Err("the run had errors".into())
