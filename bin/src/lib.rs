@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod perf;
+pub mod perfcli;
 pub mod relay_args;
 pub mod topology;
 pub mod tunpair;

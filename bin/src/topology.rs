@@ -62,13 +62,18 @@ fn sh_in_ns(ns: &str, script: &str) -> io::Result<()> {
 
 /// The stack-side TUN for namespace `ns`: call from the thread that will drive it.
 pub fn stack_tun(ns: &str, side_a: bool) -> io::Result<TunDevice> {
+    stack_tun_mtu(ns, side_a, 1500)
+}
+
+/// [`stack_tun`] with another MTU.
+pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32) -> io::Result<TunDevice> {
     enter_netns(ns)?;
     TunDevice::create(&TunConfig {
         name: if side_a { "tbtha" } else { "tbthb" }.into(),
         addr: if side_a { A_TUN } else { B_TUN },
         prefix: 24,
         addr6: None,
-        mtu: 1500,
+        mtu,
         offload: false,
     })
 }

@@ -2,13 +2,14 @@
 //! ([`TwoNs`]): server in namespace A, client in B, one thread each. Shared by the integration
 //! tests (`bth_tests::tunpair`) and `bth-compare`.
 
+use crate::perf::drive::{run_one, Port, Role};
 use crate::perf::{Client, PerfConfig, PerfReport, Server};
 use crate::topology::{self, TwoNs};
 use std::io;
+use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, Mode};
-use tcp_bth_io::tun::{Driver, Endpoint};
 
 /// What one side measured besides its [`PerfReport`] (which carries the side's own
 /// loss-recovery counters, [`PerfReport::recovery`]).
@@ -82,10 +83,15 @@ impl Watch {
 /// The stack's TUN device; retried for a while because the previous run's device (same name)
 /// goes away only when the kernel has torn down that run's io_uring, which it does
 /// asynchronously (TUNSETIFF answers EBUSY until then).
-fn stack_tun(ns: &str, side_a: bool) -> io::Result<tcp_bth_io::tun::TunDevice> {
+pub fn stack_tun(ns: &str, side_a: bool) -> io::Result<tcp_bth_io::tun::TunDevice> {
+    stack_tun_mtu(ns, side_a, 1500)
+}
+
+/// [`stack_tun`] with another MTU.
+pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32) -> io::Result<tcp_bth_io::tun::TunDevice> {
     let until = Instant::now() + Duration::from_secs(5);
     loop {
-        match topology::stack_tun(ns, side_a) {
+        match topology::stack_tun_mtu(ns, side_a, mtu) {
             Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
             r => return r,
         }
@@ -103,23 +109,8 @@ fn check_mode(c: &Connection, cfg: &PerfConfig, side: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// An application on one side of a [`run_apps`] run: called once per driver turn with the
-/// connection and the driver's time (post work, poll completions there); true when it is done.
-pub trait App: Send + 'static {
-    fn step(&mut self, c: &mut Connection, now: Duration) -> bool;
-}
-
-impl App for Client {
-    fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
-        Client::step(self, c, now)
-    }
-}
-
-impl App for Server {
-    fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
-        Server::step(self, c, now)
-    }
-}
+/// An application on one side of a [`run_apps`] run (see [`crate::perf::drive::App`]).
+pub use crate::perf::drive::App;
 
 /// One side of a [`run_apps`] run, once its app is done.
 pub struct Side<A> {
@@ -157,7 +148,7 @@ pub fn client_config(bth: bool) -> Config {
 /// Run `server` on our stack in A (listening with `server_cfg`) and `client` in B (connecting
 /// with `client_cfg`), one thread, TUN device and io_uring driver each; `limit` bounds each
 /// side's run. The client starts once the server's driver is up.
-pub fn run_apps<S: App, C: App>(
+pub fn run_apps<S: App + Send + 'static, C: App + Send + 'static>(
     ns: &TwoNs,
     (server_cfg, server): (Config, S),
     (client_cfg, client): (Config, C),
@@ -167,8 +158,8 @@ pub fn run_apps<S: App, C: App>(
     let server = {
         let name = ns.a.clone();
         std::thread::spawn(move || -> io::Result<Side<S>> {
-            let set_up = stack_tun(&name, true).and_then(|tun| Driver::new(tun, topology::A_STACK));
-            let mut d = match set_up {
+            let set_up = stack_tun(&name, true).and_then(|tun| Port::open(tun, topology::A_STACK));
+            let mut port = match set_up {
                 Ok(d) => {
                     let _ = ready_tx.send(Ok(()));
                     d
@@ -178,7 +169,7 @@ pub fn run_apps<S: App, C: App>(
                     return Err(e);
                 }
             };
-            drive(&mut d, Endpoint::Listen(server_cfg), server, limit)
+            drive(&mut port, Role::Listen, server_cfg, server, limit)
         })
     };
     ready_rx
@@ -189,8 +180,9 @@ pub fn run_apps<S: App, C: App>(
         let name = ns.b.clone();
         std::thread::spawn(move || -> io::Result<Side<C>> {
             let tun = stack_tun(&name, false)?;
-            let mut d = Driver::new(tun, topology::B_STACK)?;
-            drive(&mut d, Endpoint::Connect(client_cfg), client, limit)
+            let mut port = Port::open(tun, topology::B_STACK)?;
+            let server = SocketAddrV4::new(topology::A_STACK, client_cfg.remote_port);
+            drive(&mut port, Role::Connect(server), client_cfg, client, limit)
         })
     };
     let c = client
@@ -203,13 +195,14 @@ pub fn run_apps<S: App, C: App>(
 }
 
 fn drive<A: App>(
-    d: &mut Driver,
-    endpoint: Endpoint,
+    port: &mut Port,
+    role: Role,
+    cfg: Config,
     mut app: A,
     limit: Duration,
 ) -> io::Result<Side<A>> {
     let cpu0 = thread_cpu();
-    let conn = d.run(endpoint, limit, |c, now| app.step(c, now))?;
+    let conn = run_one(port, role, cfg, limit, &mut app)?;
     let cpu = thread_cpu() - cpu0;
     Ok(Side { app, conn, cpu })
 }
@@ -254,7 +247,7 @@ pub fn run_pair(ns: &TwoNs, cfg: &PerfConfig, limit: Duration) -> io::Result<Pai
     check_mode(&s.conn, cfg, "server")?;
     check_mode(&c.conn, cfg, "client")?;
     Ok(PairRun {
-        client: c.app.watch.finish(c.app.app.report, &c.conn, c.cpu),
-        server: s.app.watch.finish(s.app.app.report, &s.conn, s.cpu),
+        client: c.app.watch.finish(c.app.app.into_report(), &c.conn, c.cpu),
+        server: s.app.watch.finish(s.app.app.into_report(), &s.conn, s.cpu),
     })
 }

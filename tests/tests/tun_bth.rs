@@ -37,10 +37,12 @@ fn run(
         op,
         size: SIZE,
         count: total.div_ceil(u64::from(SIZE)),
-        depth: 8,
+        tx_depth: 8,
+        rx_depth: 8,
         verify: true,
         seed: 3,
         plain: false,
+        ..PerfConfig::default()
     };
     let prefix = format!(
         "bt{}x{}",

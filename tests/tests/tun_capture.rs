@@ -5,6 +5,7 @@
 
 use bth_capture::analyze_file;
 use bth_tests::tunpair::run_perf;
+use bth_tools::perf::ctrl::{Ctrl, Regions};
 use bth_tools::perf::{PerfConfig, PerfOp};
 use bth_tools::topology::{self, TwoNs};
 use std::process::{Command, Stdio};
@@ -71,10 +72,12 @@ fn capture_transfer(tag: &str) -> Cleanup {
         op: PerfOp::Mixed,
         size: SIZE,
         count: COUNT,
-        depth: 4,
+        tx_depth: 4,
+        rx_depth: 4,
         verify: true,
         seed: 5,
         plain: false,
+        ..PerfConfig::default()
     };
     let (c, s) = run_perf(&ns, &cfg);
     assert!(
@@ -111,25 +114,31 @@ fn capture_of_a_bth_transfer_decodes_to_what_was_sent() {
             .collect::<Vec<_>>()
     };
     let per_kind = count / 3;
-    let sends = count_of(MsgClass::Send, true);
+    // Data SENDs carry an immediate; the perf apps' control messages (client: hello, done,
+    // statistics; server: accept, statistics) none.
+    let (sends, client_ctrl): (Vec<_>, Vec<_>) = count_of(MsgClass::Send, true)
+        .into_iter()
+        .partition(|m| m.imm.is_some());
     let writes = count_of(MsgClass::Write, true);
     let reads = count_of(MsgClass::ReadRequest, true);
     let responses = count_of(MsgClass::ReadResponse, false);
-    let hello = count_of(MsgClass::Send, false);
+    let server_sends = count_of(MsgClass::Send, false);
     assert_eq!(
         (
             sends.len(),
             writes.len(),
             reads.len(),
             responses.len(),
-            hello.len()
+            client_ctrl.len(),
+            server_sends.len()
         ),
         (
             per_kind as usize,
             per_kind as usize,
             per_kind as usize,
             per_kind as usize,
-            1
+            3,
+            2
         )
     );
     for m in sends.iter().chain(&writes).chain(&responses) {
@@ -143,7 +152,14 @@ fn capture_of_a_bth_transfer_decodes_to_what_was_sent() {
     for m in &reads {
         assert_eq!(m.read_len, Some(size));
     }
-    assert_eq!(hello[0].len, Some(24));
+    // The server's accept, whole, with no immediate.
+    let accept = Ctrl::Accept(Regions::default()).encode().len() as u64;
+    assert!(
+        server_sends
+            .iter()
+            .any(|m| m.len == Some(accept) && m.imm.is_none()),
+        "{server_sends:?}"
+    );
     // Each WRITE carries its message index as immediate: 1, 4, 7, ...
     let mut imms: Vec<u32> = writes.iter().filter_map(|m| m.imm).collect();
     imms.sort();

@@ -42,10 +42,12 @@ fn spraying_relay_carries_every_message() {
         op: PerfOp::Send,
         size: 64 * 1024,
         count: 400,
-        depth: 8,
+        tx_depth: 8,
+        rx_depth: 8,
         verify: true,
         seed: 5,
         plain: false,
+        ..PerfConfig::default()
     };
     let mut ns = TwoNs::create(&prefix(), Some(link)).expect("namespaces");
     let run = run_pair(&ns, &cfg, Duration::from_secs(120)).expect("perf run");

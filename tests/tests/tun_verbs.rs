@@ -41,10 +41,12 @@ fn zero_length(op: PerfOp, relay: Option<LinkConfig>) {
         op,
         size: 0,
         count: ZERO_LENGTH_COUNT,
-        depth: 16,
+        tx_depth: 16,
+        rx_depth: 16,
         verify: true,
         seed: 5,
         plain: false,
+        ..PerfConfig::default()
     };
     let mut ns = namespaces(relay);
     let (c, s) = run_perf(&ns, &cfg);
@@ -135,8 +137,8 @@ fn run_scripts<S, C>(
     client: Script<C>,
 ) -> (Side<Script<S>>, Side<Script<C>>)
 where
-    Script<S>: App,
-    Script<C>: App,
+    Script<S>: App + Send + 'static,
+    Script<C>: App + Send + 'static,
 {
     let ns = namespaces(None);
     let limit = Duration::from_secs(30);

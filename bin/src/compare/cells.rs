@@ -195,11 +195,13 @@ impl Cell {
             },
             size: self.size,
             count: self.count,
-            depth: self.depth,
+            tx_depth: self.depth,
+            rx_depth: self.depth,
             // Every byte of every run checked at the receiver (kernel runs check theirs too).
             verify: true,
             seed: 1,
             plain: self.plain,
+            ..PerfConfig::default()
         }
     }
 }

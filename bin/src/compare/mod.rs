@@ -129,13 +129,8 @@ impl RunRecord {
     }
 }
 
-/// Value at quantile `q` of sorted `v`.
-pub fn percentile(v: &[Duration], q: f64) -> Option<Duration> {
-    if v.is_empty() {
-        return None;
-    }
-    Some(v[((v.len() - 1) as f64 * q).round() as usize])
-}
+/// Value at quantile `q` of sorted `v` (the perf reports' definition).
+pub use crate::perf::percentile;
 
 fn run_ours(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
     let p = tunpair::run_pair(ns, &cell.perf_config(), Duration::from_secs(180))?;

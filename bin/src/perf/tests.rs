@@ -2,25 +2,33 @@
 //! `Server` that `bth-perf` and the TUN tests run, on a virtual clock.
 
 use super::*;
+use bth_placement::WcStatus;
+use std::time::Duration;
+use tcp_bth::{Completion, WcOp};
 use tcp_bth_io::sim::{pair_configs, Direction, LinkConfig, LinkStats, Pair};
 
-const SIZE: u32 = 64 * 1024;
-const COUNT: u64 = 48;
+pub(super) const SIZE: u32 = 64 * 1024;
+pub(super) const COUNT: u64 = 48;
 
-fn cfg(op: PerfOp) -> PerfConfig {
+pub(super) fn cfg(op: PerfOp) -> PerfConfig {
     PerfConfig {
         op,
         size: SIZE,
         count: COUNT,
-        depth: 8,
+        tx_depth: 8,
+        rx_depth: 8,
         verify: true,
         seed: 11,
-        plain: false,
+        ..PerfConfig::default()
     }
 }
 
 /// Client in A, server in B, each stepped once per simulated instant until both have closed.
-fn run_sim(client: PerfConfig, server: PerfConfig, link: LinkConfig) -> (PerfReport, PerfReport) {
+pub(super) fn run_sim(
+    client: PerfConfig,
+    server: PerfConfig,
+    link: LinkConfig,
+) -> (PerfReport, PerfReport) {
     let (c, s, _) = run_sim_stats(client, server, link);
     (c, s)
 }
@@ -37,12 +45,15 @@ fn run_sim_stats(
 
 /// [`run_sim`], also returning what the link did in each direction: A to B (the client's
 /// packets), then B to A (the server's).
-fn run_sim_links(
+pub(super) fn run_sim_links(
     client: PerfConfig,
     server: PerfConfig,
     link: LinkConfig,
 ) -> (PerfReport, PerfReport, [LinkStats; 2]) {
-    let (a, b) = pair_configs(7);
+    let (mut a, mut b) = pair_configs(7);
+    // Each side offers tcp_bth unless it runs --plain, as bth-perf opens its connections.
+    a.bth = !client.plain;
+    b.bth = !server.plain;
     let mut p = Pair::new(a, b, link);
     let mut cl = Client::new(client);
     let mut sv = Server::new(server);
@@ -69,12 +80,12 @@ fn run_sim_links(
     }
     assert!(c_done && s_done, "run did not finish by {:?}", p.now);
     // As the TUN drivers' owners do: the final counters, after the apps' last turns.
-    cl.report.record_recovery(&p.a);
+    cl.report_mut().record_recovery(&p.a);
     if let Some(b) = p.b.as_ref() {
-        sv.report.record_recovery(b);
+        sv.report_mut().record_recovery(b);
     }
     let links = [p.link.stats(Direction::AtoB), p.link.stats(Direction::BtoA)];
-    (cl.report, sv.report, links)
+    (cl.into_report(), sv.into_report(), links)
 }
 
 fn lossy_link() -> LinkConfig {
@@ -169,21 +180,35 @@ fn plain_write_check_sees_bytes_that_differ() {
     assert_eq!(s.errors, want);
 }
 
+/// The done message's count is checked against the run's and against what arrived.
 #[test]
-fn plain_write_check_sees_a_short_run() {
-    // The client stops early: its done message says so, and the server reports it.
-    let mut client = cfg(PerfOp::Write);
-    client.count = COUNT - 1;
-    let (c, s) = run_sim(client, cfg(PerfOp::Write), LinkConfig::default());
-    assert!(c.errors.is_empty(), "client errors {:?}", c.errors);
-    assert_eq!(
-        s.errors,
-        vec![PerfError::DoneCount {
-            got: COUNT - 1,
-            want: COUNT
-        }]
-    );
-    assert_eq!(s.verified, 0);
+fn the_done_message_count_is_checked() {
+    for (op, sent, want) in [
+        (
+            PerfOp::Write,
+            COUNT - 1,
+            PerfError::DoneCount {
+                got: COUNT - 1,
+                want: COUNT,
+            },
+        ),
+        (
+            PerfOp::Send,
+            COUNT,
+            PerfError::ArrivalsDiffer {
+                sent: COUNT,
+                arrived: 0,
+            },
+        ),
+    ] {
+        let mut p = Pair::new(pair_configs(3).0, pair_configs(3).1, LinkConfig::default());
+        assert!(p.establish(Duration::from_secs(5)));
+        let (mut r, _) = responder::Responder::set_up(&mut p.a, &cfg(op)).expect("set up");
+        let mut report = PerfReport::default();
+        r.on_done(&p.a, sent, Duration::ZERO, &mut report);
+        assert_eq!(report.errors, [want], "{op}");
+        assert!(r.finished());
+    }
 }
 
 #[test]
@@ -204,7 +229,10 @@ fn a_verified_plain_write_run_too_big_for_its_own_offsets_is_refused() {
 /// the client app says the run is over. The client lingers in TIME-WAIT long enough to answer
 /// the server's retransmitted FIN, so the server closes cleanly. It used to stop at once: the
 /// server sat in LAST-ACK retransmitting until `TimedOut`, an error on a run that had moved
-/// every byte (seen once in eight relay runs over TUN).
+/// every byte (seen once in eight relay runs over TUN). Every segment the client sends between
+/// the server's FIN and the server's first retransmission is lost (the client may send more
+/// than one: a credit update for the buffer the server's statistics took acknowledges the FIN
+/// too).
 #[test]
 fn a_lost_last_ack_is_answered_from_time_wait() {
     use std::cell::Cell;
@@ -221,15 +249,18 @@ fn a_lost_last_ack_is_answered_from_time_wait() {
         ..cfg(PerfOp::Send)
     });
     let client_done = Cell::new(false);
-    let (fin_seen, dropped) = (Cell::new(false), Cell::new(0));
+    // 0: before the server's FIN; 1: the FIN seen, the client's segments lost; 2: the server
+    // has sent again (its retransmission).
+    let (phase, dropped) = (Cell::new(0), Cell::new(0));
     let mut filter = |dir: Direction, _: Duration, p: Vec<u8>| {
         let seg = TcpRepr::parse(&p, None).ok()?;
         match dir {
             // The client's driver has stopped: nothing reaches it any more.
             Direction::BtoA if client_done.get() => return None,
-            Direction::BtoA if seg.flags.fin() => fin_seen.set(true),
-            Direction::AtoB if fin_seen.get() && dropped.get() == 0 => {
-                dropped.set(1);
+            Direction::BtoA if phase.get() == 0 && seg.flags.fin() => phase.set(1),
+            Direction::BtoA if phase.get() == 1 && dropped.get() > 0 => phase.set(2),
+            Direction::AtoB if phase.get() == 1 => {
+                dropped.set(dropped.get() + 1);
                 return None;
             }
             _ => {}
@@ -238,7 +269,7 @@ fn a_lost_last_ack_is_answered_from_time_wait() {
     };
     let (mut s_done, mut idle) = (false, 0);
     let limit = w.now + Duration::from_secs(600);
-    while !s_done && w.now < limit && idle < 3 {
+    while !(s_done && client_done.get()) && w.now < limit && idle < 3 {
         let now = w.now;
         if !client_done.get() {
             client_done.set(cl.step(&mut w.a, now));
@@ -247,10 +278,11 @@ fn a_lost_last_ack_is_answered_from_time_wait() {
         // Nothing pending: the apps get another look (they may post or close) before we stop.
         idle = if w.step(&mut filter) { 0 } else { idle + 1 };
     }
-    assert_eq!(dropped.get(), 1, "the last ACK was dropped");
+    assert!(dropped.get() >= 1, "the last ACK was dropped");
+    assert_eq!(phase.get(), 2, "the server sent again");
     assert!(client_done.get() && s_done);
-    assert!(cl.report.errors.is_empty(), "{:?}", cl.report.errors);
-    assert!(sv.report.errors.is_empty(), "{:?}", sv.report.errors);
+    assert!(cl.report().errors.is_empty(), "{:?}", cl.report().errors);
+    assert!(sv.report().errors.is_empty(), "{:?}", sv.report().errors);
     assert_eq!(w.b.state(), tcp_bth::State::Closed);
     assert!(w.b.error().is_none(), "{:?}", w.b.error());
 }
@@ -264,7 +296,8 @@ fn zero_length_send_and_write_imm_are_verified_through_loss_and_reordering() {
         let mut c = cfg(op);
         c.size = 0;
         c.count = N;
-        c.depth = 16;
+        c.tx_depth = 16;
+        c.rx_depth = 16;
         let (cr, sr, link) = run_sim_stats(c.clone(), c, lossy_link());
         assert!(link.dropped() > 0 && link.reordered > 0, "{op}: {link:?}");
         assert!(cr.errors.is_empty(), "{op}: client errors {:?}", cr.errors);
@@ -305,8 +338,10 @@ fn size_zero_is_refused_for_operations_that_move_bytes() {
 fn verify_checks_immediates_and_lengths() {
     let mut c = cfg(PerfOp::Mixed);
     c.size = 0;
-    let mut s = Server::new(c.clone());
-    let conn = Connection::connect(pair_configs(1).0, Duration::ZERO);
+    let mut p = Pair::new(pair_configs(1).0, pair_configs(1).1, LinkConfig::default());
+    assert!(p.establish(Duration::from_secs(5)));
+    let (mut s, _) = responder::Responder::set_up(&mut p.a, &c).expect("set up");
+    let mut report = PerfReport::default();
     let recv = |imm: u32, byte_len: u32| Completion {
         wr_id: 0,
         class: tcp_bth::wire::MsgClass::Send,
@@ -318,13 +353,12 @@ fn verify_checks_immediates_and_lengths() {
         buf: Some(Vec::new()),
     };
     // Mixed: SENDs are messages 0, 3, 6, …
-    s.on_completion(&conn, recv(0, 0), Duration::ZERO);
-    s.on_completion(&conn, recv(3, 0), Duration::ZERO);
-    s.on_completion(&conn, recv(9, 0), Duration::ZERO);
-    s.on_completion(&conn, recv(9, 4), Duration::ZERO);
-    assert_eq!(s.report.verified, 2);
+    for (imm, len) in [(0, 0), (3, 0), (9, 0), (9, 4)] {
+        s.on_data(&p.a, &recv(imm, len), Duration::ZERO, &mut report);
+    }
+    assert_eq!(report.verified, 2);
     assert_eq!(
-        s.report.errors,
+        report.errors,
         [
             PerfError::UnexpectedImmediate {
                 got: Some(9),

@@ -1,0 +1,228 @@
+//! One side's connection counters as `bth-perf` prints them and sends them to the peer at the
+//! end of a run: loss recovery (what this side sent and how it repaired it, [`Recovery`]),
+//! ACKs, and segments dropped on arrival, by cause. From [`tcp_bth::Stats`] and
+//! [`tcp_bth::conn::recovery::RecoveryStats`].
+
+use super::Recovery;
+use serde::Serialize;
+use std::ops::AddAssign;
+use tcp_bth::Connection;
+
+/// Segments this side's connection dropped on arrival, by cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Drops {
+    /// Refused by the segment parser (checksum, header, options).
+    pub malformed: u64,
+    /// BTH segments whose ICRC did not match.
+    pub icrc: u64,
+    /// Data segments whose BTH did not describe a valid message fragment.
+    pub bad_bth: u64,
+    /// Failed the timestamp check (PAWS).
+    pub paws: u64,
+    pub out_of_window: u64,
+    /// SENDs with no receive buffer posted for them.
+    pub receiver_not_ready: u64,
+    /// The out-of-order range table was full.
+    pub ooo_table_full: u64,
+    /// Placement did not take them (its windows or range limits).
+    pub placement_refused: u64,
+    /// At or beyond a request about to be refused.
+    pub behind_refused_request: u64,
+}
+
+impl Drops {
+    pub fn total(&self) -> u64 {
+        let mut d = *self;
+        d.fields_mut().iter().map(|f| **f).sum()
+    }
+
+    fn fields_mut(&mut self) -> [&mut u64; 9] {
+        [
+            &mut self.malformed,
+            &mut self.icrc,
+            &mut self.bad_bth,
+            &mut self.paws,
+            &mut self.out_of_window,
+            &mut self.receiver_not_ready,
+            &mut self.ooo_table_full,
+            &mut self.placement_refused,
+            &mut self.behind_refused_request,
+        ]
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ConnCounters {
+    pub recovery: Recovery,
+    pub segments_in: u64,
+    pub segments_out: u64,
+    /// Segments sent without payload: ACKs, credit and grant updates, SYN and FIN.
+    pub acks_sent: u64,
+    /// ACKs built the moment they fell due rather than at the end of a driver turn.
+    pub acks_immediate: u64,
+    pub dsacks_sent: u64,
+    pub dsacks_received: u64,
+    /// Recovery episodes undone because every retransmission proved spurious.
+    pub undos: u64,
+    pub naks_sent: u64,
+    pub naks_received: u64,
+    pub drops: Drops,
+}
+
+impl ConnCounters {
+    pub fn of(c: &Connection) -> ConnCounters {
+        let s = c.stats();
+        let recovery = Recovery::of(c);
+        ConnCounters {
+            recovery,
+            segments_in: s.segments_in,
+            segments_out: s.segments_out,
+            acks_sent: s.segments_out.saturating_sub(recovery.segments_sent),
+            acks_immediate: s.acks_immediate,
+            dsacks_sent: s.dsacks_sent,
+            dsacks_received: s.dsacks_received,
+            undos: s.undos,
+            naks_sent: s.naks_sent,
+            naks_received: s.naks_received,
+            drops: Drops {
+                malformed: s.malformed,
+                icrc: s.icrc_errors,
+                bad_bth: s.bad_bth,
+                paws: s.paws_drops,
+                out_of_window: s.out_of_window,
+                receiver_not_ready: s.receiver_not_ready,
+                ooo_table_full: s.ooo_table_full,
+                placement_refused: s.placement_refused,
+                behind_refused_request: s.behind_refused_request,
+            },
+        }
+    }
+
+    /// Every counter, in the order of the statistics message. New counters go at the end:
+    /// a peer that sends fewer leaves the rest at 0.
+    fn fields_mut(&mut self) -> Vec<&mut u64> {
+        let r = &mut self.recovery;
+        let mut v = vec![
+            &mut r.segments_sent,
+            &mut r.retransmits,
+            &mut r.spurious_retransmits,
+            &mut r.rack_losses,
+            &mut r.rto_losses,
+            &mut r.tlp_probes,
+            &mut self.segments_in,
+            &mut self.segments_out,
+            &mut self.acks_sent,
+            &mut self.acks_immediate,
+            &mut self.dsacks_sent,
+            &mut self.dsacks_received,
+            &mut self.undos,
+            &mut self.naks_sent,
+            &mut self.naks_received,
+        ];
+        v.extend(self.drops.fields_mut());
+        v
+    }
+
+    pub(crate) fn to_words(self) -> Vec<u64> {
+        let mut c = self;
+        c.fields_mut().into_iter().map(|f| *f).collect()
+    }
+
+    pub(crate) fn from_words(words: &[u64]) -> ConnCounters {
+        let mut c = ConnCounters::default();
+        for (f, w) in c.fields_mut().into_iter().zip(words) {
+            *f = *w;
+        }
+        c
+    }
+
+    /// Three lines: loss recovery, segments and ACKs, drops by cause.
+    pub fn lines(&self) -> [String; 3] {
+        let d = &self.drops;
+        [
+            format!("recovery: {}", self.recovery),
+            format!(
+                "segments: {} in, {} out ({} without payload: ACKs, credit, SYN/FIN; {} ACKs \
+                 sent at once); D-SACKs {} sent / {} received; {} undos; NAKs {} sent / {} \
+                 received",
+                self.segments_in,
+                self.segments_out,
+                self.acks_sent,
+                self.acks_immediate,
+                self.dsacks_sent,
+                self.dsacks_received,
+                self.undos,
+                self.naks_sent,
+                self.naks_received
+            ),
+            format!(
+                "drops on arrival: {} ({} malformed, {} ICRC, {} bad BTH, {} PAWS, {} out of \
+                 window, {} receiver not ready, {} out-of-order table full, {} placement \
+                 refused, {} behind a refused request)",
+                d.total(),
+                d.malformed,
+                d.icrc,
+                d.bad_bth,
+                d.paws,
+                d.out_of_window,
+                d.receiver_not_ready,
+                d.ooo_table_full,
+                d.placement_refused,
+                d.behind_refused_request
+            ),
+        ]
+    }
+}
+
+/// What a side sends the other at its close: its connection's counters and what its own
+/// report says of the run so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PeerSummary {
+    pub messages: u64,
+    pub bytes: u64,
+    /// Messages it checked byte for byte (the responder checks SENDs and WRITEs, the
+    /// requester READs).
+    pub verified: u64,
+    /// Errors in its report.
+    pub errors: u64,
+    pub counters: ConnCounters,
+}
+
+impl PeerSummary {
+    pub(crate) fn to_words(self) -> (Vec<u64>, Vec<u64>) {
+        let head = vec![self.messages, self.bytes, self.verified, self.errors];
+        (head, self.counters.to_words())
+    }
+
+    /// From the two word lists of the statistics message; missing words are 0.
+    pub(crate) fn from_words(head: &[u64], counters: &[u64]) -> PeerSummary {
+        let at = |i: usize| head.get(i).copied().unwrap_or(0);
+        PeerSummary {
+            messages: at(0),
+            bytes: at(1),
+            verified: at(2),
+            errors: at(3),
+            counters: ConnCounters::from_words(counters),
+        }
+    }
+}
+
+impl AddAssign for PeerSummary {
+    fn add_assign(&mut self, o: PeerSummary) {
+        self.messages += o.messages;
+        self.bytes += o.bytes;
+        self.verified += o.verified;
+        self.errors += o.errors;
+        self.counters += o.counters;
+    }
+}
+
+impl AddAssign for ConnCounters {
+    /// Sums (the counters of several connections of one run).
+    fn add_assign(&mut self, other: ConnCounters) {
+        let mut o = other;
+        for (a, b) in self.fields_mut().into_iter().zip(o.fields_mut()) {
+            *a += *b;
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The sending half of a perf connection: posts SEND / RDMA WRITE / RDMA READ work requests,
+//! keeps `tx_depth` outstanding until the run's count or duration is reached, then SENDs a
+//! done message with the number of messages behind the last one. The client always has one;
+//! the server too with `-b`.
+
+use super::ctrl::{Ctrl, Regions};
+use super::{op_of, payload, MsgOp, PerfConfig, PerfError, PerfOp, PerfReport, DONE_WR};
+use bth_framer::{WorkRequest, WrOp};
+use bth_placement::WcStatus;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::time::Duration;
+use tcp_bth::{Completion, Connection, WcOp};
+use tcp_bth_io::sim::workload::fill;
+
+pub(crate) struct Requester {
+    cfg: PerfConfig,
+    remote: Regions,
+    started: Duration,
+    next: u64,
+    done: u64,
+    /// Replies seen ([`PerfOp::SendRecv`]): they come in request order.
+    replies: u64,
+    /// How many messages the run has, once no more will be posted (count reached, or
+    /// duration over).
+    total: Option<u64>,
+    posted_at: HashMap<u64, Duration>,
+    /// The done message is posted, and acknowledged.
+    done_posted: bool,
+    done_acked: bool,
+    /// When the previous message completed.
+    last_done: Option<Duration>,
+}
+
+impl Requester {
+    /// Start sending to a responder with `remote`'s regions; the run's clock starts `now`.
+    pub fn new(cfg: PerfConfig, remote: Regions, now: Duration) -> Requester {
+        Requester {
+            cfg,
+            remote,
+            started: now,
+            next: 0,
+            done: 0,
+            replies: 0,
+            total: None,
+            posted_at: HashMap::new(),
+            done_posted: false,
+            done_acked: false,
+            last_done: None,
+        }
+    }
+
+    /// Every message completed and the done message acknowledged.
+    pub fn finished(&self) -> bool {
+        self.total == Some(self.done) && self.done_acked
+    }
+
+    /// Messages completed, and how many the run has if known (count mode).
+    pub fn progress(&self) -> (u64, Option<u64>) {
+        let total = self
+            .total
+            .or((self.cfg.duration.is_none()).then_some(self.cfg.count));
+        (self.done, total)
+    }
+
+    /// Post what the depth allows (none with `hold`), and the done message once the run has
+    /// all its messages.
+    pub fn step(
+        &mut self,
+        c: &mut Connection,
+        now: Duration,
+        report: &mut PerfReport,
+        hold: bool,
+    ) -> Result<(), PerfError> {
+        let (duration, count, started) = (self.cfg.duration, self.cfg.count, self.started);
+        let over = |next: u64| match duration {
+            Some(d) => now.saturating_sub(started) >= d,
+            None => next >= count,
+        };
+        if self.total.is_none() && over(self.next) {
+            self.total = Some(self.next);
+        }
+        while !hold && self.total.is_none() && self.next - self.done < self.cfg.tx_depth as u64 {
+            self.post(c, now, report)?;
+            if over(self.next) {
+                self.total = Some(self.next);
+            }
+        }
+        if let (Some(total), false) = (self.total, self.done_posted) {
+            // Behind the last message in the stream: when it completes at the responder,
+            // every message before it has been placed.
+            c.post_send(WorkRequest {
+                wr_id: DONE_WR,
+                op: WrOp::Send { imm: None },
+                sg_list: vec![Bytes::from(Ctrl::Done(total).encode())],
+            })
+            .map_err(|e| PerfError::Post(e.kind))?;
+            self.done_posted = true;
+        }
+        Ok(())
+    }
+
+    fn post(
+        &mut self,
+        c: &mut Connection,
+        now: Duration,
+        report: &mut PerfReport,
+    ) -> Result<(), PerfError> {
+        let i = self.next;
+        let (cfg, r) = (&self.cfg, &self.remote);
+        let wr_op = match op_of(cfg, i) {
+            MsgOp::Read => {
+                let sink = vec![0u8; cfg.size as usize];
+                c.post_read(i, r.read_rkey, r.read_addr + cfg.slot_offset(i), sink)
+                    .map_err(|e| PerfError::Post(e.kind))?;
+                None
+            }
+            MsgOp::Send => Some(WrOp::Send {
+                imm: Some(i as u32),
+            }),
+            MsgOp::WriteImm => Some(WrOp::RdmaWrite {
+                rkey: r.write_rkey,
+                remote_addr: r.write_addr + cfg.write_offset(i),
+                imm: Some(i as u32),
+            }),
+            MsgOp::Write => Some(WrOp::RdmaWrite {
+                rkey: r.write_rkey,
+                remote_addr: r.write_addr + cfg.write_offset(i),
+                imm: None,
+            }),
+        };
+        if let Some(op) = wr_op {
+            c.post_send(WorkRequest {
+                wr_id: i,
+                op,
+                sg_list: vec![Bytes::from(payload(cfg, i))],
+            })
+            .map_err(|e| PerfError::Post(e.kind))?;
+        }
+        self.posted_at.insert(i, now);
+        if cfg.trace {
+            report.posted.push(now);
+        }
+        self.next += 1;
+        Ok(())
+    }
+
+    /// A completion of this side's own work: a SEND, WRITE or READ it posted, the done
+    /// message, or ([`PerfOp::SendRecv`], routed here by the caller) a reply.
+    pub fn on_completion(&mut self, comp: Completion, now: Duration, report: &mut PerfReport) {
+        if comp.status != WcStatus::Success {
+            report.errors.push(PerfError::CompletionFailed {
+                wr_id: comp.wr_id,
+                status: comp.status,
+            });
+            return;
+        }
+        if comp.wr_id == DONE_WR && comp.op == WcOp::Send {
+            self.done_acked = true;
+            return;
+        }
+        let i = match comp.op {
+            // A reply: the message it answers completes now.
+            WcOp::Recv => {
+                self.replies += 1;
+                self.replies - 1
+            }
+            // The request's own completion: the message completes with its reply.
+            _ if self.cfg.op == PerfOp::SendRecv => return,
+            _ => comp.wr_id,
+        };
+        let posted = self.posted_at.remove(&i).unwrap_or(now);
+        report.latencies.push(now.saturating_sub(posted));
+        if comp.op == WcOp::RdmaRead && self.cfg.verify {
+            let slot = i % self.cfg.tx_depth as u64;
+            let mut want = vec![0u8; self.cfg.size as usize];
+            fill(self.cfg.seed ^ 0x5EED, slot, &mut want);
+            if comp.buf.as_deref() == Some(&want[..]) {
+                report.verified += 1;
+            } else {
+                report.errors.push(PerfError::ReadDiffers { msg: i });
+            }
+        }
+        self.done += 1;
+        report.messages += 1;
+        report.bytes += u64::from(self.cfg.size);
+        // Messages in flight together arrive one after the other: this one's bytes moved
+        // between the previous completion (or its post, if later) and its own, not over its
+        // whole latency (which would count the same time for every message in flight).
+        let since = self
+            .last_done
+            .replace(now)
+            .map_or(posted, |t| t.max(posted));
+        report
+            .timeline
+            .record_span(since, now, u64::from(self.cfg.size));
+    }
+}

@@ -1,0 +1,259 @@
+//! What the client and the server of a BTH-mode run share: the receive pool, the requester
+//! and responder halves, the routing of completions to them, control messages, and the end of
+//! the run (statistics to the peer, close, TIME-WAIT).
+
+use super::counters::ConnCounters;
+use super::ctrl::Ctrl;
+use super::requester::Requester;
+use super::responder::Responder;
+use super::rq::RecvPool;
+use super::{PerfConfig, PerfError, PerfOp, PerfReport, CTRL_WR};
+use bth_framer::{WorkRequest, WrOp};
+use bth_placement::WcStatus;
+use bytes::Bytes;
+use std::time::Duration;
+use tcp_bth::{Completion, Connection, Mode, State, WcOp};
+
+/// Longest the client stays in TIME-WAIT before it reports the run over.
+const TIME_WAIT_LINGER_MAX: Duration = Duration::from_secs(3);
+
+/// Where a turn goes after looking at the negotiated mode.
+pub(crate) enum ModeStep {
+    /// Handshake not finished.
+    Pending,
+    /// Byte stream, as configured.
+    Plain,
+    /// tcp_bth, as configured.
+    Bth,
+    /// The mode is not the configured one: the error is recorded and the connection aborted.
+    Failed,
+}
+
+/// Not for use outside the perf apps: public only because [`super::Role`] names it.
+#[doc(hidden)]
+pub struct Side {
+    pub(crate) cfg: PerfConfig,
+    client: bool,
+    pub(crate) pool: Option<RecvPool>,
+    pub(crate) req: Option<Requester>,
+    pub(crate) resp: Option<Responder>,
+    pub(crate) report: PerfReport,
+    pub(crate) started: Option<Duration>,
+    /// When the last message completed or arrived (the end of `report.elapsed`).
+    last_data: Option<Duration>,
+    pub(crate) closed: bool,
+    /// When the connection entered TIME-WAIT (see [`Side::finished`]).
+    time_wait_since: Option<Duration>,
+}
+
+impl Side {
+    pub(crate) fn new(cfg: PerfConfig, client: bool) -> Side {
+        Side {
+            cfg,
+            client,
+            pool: None,
+            req: None,
+            resp: None,
+            report: PerfReport::default(),
+            started: None,
+            last_data: None,
+            closed: false,
+            time_wait_since: None,
+        }
+    }
+
+    pub(crate) fn mode(&mut self, c: &mut Connection) -> ModeStep {
+        let err = match (c.mode(), self.cfg.plain) {
+            (Mode::Pending, _) => return ModeStep::Pending,
+            (Mode::Plain, true) => return ModeStep::Plain,
+            (Mode::Bth { .. }, false) => return ModeStep::Bth,
+            _ if !self.client => PerfError::PlainMismatch,
+            (Mode::Plain, false) => PerfError::PeerNotBth,
+            (Mode::Bth { .. }, true) => PerfError::BthInPlainMode,
+        };
+        self.fail(c, err);
+        ModeStep::Failed
+    }
+
+    /// Record `e` and abort the connection.
+    pub(crate) fn fail(&mut self, c: &mut Connection, e: PerfError) {
+        self.report.errors.push(e);
+        c.abort();
+    }
+
+    /// The run's clock starts now.
+    pub(crate) fn start(&mut self, now: Duration) {
+        self.started = Some(now);
+        self.report.timeline.start(now);
+    }
+
+    /// A message completed or arrived now (the end of `report.elapsed` so far).
+    pub(crate) fn mark_data(&mut self, now: Duration) {
+        self.last_data = Some(now);
+    }
+
+    /// Keep the receive buffers posted; true if any was posted now.
+    pub(crate) fn top_up(&mut self, c: &mut Connection) -> Result<bool, PerfError> {
+        match self.pool.as_mut() {
+            Some(p) => p.top_up(c),
+            None => Ok(false),
+        }
+    }
+
+    pub(crate) fn send_ctrl(&mut self, c: &mut Connection, ctrl: &Ctrl) -> Result<(), PerfError> {
+        c.post_send(WorkRequest {
+            wr_id: CTRL_WR,
+            op: WrOp::Send { imm: None },
+            sg_list: vec![Bytes::from(ctrl.encode())],
+        })
+        .map(|_| ())
+        .map_err(|e| PerfError::Post(e.kind))
+    }
+
+    /// Route every completion to its half; control messages are returned in arrival order.
+    pub(crate) fn poll(&mut self, c: &mut Connection, now: Duration) -> Vec<Ctrl> {
+        let mut ctrl = Vec::new();
+        while let Some(comp) = c.poll_completion() {
+            let before = self.report.messages;
+            if let Some(m) = self.route(c, comp, now) {
+                ctrl.push(m);
+            }
+            if self.report.messages != before {
+                self.last_data = Some(now);
+            }
+        }
+        ctrl
+    }
+
+    fn route(&mut self, c: &Connection, comp: Completion, now: Duration) -> Option<Ctrl> {
+        let report = &mut self.report;
+        let incoming = matches!(comp.op, WcOp::Recv | WcOp::RecvRdmaWithImm);
+        if comp.op == WcOp::Recv {
+            if let Some(p) = self.pool.as_mut() {
+                p.used_one();
+            }
+        }
+        if incoming && comp.status != WcStatus::Success {
+            let (op, status) = (comp.op, comp.status);
+            report.errors.push(PerfError::OpFailed { op, status });
+            return None;
+        }
+        if comp.op == WcOp::Recv && comp.imm.is_none() {
+            let len = comp.byte_len as usize;
+            let body = comp.buf.as_deref().unwrap_or_default();
+            return match Ctrl::decode(body.get(..len).unwrap_or(body)) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    report.errors.push(e.into());
+                    None
+                }
+            };
+        }
+        let reply = self.client && self.cfg.op == PerfOp::SendRecv && comp.op == WcOp::Recv;
+        match (incoming && !reply, &mut self.req, &mut self.resp) {
+            (true, _, Some(resp)) => resp.on_data(c, &comp, now, report),
+            (true, _, None) => report
+                .errors
+                .push(PerfError::UnexpectedControl { what: "data" }),
+            (false, _, _) if comp.wr_id == CTRL_WR => {
+                if comp.status != WcStatus::Success {
+                    let (wr_id, status) = (comp.wr_id, comp.status);
+                    report
+                        .errors
+                        .push(PerfError::CompletionFailed { wr_id, status });
+                }
+            }
+            (false, Some(req), _) => req.on_completion(comp, now, report),
+            // A server's reply to a request: nothing to count.
+            (false, None, _) if comp.status == WcStatus::Success => {}
+            (false, None, _) => {
+                let (wr_id, status) = (comp.wr_id, comp.status);
+                report
+                    .errors
+                    .push(PerfError::CompletionFailed { wr_id, status });
+            }
+        }
+        None
+    }
+
+    /// A control message both sides take the same way: the peer's done message or its
+    /// statistics. Anything else is returned.
+    pub(crate) fn common_ctrl(&mut self, c: &Connection, m: Ctrl, now: Duration) -> Option<Ctrl> {
+        match m {
+            Ctrl::Done(n) => match self.resp.as_mut() {
+                Some(resp) => {
+                    resp.on_done(c, n, now, &mut self.report);
+                    self.last_data = Some(now);
+                }
+                None => self.unexpected(&Ctrl::Done(n)),
+            },
+            Ctrl::Stats(s) => self.report.peer = Some(s),
+            other => return Some(other),
+        }
+        None
+    }
+
+    pub(crate) fn unexpected(&mut self, m: &Ctrl) {
+        let what = m.what();
+        self.report
+            .errors
+            .push(PerfError::UnexpectedControl { what });
+    }
+
+    /// Whether this side's own work is over: its requester finished, its responder has the
+    /// peer's done message.
+    pub(crate) fn work_done(&self) -> bool {
+        self.req.as_ref().is_none_or(Requester::finished)
+            && self.resp.as_ref().is_none_or(Responder::finished)
+    }
+
+    /// End the run on this side: statistics to the peer (`stats`), then the FIN.
+    pub(crate) fn close(&mut self, c: &mut Connection, stats: bool) {
+        if self.closed {
+            return;
+        }
+        if stats {
+            self.report.counters = ConnCounters::of(c);
+            let s = Ctrl::Stats(self.report.summary());
+            if let Err(e) = self.send_ctrl(c, &s) {
+                self.report.errors.push(e);
+            }
+        }
+        if let (Some(start), Some(end)) = (self.started, self.last_data) {
+            self.report.elapsed = end.saturating_sub(start);
+        }
+        self.report.latencies.sort();
+        c.close();
+        self.closed = true;
+    }
+
+    /// After our close: CLOSED, or TIME-WAIT for a few RTOs. TIME-WAIT exists to acknowledge
+    /// the peer's FIN again if our last ACK was lost; a client that stopped its driver at once
+    /// left the server in LAST-ACK retransmitting its FIN until it gave up (15 RTOs, minutes,
+    /// and a `TimedOut` error on a run that had moved every byte). Three RTOs cover the
+    /// server's first retransmissions without holding the process for the full 2·MSL. The
+    /// server closes last and has no TIME-WAIT to linger in unless it closed first.
+    pub(crate) fn finished(&mut self, c: &Connection, now: Duration) -> bool {
+        match c.state() {
+            _ if !self.closed => false,
+            State::Closed => true,
+            State::TimeWait if !self.client => true,
+            State::TimeWait => {
+                let since = *self.time_wait_since.get_or_insert(now);
+                now.saturating_sub(since) >= (c.rto() * 3).min(TIME_WAIT_LINGER_MAX)
+            }
+            _ => false,
+        }
+    }
+
+    /// Messages done, and how many are expected if known: for the progress bar.
+    pub(crate) fn progress(&self) -> (u64, Option<u64>) {
+        match &self.req {
+            Some(r) => r.progress(),
+            None => (
+                self.report.messages,
+                self.cfg.duration.is_none().then_some(self.cfg.count),
+            ),
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! `bth-perf local`: both sides on this machine, in two network namespaces joined by a veth
+//! pair or the impairment relay (`--relay-*`), the server's thread in the first and the
+//! client's in the second, as `bth_tools::tunpair` runs them.
+
+use super::args::{PerfArgs, Plan};
+use super::output::{all_ok, json_side, Printer};
+use super::progress;
+use super::run::{Row, SideRun, Who};
+use super::table::Banner;
+use crate::perf::drive::Port;
+use crate::relay_args::{describe_link, RelayArgs};
+use crate::topology::{self, TwoNs};
+use crate::tunpair::stack_tun_mtu;
+use std::net::SocketAddrV4;
+
+/// One side's thread: its TUN device in its namespace, then its rows. `ready` is told once
+/// the device is up (the client waits for the server's).
+fn side(
+    ns: String,
+    server: bool,
+    args: PerfArgs,
+    plan: Plan,
+    ready: Option<std::sync::mpsc::Sender<Result<(), String>>>,
+) -> std::thread::JoinHandle<Result<Vec<Row>, String>> {
+    std::thread::spawn(move || {
+        let addr = if server {
+            topology::A_STACK
+        } else {
+            topology::B_STACK
+        };
+        let port = stack_tun_mtu(&ns, server, args.mtu).and_then(|tun| Port::open(tun, addr));
+        let mut port = match (port, ready) {
+            (Ok(p), Some(tx)) => {
+                let _ = tx.send(Ok(()));
+                p
+            }
+            (Ok(p), None) => p,
+            (Err(e), tx) => {
+                if let Some(tx) = tx {
+                    let _ = tx.send(Err(e.to_string()));
+                }
+                return Err(e.to_string());
+            }
+        };
+        let printer = Printer::of(&args);
+        let who = if server {
+            Who::Server
+        } else {
+            Who::Client(SocketAddrV4::new(topology::A_STACK, args.port))
+        };
+        let run = SideRun {
+            who,
+            tcp_port: args.port,
+            plan: &plan,
+            // One bar, the client's.
+            bars: !server && progress::wanted(args.json),
+        };
+        // The client's rows make the table; the server's are summed in its footer.
+        Ok(run.run(&mut port, |row| {
+            if !server {
+                printer.row(row)
+            }
+        }))
+    })
+}
+
+/// Run both sides; Ok(true) when every row ran and succeeded on both.
+pub fn run_local(args: &PerfArgs, relay: &RelayArgs, prefix: &str) -> Result<bool, String> {
+    let plan = args.plan().map_err(|e| e.to_string())?;
+    let link = relay.link_config().map_err(|e| e.to_string())?;
+    let printer = Printer::of(args);
+    let say = |s: String| printer.note(&s);
+    if let Some(l) = &link {
+        say(describe_link(l));
+    }
+    let via = if link.is_some() { "relay" } else { "veth" };
+    let mut ns = TwoNs::create(prefix, link).map_err(|e| e.to_string())?;
+    let connection = format!(
+        "{} -> {}:{} (namespaces {} and {}, {via})",
+        topology::B_STACK,
+        topology::A_STACK,
+        args.port,
+        ns.b,
+        ns.a
+    );
+    let banner = Banner {
+        role: "client",
+        rows: &plan.rows,
+        mtu: args.mtu,
+        connection,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = side(ns.a.clone(), true, args.clone(), plan.clone(), Some(tx));
+    rx.recv()
+        .map_err(|_| "server thread died".to_string())?
+        .map_err(|e| format!("server: {e}"))?;
+    printer.start(&banner);
+    let client = side(ns.b.clone(), false, args.clone(), plan.clone(), None);
+    let c = client
+        .join()
+        .map_err(|_| "client thread panicked".to_string())??;
+    let s = server
+        .join()
+        .map_err(|_| "server thread panicked".to_string())??;
+    if args.json {
+        let both = serde_json::json!({
+            "client": json_side("client", &banner, &c),
+            "server": json_side("server", &banner, &s),
+        });
+        println!("{both:#}");
+    } else {
+        printer.end("client", "server", &banner, &c);
+        for l in super::output::local_server_footer(&s) {
+            println!("{l}");
+        }
+    }
+    if let Some(st) = ns.stop_relay() {
+        say(format!(
+            "relay: dropped {} / reordered {} / duplicated {} packets",
+            st.a_to_b.dropped() + st.b_to_a.dropped(),
+            st.a_to_b.reordered + st.b_to_a.reordered,
+            st.a_to_b.duplicated + st.b_to_a.duplicated
+        ));
+        for (dir, paths) in [("a->b", &st.a_to_b_paths), ("b->a", &st.b_to_a_paths)] {
+            if !paths.is_empty() {
+                let per: Vec<String> = paths
+                    .iter()
+                    .map(|p| format!("{} ({} lost)", p.sent, p.dropped_loss))
+                    .collect();
+                say(format!("relay: {dir} packets per path: {}", per.join(", ")));
+            }
+        }
+    }
+    Ok(all_ok(plan.rows.len(), &c) && all_ok(plan.rows.len(), &s))
+}

@@ -1,0 +1,341 @@
+//! The command line without a network: option parsing and the plan it makes, the sweep, the
+//! table and JSON output, `--tun-addr`.
+
+use super::args::{ArgsError, PerfArgs, DEFAULT_ITERS_BW, DEFAULT_ITERS_LAT};
+use super::host::{HostError, TunAddr};
+use super::json::JsonRow;
+use super::sweep::{sweep_iters, sweep_sizes, SWEEP_MIN_ITERS};
+use super::table::{bw_row, header, lat_row, title, Banner};
+use crate::perf::{PerfConfig, PerfError, PerfOp, PerfReport};
+use clap::Parser;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+struct Cli {
+    #[command(flatten)]
+    perf: PerfArgs,
+}
+
+fn parse(args: &[&str]) -> Result<PerfArgs, clap::Error> {
+    Cli::try_parse_from(std::iter::once("bth-perf").chain(args.iter().copied())).map(|c| c.perf)
+}
+
+fn plan(args: &[&str]) -> Result<Vec<PerfConfig>, ArgsError> {
+    parse(args).expect("parses").plan().map(|p| p.rows)
+}
+
+#[test]
+fn perftest_short_and_long_options_parse() {
+    let a = parse(&[
+        "-s",
+        "4096",
+        "-n",
+        "300",
+        "-q",
+        "1",
+        "-t",
+        "8",
+        "-r",
+        "32",
+        "-b",
+        "--op",
+        "write-imm",
+        "--verify",
+        "--report-gbits",
+        "--json",
+        "-p",
+        "5000",
+        "-m",
+        "4000",
+    ])
+    .unwrap();
+    assert_eq!(
+        (a.size, a.iters, a.qps, a.tx_depth, a.rx_depth),
+        (4096, Some(300), 1, Some(8), Some(32))
+    );
+    assert!(a.bidirectional && a.verify && a.report_gbits && a.json && !a.plain && !a.lat);
+    assert_eq!((a.op, a.port, a.mtu), (PerfOp::WriteImm, 5000, 4000));
+    let long = parse(&[
+        "--size",
+        "4096",
+        "--iters",
+        "300",
+        "--qps",
+        "1",
+        "--tx-depth",
+        "8",
+        "--rx-depth",
+        "32",
+        "--bidirectional",
+        "--op",
+        "write-imm",
+        "--verify",
+        "--report-gbits",
+        "--json",
+        "--port",
+        "5000",
+        "--mtu",
+        "4000",
+    ])
+    .unwrap();
+    assert_eq!(a, long);
+    // The old names still work.
+    let old = parse(&["--count", "300", "--depth", "8"]).unwrap();
+    assert_eq!((old.iters, old.tx_depth), (Some(300), Some(8)));
+    let d = parse(&["-D", "2.5", "-a", "--lat", "--plain"]).unwrap();
+    assert_eq!(d.duration, Some(2.5));
+    assert!(d.all && d.lat && d.plain);
+}
+
+#[test]
+fn contradictory_or_malformed_options_are_refused_by_the_parser() {
+    for bad in [
+        &["-a", "-s", "64"][..],
+        &["-D", "1", "-n", "10"],
+        &["--op", "atomic"],
+        &["-s", "big"],
+        &["-n", "-3"],
+        &["--frobnicate"],
+    ] {
+        assert!(parse(bad).is_err(), "{bad:?} parsed");
+    }
+}
+
+#[test]
+fn the_plan_has_perftests_defaults() {
+    let bw = plan(&[]).unwrap();
+    assert_eq!(bw.len(), 1);
+    let r = &bw[0];
+    assert_eq!(
+        (r.op, r.size, r.count),
+        (PerfOp::Send, 65536, DEFAULT_ITERS_BW)
+    );
+    assert_eq!((r.tx_depth, r.rx_depth, r.qps), (16, 16, 1));
+    assert!(!r.verify && !r.bidir && !r.lat && !r.sweep && !r.trace);
+    let lat = plan(&["--lat"]).unwrap();
+    assert_eq!(
+        (lat[0].count, lat[0].tx_depth, lat[0].lat),
+        (DEFAULT_ITERS_LAT, 1, true)
+    );
+    // The receive depth follows a deeper TX depth.
+    let deep = plan(&["-t", "64"]).unwrap();
+    assert_eq!((deep[0].tx_depth, deep[0].rx_depth), (64, 64));
+    let timed = plan(&["-D", "3"]).unwrap();
+    assert_eq!(timed[0].duration, Some(Duration::from_secs(3)));
+    let limit = parse(&["-D", "300"]).unwrap().plan().unwrap().limit;
+    assert!(limit >= Duration::from_secs(360), "{limit:?}");
+}
+
+#[test]
+fn options_that_cannot_run_are_refused_with_a_reason() {
+    let e = plan(&["-q", "4"]).unwrap_err();
+    assert_eq!(e, ArgsError::Qps(4));
+    assert!(
+        e.to_string()
+            .contains("only 1 connection per run is supported for now"),
+        "{e}"
+    );
+    assert_eq!(plan(&["--lat", "-t", "4"]), Err(ArgsError::LatDepth(4)));
+    assert_eq!(plan(&["--lat", "-t", "1"]).map(|r| r.len()), Ok(1));
+    assert_eq!(plan(&["--lat", "-b"]), Err(ArgsError::LatBidir));
+    assert_eq!(plan(&["--lat", "--plain"]), Err(ArgsError::LatPlain));
+    assert_eq!(plan(&["-D", "0"]), Err(ArgsError::Duration(0.0)));
+    assert_eq!(plan(&["-m", "9000"]), Err(ArgsError::Mtu(9000)));
+    assert!(matches!(
+        plan(&["-b", "--op", "sendrecv"]),
+        Err(ArgsError::Perf(PerfError::BidirUnsupported { .. }))
+    ));
+    assert_eq!(
+        plan(&["--op", "read", "-s", "0"]),
+        Err(ArgsError::Perf(PerfError::ZeroSize { op: PerfOp::Read }))
+    );
+    assert_eq!(
+        plan(&["--op", "write", "--verify", "-D", "1"]),
+        Err(ArgsError::Perf(PerfError::VerifiedWriteNeedsCount))
+    );
+    assert!(matches!(
+        plan(&["-s", "16777216"]),
+        Err(ArgsError::Perf(PerfError::SizeTooLarge { .. }))
+    ));
+    assert_eq!(
+        plan(&["-t", "0"]),
+        Err(ArgsError::Perf(PerfError::Zero { what: "--tx-depth" }))
+    );
+}
+
+#[test]
+fn the_sweep_is_every_power_of_two_from_2_bytes_to_8_mib() {
+    let sizes = sweep_sizes();
+    assert_eq!(sizes.len(), 23);
+    assert_eq!((sizes[0], sizes[22]), (2, 8 << 20));
+    assert!(sizes.windows(2).all(|w| w[1] == 2 * w[0]));
+    let rows = plan(&["-a"]).unwrap();
+    assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), sizes);
+    assert!(rows.iter().all(|r| r.sweep));
+    // Without -n the large sizes run fewer messages; -n applies to every row.
+    assert_eq!(sweep_iters(2, DEFAULT_ITERS_BW), DEFAULT_ITERS_BW);
+    assert_eq!(sweep_iters(1 << 20, DEFAULT_ITERS_BW), 256);
+    assert_eq!(sweep_iters(8 << 20, DEFAULT_ITERS_BW), 32);
+    assert_eq!(sweep_iters(16 << 20, DEFAULT_ITERS_BW), SWEEP_MIN_ITERS);
+    assert!(plan(&["-a", "-n", "7"])
+        .unwrap()
+        .iter()
+        .all(|r| r.count == 7));
+}
+
+/// A report of `messages` messages of `size` bytes in `ms` milliseconds.
+fn report(size: u32, messages: u64, ms: u64) -> PerfReport {
+    PerfReport {
+        messages,
+        bytes: messages * u64::from(size),
+        elapsed: Duration::from_millis(ms),
+        ..PerfReport::default()
+    }
+}
+
+#[test]
+fn the_bandwidth_table_has_perftests_columns_and_units() {
+    assert_eq!(
+        title(false, false),
+        " #bytes     #iterations   BW peak[MB/sec]   BW average[MB/sec]   MsgRate[Mpps]"
+    );
+    assert!(title(false, true).contains("BW peak[Gb/sec]   BW average[Gb/sec]"));
+    // 1000 messages of 1 MiB in 1 s: 1000 MB/sec (perftest's MB is 2^20 bytes), 8.39 Gb/sec,
+    // 0.001 Mpps. A run under 10 ms has no peak window: the peak shows the average.
+    let r = report(1 << 20, 1000, 1000);
+    let row = bw_row(1 << 20, &r, false);
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells, ["1048576", "1000", "1000.00", "1000.00", "0.001000"]);
+    let g: Vec<String> = bw_row(1 << 20, &r, true)
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert_eq!(g[2..4], ["8.39", "8.39"]);
+    // Columns line up under their titles.
+    let t = title(false, false);
+    let at = |s: &str, w: &str| s.find(w).unwrap();
+    assert_eq!(at(&row, "1000.00"), at(&t, "BW peak"));
+    assert_eq!(at(&row, "0.001000"), at(&t, "MsgRate"));
+}
+
+#[test]
+fn the_latency_table_has_perftests_columns() {
+    assert_eq!(
+        title(true, false),
+        " #bytes     #iterations   t_min[usec]   t_max[usec]   t_typical[usec]   \
+         t_avg[usec]   t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]"
+    );
+    let mut r = report(64, 4, 1);
+    r.latencies = [10, 20, 30, 40].map(Duration::from_micros).to_vec();
+    let cells: Vec<String> = lat_row(64, &r)
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        cells,
+        ["64", "4", "10.00", "40.00", "30.00", "25.00", "11.18", "40.00", "40.00"]
+    );
+    // Nothing completed: dashes, not a panic.
+    let empty = lat_row(64, &PerfReport::default());
+    assert_eq!(empty.split_whitespace().filter(|c| *c == "-").count(), 7);
+}
+
+#[test]
+fn the_header_describes_the_run() {
+    let rows = plan(&["-s", "4096", "-b", "--verify", "-t", "8"]).unwrap();
+    let h = header(&Banner {
+        role: "client",
+        rows: &rows,
+        mtu: 1500,
+        connection: "10.99.2.2 -> 10.99.1.2:4791".into(),
+    });
+    for want in [
+        "Send BW Test (tcp-bth, client)",
+        "Operation       : send",
+        "Number of qps   : 1",
+        "Mode            : tcp_bth (BTH option)",
+        "Mtu             : 1500[B]",
+        "TX depth        : 8",
+        "RX depth        : 16",
+        "Message size    : 4096[B]",
+        "Iterations      : 5000",
+        "Bidirectional   : ON",
+        "Verify          : ON",
+        "10.99.2.2 -> 10.99.1.2:4791",
+    ] {
+        assert!(h.contains(want), "{want:?} not in\n{h}");
+    }
+    let sweep = plan(&["-a", "--lat", "-D", "1", "--op", "read"]).unwrap();
+    let h = header(&Banner {
+        role: "server",
+        rows: &sweep,
+        mtu: 4000,
+        connection: String::new(),
+    });
+    assert!(
+        h.contains("RDMA_Read Latency Test (tcp-bth, server)"),
+        "{h}"
+    );
+    assert!(h.contains("2 - 8388608[B] (-a, 23 sizes)"), "{h}");
+    assert!(h.contains("Duration        : 1[sec]"), "{h}");
+}
+
+#[test]
+fn a_json_row_carries_the_table_and_the_counters() {
+    let cfg = PerfConfig::default();
+    let mut r = report(65536, 100, 1000);
+    r.verified = 100;
+    r.latencies = vec![Duration::from_micros(5)];
+    let v = serde_json::to_value(JsonRow::of(&cfg, &r, Some("timed out"))).unwrap();
+    assert_eq!(v["bytes"], 65536);
+    assert_eq!(v["iterations"], 100);
+    assert_eq!(v["verified"], 100);
+    assert_eq!(v["bw_average_mb_s"], 6.25);
+    assert_eq!(v["latency"]["typical_us"], 5.0);
+    assert_eq!(v["counters"]["recovery"]["retransmits"], 0);
+    assert_eq!(v["counters"]["drops"]["icrc"], 0);
+    assert_eq!(v["errors"][0], "timed out");
+    assert!(v["peer"].is_null());
+}
+
+#[test]
+fn tun_addresses_parse_and_leave_room_for_the_kernel_side() {
+    let t: TunAddr = "10.99.1.2/24".parse().unwrap();
+    assert_eq!((t.addr, t.prefix), (Ipv4Addr::new(10, 99, 1, 2), 24));
+    assert_eq!(t.network(), "10.99.1.0/24");
+    assert_eq!(t.kernel_side(None), Ok(Ipv4Addr::new(10, 99, 1, 1)));
+    let first: TunAddr = "10.99.1.1/24".parse().unwrap();
+    assert_eq!(first.kernel_side(None), Ok(Ipv4Addr::new(10, 99, 1, 2)));
+    assert_eq!(
+        t.kernel_side(Some(Ipv4Addr::new(10, 99, 1, 200))),
+        Ok(Ipv4Addr::new(10, 99, 1, 200))
+    );
+    for bad in [
+        t.addr,
+        Ipv4Addr::new(10, 99, 2, 1),
+        Ipv4Addr::new(10, 99, 1, 255),
+    ] {
+        assert!(matches!(
+            t.kernel_side(Some(bad)),
+            Err(HostError::KernelAddr { .. })
+        ));
+    }
+    for (s, err) in [
+        ("10.99.1.2", HostError::Syntax("10.99.1.2".into())),
+        ("10.99.1/24", HostError::Syntax("10.99.1/24".into())),
+        ("10.99.1.2/x", HostError::Syntax("10.99.1.2/x".into())),
+        ("10.99.1.2/31", HostError::Prefix(31)),
+        ("10.99.1.2/0", HostError::Prefix(0)),
+    ] {
+        assert_eq!(s.parse::<TunAddr>(), Err(err), "{s}");
+    }
+    assert!(matches!(
+        "10.99.1.0/24".parse::<TunAddr>(),
+        Err(HostError::NotHost(_))
+    ));
+    assert!(matches!(
+        "10.99.1.255/24".parse::<TunAddr>(),
+        Err(HostError::NotHost(_))
+    ));
+}
