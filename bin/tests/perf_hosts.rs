@@ -195,13 +195,15 @@ fn json(o: &Output) -> Value {
 }
 
 const COUNT: u64 = 300;
+const QPS: u64 = 8;
 
-/// A verified SEND run between the two hosts: both processes exit 0, and every byte was
-/// checked at the server, which also told the client so.
-fn two_hosts_verified_send() {
+/// A verified SEND run between the two hosts over 8 QPs at once, both directions (`-q 8 -b
+/// --verify`): both processes exit 0, every byte each side received was checked there, and
+/// each side heard the same from the other.
+fn two_hosts_verified_send_on_eight_qps_both_ways() {
     let hosts = Hosts::new();
     let opts = [
-        "--op", "send", "-s", "65536", "-n", "300", "--verify", "--json",
+        "--op", "send", "-s", "65536", "-n", "300", "-q", "8", "-b", "--verify", "--json",
     ];
     let (client, server) = hosts.run(&opts, &opts);
     assert!(client.status.success(), "client: {}", describe(&client));
@@ -212,14 +214,27 @@ fn two_hosts_verified_send() {
         (c["ok"].as_bool(), s["ok"].as_bool()),
         (Some(true), Some(true))
     );
-    assert_eq!(cr["iterations"], COUNT, "client completions");
-    assert_eq!(sr["iterations"], COUNT, "server arrivals");
-    assert_eq!(sr["verified"], COUNT, "every message checked at the server");
-    assert_eq!(sr["bytes_total"], COUNT * 65536);
-    assert_eq!(cr["peer"]["verified"], COUNT, "the server said so");
-    assert_eq!(cr["peer"]["errors"], 0);
-    assert_eq!(sr["peer"]["messages"], COUNT, "the client's statistics");
-    for side in [cr, sr] {
+    assert_eq!(
+        (c["qps"].as_u64(), s["qps"].as_u64()),
+        (Some(QPS), Some(QPS))
+    );
+    let each_way = QPS * COUNT;
+    for (name, side) in [("client", cr), ("server", sr)] {
+        assert_eq!(
+            side["iterations"],
+            2 * each_way,
+            "{name}: messages both ways"
+        );
+        assert_eq!(
+            side["verified"], each_way,
+            "{name}: every message it received checked"
+        );
+        assert_eq!(side["bytes_total"], 2 * each_way * 65536, "{name}");
+        assert_eq!(
+            side["peer"]["verified"], each_way,
+            "{name}: the peer said so"
+        );
+        assert_eq!(side["peer"]["errors"], 0, "{name}");
         assert_eq!(side["errors"].as_array().map(Vec::len), Some(0), "{side}");
     }
 }
@@ -243,18 +258,21 @@ fn two_hosts_refuse_different_options() {
     );
 }
 
-/// `-q 2` is refused before anything is set up (no root needed to see it), saying why.
-fn more_than_one_connection_is_refused_clearly() {
-    let out = Command::new(BIN)
-        .args(["server", "-q", "2"])
-        .output()
-        .expect("run bth-perf");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("-q 2: only 1 connection per run is supported for now"),
-        "{err}"
-    );
+/// A connection count outside 1..=1024 is refused before anything is set up (no root
+/// needed to see it), saying why.
+fn a_connection_count_out_of_range_is_refused_clearly() {
+    for q in ["0", "1025"] {
+        let out = Command::new(BIN)
+            .args(["server", "-q", q])
+            .output()
+            .expect("run bth-perf");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("-q {q}: expected 1 to 1024")),
+            "{err}"
+        );
+    }
 }
 
 /// The help explains the two-host set-up and how the peak is computed.
@@ -300,8 +318,8 @@ fn help_explains_the_cross_host_setup() {
 }
 
 bth_tests::test_main!(
-    two_hosts_verified_send[NetAdmin],
+    two_hosts_verified_send_on_eight_qps_both_ways[NetAdmin],
     two_hosts_refuse_different_options[NetAdmin],
-    more_than_one_connection_is_refused_clearly,
+    a_connection_count_out_of_range_is_refused_clearly,
     help_explains_the_cross_host_setup,
 );

@@ -1,14 +1,14 @@
-//! Driving perf apps over the io_uring TUN data path. [`run_one`] is the only place the tools
-//! call `tcp_bth_io::tun::Driver::run`: one connection per call, on a [`Port`] (a TUN device
-//! and its driver) that can serve several calls in turn. When the driver learns to run many
-//! connections at once, this file is what changes.
+//! Driving perf apps over the io_uring TUN data path: [`run_many`] runs one connection per app
+//! at once (`-q`) on a [`Port`] (a TUN device, its driver and the endpoint it serves), in the
+//! shared driver turn (`tcp_bth_io::turn`); [`run_one`] is the one-connection case.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
-use tcp_bth::{Config, Connection};
-use tcp_bth_io::tun::{Driver, DriverStats, Endpoint, TunDevice};
+use tcp_bth::{Config, Connection, ConnectionHandle, EndpointConfig, EndpointStats};
+use tcp_bth_io::tun::{Driver, DriverStats, TunDevice};
+use tcp_bth_io::turn::{self, RunError};
 
 /// An application on one connection: called once per driver turn with the connection and the
 /// driver's time (post work, poll completions there); true when it is done.
@@ -37,19 +37,33 @@ pub enum Role {
     Connect(SocketAddrV4),
 }
 
-/// A TUN device with its driver: our stack's address behind it.
+/// A TUN device with its driver and the endpoint it serves: our stack's address behind it.
+/// The endpoint lives as long as the port, so a server listens once for every row and
+/// connection, and connections that arrive before their app is ready wait in its accept
+/// queue.
 pub struct Port {
     driver: Driver,
     local: Ipv4Addr,
+    ep: tcp_bth::Endpoint,
+    listening: Option<u16>,
 }
 
 impl Port {
     /// Set up the driver on `tun`, for a stack at `local` (the kernel routes `local` into the
     /// device).
     pub fn open(tun: TunDevice, local: Ipv4Addr) -> io::Result<Port> {
+        let me = IpPair::V4 {
+            src: local.octets(),
+            dst: local.octets(),
+        };
         Ok(Port {
-            driver: Driver::new(tun, local)?,
+            driver: Driver::open(tun)?,
             local,
+            ep: tcp_bth::Endpoint::new(EndpointConfig {
+                local: vec![me],
+                ..EndpointConfig::default()
+            }),
+            listening: None,
         })
     }
 
@@ -61,6 +75,11 @@ impl Port {
     pub fn stats(&self) -> DriverStats {
         self.driver.stats
     }
+
+    /// The endpoint's counters (SYNs, cookies, RSTs, bad packets), over the port's life.
+    pub fn endpoint_stats(&self) -> EndpointStats {
+        self.ep.stats()
+    }
 }
 
 /// Run one connection of `role` on `port` until `app` says it is done or `limit` has passed.
@@ -69,20 +88,135 @@ impl Port {
 pub fn run_one(
     port: &mut Port,
     role: Role,
-    mut conn: Config,
+    conn: Config,
     limit: Duration,
     mut app: impl App,
 ) -> io::Result<Connection> {
-    let endpoint = match role {
-        Role::Listen => Endpoint::Listen(conn),
-        Role::Connect(remote) => {
-            conn.remote_port = remote.port();
-            conn.ip = IpPair::V4 {
-                src: port.local.octets(),
-                dst: remote.ip().octets(),
-            };
-            Endpoint::Connect(conn)
+    let apps = std::slice::from_mut(&mut app);
+    let mut conns = run_many(port, role, conn, limit, apps, |_| {})?;
+    conns
+        .pop()
+        .flatten()
+        .ok_or_else(|| io::Error::other("the connection never opened"))
+}
+
+/// Run one connection per app at once (`-q`), all on `port`'s one endpoint and driver, until
+/// every app is done or `limit` has passed. A server hands connections to its apps in the
+/// order they are accepted; a client opens them all at once, each from its own port (`conn`'s
+/// `local_port`, plus the app's index; 0: ephemeral ports). Returns each app's connection as
+/// the driver left it (None: it never opened). `each_turn` sees the apps after every turn
+/// (progress).
+pub fn run_many<A: App>(
+    port: &mut Port,
+    role: Role,
+    mut conn: Config,
+    limit: Duration,
+    apps: &mut [A],
+    each_turn: impl FnMut(&[A]),
+) -> io::Result<Vec<Option<Connection>>> {
+    if let Role::Listen = role {
+        if port.listening != Some(conn.local_port) {
+            port.ep.listen(conn.local_port, conn.clone());
+            port.listening = Some(conn.local_port);
         }
+    }
+    let mut qps = Qps {
+        role,
+        conn: {
+            if let Role::Connect(remote) = role {
+                conn.remote_port = remote.port();
+                conn.ip = IpPair::V4 {
+                    src: port.local.octets(),
+                    dst: remote.ip().octets(),
+                };
+            }
+            conn
+        },
+        handles: vec![None; apps.len()],
+        done: vec![false; apps.len()],
+        apps,
+        each_turn,
+        opened: false,
+        error: None,
     };
-    port.driver.run(endpoint, limit, |c, now| app.step(c, now))
+    let r = port.driver.serve(&mut port.ep, &mut qps, limit);
+    if let Some(e) = qps.error {
+        return Err(e);
+    }
+    let conns = qps
+        .handles
+        .iter()
+        .map(|h| h.and_then(|h| port.ep.release(h)))
+        .collect();
+    match r {
+        Ok(_) => Ok(conns),
+        Err(RunError::TimedOut(t)) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("not done within {t:?}"),
+        )),
+        Err(RunError::Io(e)) => Err(e),
+        Err(e) => Err(io::Error::other(e.to_string())),
+    }
+}
+
+/// The apps of one [`run_many`] and their connections, as one application of the driver turn.
+struct Qps<'a, A, F> {
+    role: Role,
+    conn: Config,
+    apps: &'a mut [A],
+    /// Each app's connection, once opened or accepted.
+    handles: Vec<Option<ConnectionHandle>>,
+    done: Vec<bool>,
+    each_turn: F,
+    opened: bool,
+    error: Option<io::Error>,
+}
+
+impl<A: App, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
+    fn turn(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration) -> bool {
+        match self.role {
+            Role::Connect(_) if !self.opened => {
+                self.opened = true;
+                for (i, h) in self.handles.iter_mut().enumerate() {
+                    let mut cfg = self.conn.clone();
+                    if cfg.local_port != 0 {
+                        cfg.local_port = cfg.local_port.wrapping_add(i as u16).max(1024);
+                    }
+                    match ep.connect(now, cfg) {
+                        Ok(c) => *h = Some(c),
+                        Err(e) => {
+                            self.error = Some(io::Error::other(format!("connect: {e}")));
+                            return true;
+                        }
+                    }
+                }
+            }
+            Role::Connect(_) => {}
+            Role::Listen => {
+                for h in self.handles.iter_mut().filter(|h| h.is_none()) {
+                    match ep.accept() {
+                        Some(c) => *h = Some(c),
+                        None => break,
+                    }
+                }
+            }
+        }
+        let mut all = true;
+        for ((h, app), done) in self
+            .handles
+            .iter()
+            .zip(self.apps.iter_mut())
+            .zip(&mut self.done)
+        {
+            if !*done {
+                match h.and_then(|h| ep.conn_mut(h)) {
+                    Some(c) => *done = app.step(c, now),
+                    None => all = false,
+                }
+            }
+            all &= *done;
+        }
+        (self.each_turn)(self.apps);
+        all
+    }
 }

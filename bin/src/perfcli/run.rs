@@ -1,11 +1,11 @@
-//! Running a side's rows: one connection per row (and per `-q` connection, when the driver
-//! can run more than one), each with its own app, on one [`Port`]. Shared by `server`,
+//! Running a side's rows: per row, `-q` connections at once on one [`Port`] (driver and
+//! endpoint), each with its own app, summed into the row's report. Shared by `server`,
 //! `client` and both threads of `local`.
 
 use super::args::Plan;
-use super::progress::{Bar, WithBar};
-use crate::perf::drive::{run_one, Port, Role};
-use crate::perf::{aggregate, Client, PerfConfig, PerfReport, Server};
+use super::progress::Bar;
+use crate::perf::drive::{run_many, Port, Role};
+use crate::perf::{aggregate, Client, PerfApp, PerfConfig, PerfReport, Role as Role2, Server};
 use std::net::SocketAddrV4;
 use tcp_bth::Config;
 
@@ -48,43 +48,77 @@ pub struct SideRun<'a> {
 }
 
 impl SideRun<'_> {
-    /// Connection `n` of this process, `qp` of its row.
-    fn conn(
+    /// The connections of one row, `qps` at once, numbered from `n` among this process's.
+    fn row(
         &self,
         port: &mut Port,
         cfg: &PerfConfig,
         n: usize,
-        qp: u32,
-    ) -> (PerfReport, Option<String>) {
-        let bar = Bar::new(self.bars, format!("{} bytes", cfg.size), cfg.duration);
-        let limit = self.plan.limit;
+    ) -> (Vec<PerfReport>, Option<String>) {
+        let conn = Config {
+            bth: !cfg.plain,
+            ..Config::default()
+        };
+        let qps = self.plan.qps;
         match self.who {
             Who::Server => {
+                let apps = (0..qps).map(|_| Server::new(cfg.clone())).collect();
                 let conn = Config {
                     local_port: self.tcp_port,
-                    bth: !cfg.plain,
-                    ..Config::default()
+                    ..conn
                 };
-                let mut app = Server::new(cfg.clone());
-                let r = run_one(
-                    port,
-                    Role::Listen,
-                    conn,
-                    limit,
-                    WithBar { app: &mut app, bar },
-                );
-                finish(r, app.into_report())
+                self.run_apps(port, cfg, Role::Listen, conn, apps)
             }
             Who::Client(server) => {
+                let apps = (0..qps).map(|qp| Client::for_qp(cfg.clone(), qp)).collect();
                 let conn = Config {
                     local_port: client_port(n),
-                    bth: !cfg.plain,
-                    ..Config::default()
+                    ..conn
                 };
-                let mut app = Client::for_qp(cfg.clone(), qp);
-                let role = Role::Connect(server);
-                let r = run_one(port, role, conn, limit, WithBar { app: &mut app, bar });
-                finish(r, app.into_report())
+                self.run_apps(port, cfg, Role::Connect(server), conn, apps)
+            }
+        }
+    }
+
+    /// Run `apps` at once, one connection each, with a progress bar over their sum.
+    fn run_apps<R: Role2>(
+        &self,
+        port: &mut Port,
+        cfg: &PerfConfig,
+        role: Role,
+        conn: Config,
+        mut apps: Vec<PerfApp<R>>,
+    ) -> (Vec<PerfReport>, Option<String>) {
+        let mut bar = Bar::new(self.bars, format!("{} bytes", cfg.size), cfg.duration);
+        let progress = |apps: &[PerfApp<R>]| {
+            let (mut done, mut total) = (0, Some(0));
+            for a in apps {
+                let (d, t) = a.progress();
+                done += d;
+                total = total.zip(t).map(|(x, y)| x + y);
+            }
+            bar.update(done, total);
+        };
+        let r = run_many(port, role, conn, self.plan.limit, &mut apps, progress);
+        bar.finish();
+        match r {
+            Ok(conns) => {
+                let reports = apps
+                    .into_iter()
+                    .zip(conns)
+                    .map(|(app, c)| {
+                        let mut report = app.into_report();
+                        if let Some(c) = c {
+                            report.record_recovery(&c);
+                        }
+                        report
+                    })
+                    .collect();
+                (reports, None)
+            }
+            Err(e) => {
+                let reports = apps.into_iter().map(PerfApp::into_report).collect();
+                (reports, Some(e.to_string()))
             }
         }
     }
@@ -95,16 +129,7 @@ impl SideRun<'_> {
         let plan = self.plan;
         let mut rows = Vec::new();
         for (i, cfg) in plan.rows.iter().enumerate() {
-            let mut reports = Vec::new();
-            let mut failure = None;
-            for qp in 0..plan.qps {
-                let (r, f) = self.conn(port, cfg, i * plan.qps as usize + qp as usize, qp);
-                reports.push(r);
-                if f.is_some() {
-                    failure = f;
-                    break;
-                }
-            }
+            let (reports, failure) = self.row(port, cfg, i * plan.qps as usize);
             let row = Row {
                 cfg: cfg.clone(),
                 report: aggregate(&reports),
@@ -118,20 +143,5 @@ impl SideRun<'_> {
             }
         }
         rows
-    }
-}
-
-/// The report with the connection's final counters (the driver transmits after the app's
-/// last turn), or the driver's error.
-fn finish(
-    r: std::io::Result<tcp_bth::Connection>,
-    mut report: PerfReport,
-) -> (PerfReport, Option<String>) {
-    match r {
-        Ok(conn) => {
-            report.record_recovery(&conn);
-            (report, None)
-        }
-        Err(e) => (report, Some(e.to_string())),
     }
 }

@@ -129,13 +129,11 @@ fn the_plan_has_perftests_defaults() {
 
 #[test]
 fn options_that_cannot_run_are_refused_with_a_reason() {
-    let e = plan(&["-q", "4"]).unwrap_err();
-    assert_eq!(e, ArgsError::Qps(4));
-    assert!(
-        e.to_string()
-            .contains("only 1 connection per run is supported for now"),
-        "{e}"
-    );
+    assert_eq!(plan(&["-q", "8"]).map(|r| r.len()), Ok(1));
+    let e = plan(&["-q", "0"]).unwrap_err();
+    assert_eq!(e, ArgsError::Qps(0));
+    assert!(e.to_string().contains("expected 1 to 1024"), "{e}");
+    assert_eq!(plan(&["-q", "1025"]), Err(ArgsError::Qps(1025)));
     assert_eq!(plan(&["--lat", "-t", "4"]), Err(ArgsError::LatDepth(4)));
     assert_eq!(plan(&["--lat", "-t", "1"]).map(|r| r.len()), Ok(1));
     assert_eq!(plan(&["--lat", "-b"]), Err(ArgsError::LatBidir));
