@@ -28,6 +28,9 @@ pub struct Config {
     pub max_rto: Duration,
     /// Give up after this many consecutive retransmission timeouts.
     pub max_retries: u32,
+    /// Give up opening after this many retransmitted SYNs (or SYN-ACKs): with the initial
+    /// 1 s RTO doubling, 6 (Linux's `tcp_syn_retries`) fails after 127 s, 3 after 15 s.
+    pub syn_retries: u32,
     /// 2*MSL for TIME-WAIT.
     pub time_wait: Duration,
     /// First MSN we use (announced in the hello).
@@ -80,6 +83,7 @@ impl Default for Config {
             min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),
             max_retries: 15,
+            syn_retries: 6,
             time_wait: Duration::from_secs(60),
             first_msn: 0,
             max_message_len: crate::wire::MAX_MESSAGE_LEN,

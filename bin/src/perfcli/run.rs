@@ -73,6 +73,9 @@ impl SideRun<'_> {
                 let apps = (0..qps).map(|qp| Client::for_qp(cfg.clone(), qp)).collect();
                 let conn = Config {
                     local_port: client_port(n),
+                    // A server that is not there (or not routed to) is reported after 4
+                    // SYNs, 15 s, rather than after Linux's 127 s.
+                    syn_retries: 3,
                     ..conn
                 };
                 self.run_apps(port, cfg, Role::Connect(server), conn, apps)

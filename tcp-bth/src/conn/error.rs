@@ -23,6 +23,10 @@ pub enum ConnectionError {
     /// The retransmission timer expired this many times in a row.
     #[error("retransmission timeout: peer unreachable after {retries} retries")]
     TimedOut { retries: u32 },
+    /// Our SYN (or SYN-ACK) went unanswered `syns` times (`Config::syn_retries` + 1): nobody
+    /// listens at that address, or no route leads there.
+    #[error("no answer to {syns} SYNs: nothing listens there, or no route leads there")]
+    HandshakeTimedOut { syns: u32 },
     /// The peer sent a segment that violated one of our memory regions' rights or bounds
     /// (RDMA rule: the QP goes to the error state).
     #[error("remote access error: a segment violated memory region rights or bounds")]

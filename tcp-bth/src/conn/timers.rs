@@ -161,6 +161,16 @@ impl Connection {
 
     fn on_rto(&mut self, now: Duration) {
         self.retries += 1;
+        let opening = matches!(self.state, State::SynSent | State::SynReceived);
+        if opening && self.retries > self.cfg.syn_retries {
+            // An unanswered SYN has its own, shorter budget (Linux's tcp_syn_retries): a
+            // connect to nobody should fail in seconds, not after 15 backed-off RTOs.
+            if self.state == State::SynReceived {
+                self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
+            }
+            self.fail(ConnectionError::HandshakeTimedOut { syns: self.retries });
+            return;
+        }
         if self.retries > self.cfg.max_retries {
             self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
             self.fail(ConnectionError::TimedOut {

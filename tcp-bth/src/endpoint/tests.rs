@@ -509,3 +509,30 @@ fn connect_refuses_a_tuple_in_use_and_a_full_table() {
         Err(ConnectError::TooManyConnections)
     );
 }
+
+#[test]
+fn a_connect_to_nobody_fails_after_its_syn_retries_with_a_clear_error() {
+    let mut a = endpoint(1, |_| {});
+    let mut now = Duration::from_millis(1);
+    let cfg = Config {
+        syn_retries: 2,
+        ..client_cfg()
+    };
+    let h = a.connect(now, cfg).unwrap();
+    let mut buf = Vec::new();
+    let mut syns = 0;
+    while a.conn(h).unwrap().error().is_none() {
+        while a.poll_transmit(now, &mut buf).is_some() {
+            syns += 1;
+        }
+        now = a.poll_timeout().expect("a SYN timer while opening");
+        a.handle_timeout(now);
+    }
+    assert_eq!(syns, 3, "the SYN and 2 retransmissions");
+    assert_eq!(
+        a.conn(h).unwrap().error(),
+        Some(crate::ConnectionError::HandshakeTimedOut { syns: 3 })
+    );
+    // 1 + 2 + 4 s of backed-off RTOs.
+    assert!(now < Duration::from_secs(8), "{now:?}");
+}
