@@ -112,3 +112,39 @@ async fn many_qps_share_one_endpoint() {
     got.sort_unstable();
     assert_eq!(got, (0..N).collect::<Vec<_>>());
 }
+
+/// A receive waiting when the peer closes in order learns it (it used to wait forever), and a
+/// dropped `write_notice` future does not swallow the notice meant for the next caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_learn_of_an_orderly_close_and_notices_survive_a_dropped_waiter() {
+    let (a, b) = sim_pair(LinkConfig::default().with_seed(9), 9)
+        .await
+        .expect("connected");
+    let region = b
+        .register(vec![0u8; 4096], Access::REMOTE_WRITE | Access::LOCAL_WRITE)
+        .await
+        .unwrap();
+    // A waiter that gives up before anything arrives.
+    let gave_up = tokio::time::timeout(Duration::from_millis(20), b.write_notice()).await;
+    assert!(gave_up.is_err(), "nothing was written yet");
+    a.write(region.rkey, region.addr, vec![7u8; 100], Some(5))
+        .await
+        .unwrap();
+    let n = b
+        .write_notice()
+        .await
+        .expect("the notice reaches the next caller");
+    assert_eq!((n.imm, n.len), (5, 100));
+    // B waits for a message; A closes instead.
+    let waiting = tokio::spawn({
+        let b = b.clone();
+        async move { b.recv(64).await }
+    });
+    tokio::task::yield_now().await;
+    a.close().await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the receive resolves")
+        .unwrap();
+    assert_eq!(r, Err(tcp_bth_io::api::ApiError::Closed));
+}

@@ -140,7 +140,19 @@ pub fn run_many<A: App>(
         error: None,
     };
     let r = port.driver.serve(&mut port.ep, &mut qps, limit);
+    if r.is_err() || qps.error.is_some() {
+        // Nothing drives these connections any more: abort them (their RSTs go out with the
+        // endpoint's next turn, on the next row or never) and free their 4-tuples.
+        for h in qps.handles.iter().flatten() {
+            if let Some(c) = port.ep.conn_mut(*h) {
+                c.abort();
+            }
+        }
+    }
     if let Some(e) = qps.error {
+        for h in qps.handles.iter().flatten() {
+            port.ep.release(*h);
+        }
         return Err(e);
     }
     let conns = qps

@@ -101,6 +101,8 @@ pub struct EndpointStats {
     /// SYNs answered with a cookie, and cookies returned valid.
     pub cookies_sent: u64,
     pub cookies_accepted: u64,
+    /// Valid cookies whose ACK the rebuilt connection did not accept (nothing kept).
+    pub cookies_failed: u64,
     /// SYNs dropped: queue full without cookies, no cookie possible, or the table full.
     pub syns_dropped: u64,
     /// Half-open connections that timed out or closed before completing.
@@ -286,11 +288,19 @@ impl Endpoint {
         self.table.handles()
     }
 
-    /// Forget a connection and hand it back (for its counters). Its 4-tuple is free again:
-    /// segments for it get the endpoint's RST. Keep a failed connection until its peer has
-    /// seen the RST (and NAK) it sends, which it repeats to anything the peer sends.
+    /// Forget a connection and hand it back (for its counters). What it still had to send
+    /// (an RST after `abort`, a last ACK) goes out with the endpoint's own segments. Its
+    /// 4-tuple is free again: segments for it get the endpoint's RST. Keep a failed connection
+    /// until its peer has seen the RST (and NAK) it sends, which it repeats to anything the
+    /// peer sends.
     pub fn release(&mut self, h: ConnectionHandle) -> Option<Connection> {
-        self.table.remove(h)
+        let now = self.table.last_now();
+        let mut c = self.table.remove(h)?;
+        let ip = c.config().ip;
+        while let Some(seg) = c.poll_transmit(now) {
+            self.push_tx(ip, seg);
+        }
+        Some(c)
     }
 
     /// One IP packet from the network.
@@ -369,7 +379,15 @@ impl Endpoint {
             self.stats.syns_dropped += 1;
             return;
         }
-        let peer = PeerSyn::of(seg);
+        // The cookie carries what our SYN-ACK will settle, not what the SYN offered: only a
+        // SYN-ACK with timestamps gets them echoed (a tcp_bth hello always has them; a plain
+        // one only if this listener uses them too).
+        let mut peer = PeerSyn::of(seg);
+        let bth = cfg.bth && peer.bth.is_some();
+        if !bth {
+            peer.bth = None;
+        }
+        peer.timestamps = !bth && cfg.timestamps && peer.timestamps;
         let ports = (seg.dst_port, seg.src_port);
         let Ok(c) = cookie::make(&self.cfg.key, now, ours, ports, &peer) else {
             self.stats.syns_dropped += 1;
@@ -479,13 +497,8 @@ impl Endpoint {
     }
 
     /// Remove a connection the application never saw, sending what it still has to send.
-    fn drop_conn(&mut self, now: Duration, h: ConnectionHandle) {
-        if let Some(mut c) = self.table.remove(h) {
-            let ip = c.config().ip;
-            while let Some(seg) = c.poll_transmit(now) {
-                self.push_tx(ip, seg);
-            }
-        }
+    fn drop_conn(&mut self, _now: Duration, h: ConnectionHandle) {
+        self.release(h);
     }
 
     /// The next IP packet to send, written into `buf`.

@@ -64,6 +64,8 @@ pub(super) struct Table {
     half_open: usize,
     len: usize,
     syn_timeout: Duration,
+    /// The latest time `poll_transmit` was given (for output drained on `release`).
+    last_now: Duration,
 }
 
 impl Table {
@@ -78,6 +80,7 @@ impl Table {
             half_open: 0,
             len: 0,
             syn_timeout,
+            last_now: Duration::ZERO,
         }
     }
 
@@ -236,18 +239,25 @@ impl Table {
         }
     }
 
-    /// The next segment of any touched connection, with its address pair.
+    pub fn last_now(&self) -> Duration {
+        self.last_now
+    }
+
+    /// The next segment of any touched connection, with its address pair. Round-robin, one
+    /// segment per connection at a time: a connection with a full window to send must not
+    /// hold back the others' ACKs and retransmissions while the data path has little room.
     pub fn poll_transmit(&mut self, now: Duration) -> Option<(IpPair, Vec<u8>)> {
-        while let Some(&h) = self.dirty.front() {
+        self.last_now = self.last_now.max(now);
+        while let Some(h) = self.dirty.pop_front() {
             let Some(s) = self.slot_mut(h) else {
-                self.dirty.pop_front();
                 continue;
             };
             if let Some(seg) = s.conn.poll_transmit(now) {
-                return Some((s.conn.config().ip, seg));
+                let ip = s.conn.config().ip;
+                self.dirty.push_back(h);
+                return Some((ip, seg));
             }
             s.dirty = false;
-            self.dirty.pop_front();
             self.rearm(h);
         }
         None

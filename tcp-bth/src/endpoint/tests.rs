@@ -536,3 +536,33 @@ fn a_connect_to_nobody_fails_after_its_syn_retries_with_a_clear_error() {
     // 1 + 2 + 4 s of backed-off RTOs.
     assert!(now < Duration::from_secs(8), "{now:?}");
 }
+
+/// A cookie carries what the SYN-ACK settles: a plain listener answering a tcp_bth hello (no
+/// timestamps in its SYN-ACK), and a listener without timestamps answering a peer that offers
+/// them. Both used to fail the cookie check (the cookie assumed an echo that never came).
+#[test]
+fn cookies_work_when_the_listener_negotiates_less_than_the_syn_offers() {
+    for (listener_bth, listener_ts, client_bth) in [(false, true, true), (false, false, false)] {
+        let mut a = endpoint(1, |_| {});
+        let mut b = endpoint(2, |c| c.syn_queue = 1);
+        let mut template = conn_cfg(IpPair::V4 { src: B, dst: A }, 0);
+        template.bth = listener_bth;
+        template.timestamps = listener_ts;
+        b.listen(PORT, template);
+        let mut now = Duration::from_millis(1);
+        let (ip, syn) = flood_syn(1);
+        b.handle_segment(now, ip, &syn);
+        let mut cfg = client_cfg();
+        cfg.bth = client_bth;
+        cfg.timestamps = true;
+        let h = a.connect(now, cfg).unwrap();
+        let s = accept_one(&mut now, &mut a, &mut b);
+        assert_eq!(
+            b.stats().cookies_accepted,
+            1,
+            "bth {listener_bth} ts {listener_ts}"
+        );
+        assert_eq!(b.conn(s).unwrap().mode(), crate::Mode::Plain);
+        assert_eq!(a.conn(h).unwrap().state(), State::Established);
+    }
+}

@@ -49,6 +49,10 @@ pub enum ApiError {
     /// The endpoint released the connection (it no longer exists).
     #[error("the connection is gone")]
     Gone,
+    /// The connection closed in order (the peer finished, or both did): what was waited for
+    /// will not arrive.
+    #[error("the connection is closed")]
+    Closed,
 }
 
 /// A received message.

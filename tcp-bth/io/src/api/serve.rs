@@ -6,7 +6,7 @@ use crate::turn::App;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
-use tcp_bth::{ConnError, ConnectionHandle, Endpoint, State};
+use tcp_bth::{ConnError, Connection, ConnectionHandle, Endpoint, State};
 use tokio::sync::mpsc;
 
 /// How a handle wakes its driver after queueing a command (the TUN driver may be blocked in
@@ -15,28 +15,51 @@ pub trait Wake: Send + Sync + 'static {
     fn wake(&self);
 }
 
+/// How long a closed connection stays in the endpoint before it is released: a failed one
+/// repeats its RST (and NAK) to whatever the peer still sends, and a late command on its
+/// handle still finds it.
+const CLOSED_LINGER: Duration = Duration::from_secs(1);
+
 /// Serves [`AsyncEndpoint`] and [`AsyncQp`] commands inside a driver's turns.
 pub struct ApiApp {
     rx: mpsc::UnboundedReceiver<EpCmd>,
-    link: Link,
+    /// For the handles of new QPs. Weak, so the channel closes when every handle is gone.
+    tx: mpsc::WeakUnboundedSender<EpCmd>,
+    wake: Arc<dyn Wake>,
     qps: HashMap<ConnectionHandle, EndState>,
+    /// Every connection handed to a caller, and since when it has been closed.
+    owned: HashMap<ConnectionHandle, Option<Duration>>,
     connecting: Vec<(ConnectionHandle, Reply<AsyncQp>)>,
     accepting: VecDeque<Reply<AsyncQp>>,
+}
+
+/// Where a connection stands for callers waiting on it.
+fn peer_finished(c: &Connection) -> bool {
+    matches!(
+        c.state(),
+        State::CloseWait | State::LastAck | State::Closing | State::TimeWait | State::Closed
+    )
 }
 
 impl ApiApp {
     /// The app and the endpoint handle that talks to it; `wake` wakes the driver.
     pub fn new(wake: Arc<dyn Wake>) -> (ApiApp, AsyncEndpoint) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let link = Link { tx, wake };
         let app = ApiApp {
             rx,
-            link: link.clone(),
+            tx: tx.downgrade(),
+            wake: wake.clone(),
             qps: HashMap::new(),
+            owned: HashMap::new(),
             connecting: Vec::new(),
             accepting: VecDeque::new(),
         };
-        (app, AsyncEndpoint { link })
+        (
+            app,
+            AsyncEndpoint {
+                link: Link { tx, wake },
+            },
+        )
     }
 
     /// Whether a caller waits on something (a connect, an accept, a work request).
@@ -44,11 +67,21 @@ impl ApiApp {
         !self.connecting.is_empty() || !self.accepting.is_empty() || !self.qps.is_empty()
     }
 
-    fn qp(&self, handle: ConnectionHandle) -> AsyncQp {
-        AsyncQp {
-            link: self.link.clone(),
+    /// Every handle is gone and nothing waits: the driver may stop.
+    pub fn finished(&self) -> bool {
+        self.rx.is_closed() && self.rx.is_empty() && !self.waiting()
+    }
+
+    /// A handle for `handle`, or None when no handle exists any more (nobody to give it to).
+    fn qp(&self, handle: ConnectionHandle) -> Option<AsyncQp> {
+        let tx = self.tx.upgrade()?;
+        Some(AsyncQp {
+            link: Link {
+                tx,
+                wake: self.wake.clone(),
+            },
             handle,
-        }
+        })
     }
 
     fn apply(&mut self, ep: &mut Endpoint, now: Duration, cmd: EpCmd) {
@@ -67,27 +100,53 @@ impl ApiApp {
         }
     }
 
-    /// Connects that finished: established, or failed.
-    fn settle_connects(&mut self, ep: &Endpoint) {
+    /// Hand `h` to the caller behind `r`; a caller that stopped waiting (or the last handle
+    /// gone) leaves the connection without an owner, so it is aborted and released.
+    fn hand_over(&mut self, ep: &mut Endpoint, h: ConnectionHandle, r: Reply<AsyncQp>) {
+        let given = match self.qp(h) {
+            Some(qp) => r.send(Ok(qp)).is_ok(),
+            None => {
+                let _ = r.send(Err(ApiError::DriverGone));
+                false
+            }
+        };
+        if given {
+            self.owned.insert(h, None);
+        } else {
+            if let Some(c) = ep.conn_mut(h) {
+                c.abort();
+            }
+            ep.release(h);
+        }
+    }
+
+    /// Connects that finished: established (or already past it), or failed.
+    fn settle_connects(&mut self, ep: &mut Endpoint) {
         let mut i = 0;
         while i < self.connecting.len() {
             let h = self.connecting[i].0;
             let outcome = match ep.conn(h) {
                 None => Some(Err(ApiError::Gone)),
-                Some(c) if c.state() == State::Established => Some(Ok(())),
-                Some(c) => match c.error() {
-                    Some(e) => Some(Err(ApiError::Ended(e))),
-                    None if c.state() == State::Closed => {
+                Some(c) => match (c.error(), c.state()) {
+                    (Some(e), _) => Some(Err(ApiError::Ended(e))),
+                    (None, State::SynSent | State::SynReceived) => None,
+                    (None, State::Closed) => {
                         Some(Err(ApiError::Refused(ConnError::NotEstablished)))
                     }
-                    None => None,
+                    (None, _) => Some(Ok(())),
                 },
             };
             match outcome {
                 None => i += 1,
                 Some(res) => {
                     let (h, r) = self.connecting.swap_remove(i);
-                    let _ = r.send(res.map(|()| self.qp(h)));
+                    match res {
+                        Ok(()) => self.hand_over(ep, h, r),
+                        Err(e) => {
+                            let _ = r.send(Err(e));
+                            ep.release(h);
+                        }
+                    }
                 }
             }
         }
@@ -98,12 +157,7 @@ impl ApiApp {
         while !self.accepting.is_empty() {
             let Some(h) = ep.accept() else { return };
             let r = self.accepting.pop_front().expect("checked non-empty");
-            if let Err(Ok(_)) = r.send(Ok(self.qp(h))) {
-                // The caller gave up waiting: the connection has no owner, so close it.
-                if let Some(c) = ep.conn_mut(h) {
-                    c.abort();
-                }
-            }
+            self.hand_over(ep, h, r);
         }
     }
 
@@ -115,16 +169,42 @@ impl ApiApp {
                 st.fail_all(ApiError::Gone);
                 return false;
             };
-            if c.has_completion() {
+            if c.has_completion() && st.can_take() {
                 let c = ep.conn_mut(h).expect("present above");
-                while let Some(comp) = c.poll_completion() {
+                while st.can_take() {
+                    let Some(comp) = c.poll_completion() else {
+                        break;
+                    };
                     st.complete(comp);
                 }
             }
-            if let Some(e) = ep.conn(h).and_then(|c| c.error()) {
+            let c = ep.conn(h).expect("present above");
+            if let Some(e) = c.error() {
                 st.fail_all(ApiError::Ended(e));
+            } else if c.state() == State::Closed {
+                // Closed in order: whatever still waits can no longer complete.
+                st.fail_all(ApiError::Closed);
+            } else if peer_finished(c) && !c.has_completion() {
+                st.peer_finished();
             }
             st.pending()
+        });
+    }
+
+    /// Release connections closed for [`CLOSED_LINGER`] that nobody waits on.
+    fn release_closed(&mut self, ep: &mut Endpoint, now: Duration) {
+        let qps = &self.qps;
+        self.owned.retain(|&h, closed_at| {
+            let Some(c) = ep.conn(h) else { return false };
+            if c.state() != State::Closed || qps.contains_key(&h) {
+                return true;
+            }
+            let since = *closed_at.get_or_insert(now);
+            if now.saturating_sub(since) < CLOSED_LINGER {
+                return true;
+            }
+            ep.release(h);
+            false
         });
     }
 }
@@ -138,6 +218,7 @@ impl App for ApiApp {
         self.settle_connects(ep);
         self.settle_accepts(ep);
         self.settle_qps(ep);
+        self.release_closed(ep, now);
         false
     }
 }

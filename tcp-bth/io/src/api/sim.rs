@@ -125,6 +125,10 @@ async fn drive(
                 link.send(now, dir, p);
             }
         }
+        if apps.iter().all(ApiApp::finished) && link.next_arrival().is_none() {
+            // Every handle is gone and nothing is in flight: nobody can ask for more.
+            return;
+        }
         let arrival = link.next_arrival();
         let timer = [eps[0].poll_timeout(), eps[1].poll_timeout()]
             .into_iter()

@@ -5,7 +5,7 @@ use super::{ApiError, Cmd, Message, Reply, WriteNotice};
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::WcStatus;
 use bytes::Bytes;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use tcp_bth::{Completion, ConnError, Connection, WcOp};
 
 /// Pending operations of one end, by wr_id.
@@ -15,9 +15,15 @@ pub(super) struct EndState {
     sends: HashMap<u64, Reply<()>>,
     recvs: HashMap<u64, Reply<Message>>,
     reads: HashMap<u64, Reply<Vec<u8>>>,
-    notices: Vec<Reply<WriteNotice>>,
-    unclaimed_notices: Vec<WriteNotice>,
+    notices: VecDeque<Reply<WriteNotice>>,
+    /// WRITE-with-immediate notices nobody has asked for yet, oldest first; at most
+    /// [`MAX_UNCLAIMED`], then the QP's completions stay in its completion queue (whose own
+    /// bound then holds the peer back).
+    unclaimed_notices: VecDeque<Result<WriteNotice, ApiError>>,
 }
+
+/// Notices held for callers that have not asked yet.
+const MAX_UNCLAIMED: usize = 1024;
 
 impl EndState {
     fn wr(&mut self) -> u64 {
@@ -62,11 +68,14 @@ impl EndState {
                         ))),
                 );
             }
-            Cmd::WriteNotice(r) => match self.unclaimed_notices.pop() {
+            Cmd::WriteNotice(r) => match self.unclaimed_notices.pop_front() {
                 Some(n) => {
-                    let _ = r.send(Ok(n));
+                    if let Err(Ok(n)) = r.send(n) {
+                        // The caller stopped waiting at once: the notice stays first.
+                        self.unclaimed_notices.push_front(Ok(n));
+                    }
                 }
-                None => self.notices.push(r),
+                None => self.notices.push_back(r),
             },
             Cmd::Read(rkey, addr, len, r) => {
                 let wr_id = self.wr();
@@ -137,16 +146,36 @@ impl EndState {
                 }
             }
             WcOp::RecvRdmaWithImm => {
-                let n = WriteNotice {
+                let mut n = status.map(|()| WriteNotice {
                     imm: comp.imm.unwrap_or(0),
                     len: comp.byte_len,
-                };
-                if self.notices.is_empty() {
-                    self.unclaimed_notices.insert(0, n);
-                } else {
-                    let _ = self.notices.remove(0).send(Ok(n));
+                });
+                // The oldest caller still waiting gets it; one that gave up (a dropped
+                // future) hands it back to the next.
+                while let Some(r) = self.notices.pop_front() {
+                    match r.send(n) {
+                        Ok(()) => return,
+                        Err(back) => n = back,
+                    }
                 }
+                self.unclaimed_notices.push_back(n);
             }
+        }
+    }
+
+    /// Whether this QP's completions may be taken now (room for notices nobody asked for).
+    pub(super) fn can_take(&self) -> bool {
+        self.unclaimed_notices.len() < MAX_UNCLAIMED
+    }
+
+    /// The peer has finished (its FIN consumed): no message or notice will arrive any more,
+    /// so callers waiting for one learn that now instead of waiting forever.
+    pub(super) fn peer_finished(&mut self) {
+        for (_, r) in self.recvs.drain() {
+            let _ = r.send(Err(ApiError::Closed));
+        }
+        for r in self.notices.drain(..) {
+            let _ = r.send(Err(ApiError::Closed));
         }
     }
 

@@ -202,7 +202,13 @@ impl Driver {
     }
 
     /// Empty the eventfd (it is non-blocking) and poll it again.
-    fn on_wake(&mut self) {
+    fn on_wake(&mut self, res: i32) {
+        if res < 0 && res != -libc::ECANCELED {
+            // A poll that fails would fail again at once: stop polling (waits then end by
+            // their timeout only) rather than spin.
+            self.stats.read_errors += 1;
+            return;
+        }
         let mut v = [0u8; 8];
         // SAFETY: reads at most 8 bytes into `v`, a live local buffer.
         unsafe { libc::read(self.wake.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
@@ -227,7 +233,7 @@ impl Driver {
     /// One completion: a read (deliver, post again) or a write (free its buffer).
     fn complete(&mut self, ud: u64, res: i32, f: &mut dyn FnMut(&[u8])) {
         if ud == WAKE_UD {
-            self.on_wake();
+            self.on_wake(res);
             return;
         }
         let Ok(idx) = u16::try_from(ud) else {
