@@ -2,14 +2,17 @@
 //! ([`TwoNs`]): server in namespace A, client in B, one thread each. Shared by the integration
 //! tests (`bth_tests::tunpair`) and `bth-compare`.
 
-use crate::perf::drive::{run_one, Port, Role};
-use crate::perf::{Client, PerfConfig, PerfReport, Server};
+use crate::perf::drive::{run_many, Port, Role};
+use crate::perf::{PerfConfig, PerfReport};
 use crate::topology::{self, TwoNs};
 use std::io;
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, Mode};
+
+mod qps;
+pub use qps::{Admission, QpsReport, QpsRun};
 
 /// What one side measured besides its [`PerfReport`] (which carries the side's own
 /// loss-recovery counters, [`PerfReport::recovery`]).
@@ -154,10 +157,51 @@ pub fn run_apps<S: App + Send + 'static, C: App + Send + 'static>(
     (client_cfg, client): (Config, C),
     limit: Duration,
 ) -> io::Result<(Side<S>, Side<C>)> {
+    let (s, c) = run_apps_many(
+        ns,
+        (server_cfg, vec![server]),
+        (client_cfg, vec![client]),
+        limit,
+    )?;
+    Ok((s.single()?, c.single()?))
+}
+
+/// One side of a [`run_apps_many`] run: every app, its connection, the thread's CPU.
+pub struct Sides<A> {
+    pub apps: Vec<A>,
+    /// Each app's connection as the driver left it (None: it never opened).
+    pub conns: Vec<Option<Connection>>,
+    /// user + system CPU of the side's thread while it drove all the connections.
+    pub cpu: Duration,
+}
+
+impl<A> Sides<A> {
+    /// The side of a one-connection run.
+    fn single(mut self) -> io::Result<Side<A>> {
+        match (self.apps.pop(), self.conns.pop().flatten()) {
+            (Some(app), Some(conn)) => Ok(Side {
+                app,
+                conn,
+                cpu: self.cpu,
+            }),
+            _ => Err(io::Error::other("the connection never opened")),
+        }
+    }
+}
+
+/// [`run_apps`] with any number of connections at once, one app each, on each side's one
+/// driver and endpoint ([`run_many`]): the server accepts them in arrival order, the client
+/// opens connection `i` from `client_cfg.local_port + i`.
+pub fn run_apps_many<S: App + Send + 'static, C: App + Send + 'static>(
+    ns: &TwoNs,
+    (server_cfg, server): (Config, Vec<S>),
+    (client_cfg, client): (Config, Vec<C>),
+    limit: Duration,
+) -> io::Result<(Sides<S>, Sides<C>)> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let server = {
         let name = ns.a.clone();
-        std::thread::spawn(move || -> io::Result<Side<S>> {
+        std::thread::spawn(move || -> io::Result<Sides<S>> {
             let set_up = stack_tun(&name, true).and_then(|tun| Port::open(tun, topology::A_STACK));
             let mut port = match set_up {
                 Ok(d) => {
@@ -178,7 +222,7 @@ pub fn run_apps<S: App + Send + 'static, C: App + Send + 'static>(
         .map_err(io::Error::other)?;
     let client = {
         let name = ns.b.clone();
-        std::thread::spawn(move || -> io::Result<Side<C>> {
+        std::thread::spawn(move || -> io::Result<Sides<C>> {
             let tun = stack_tun(&name, false)?;
             let mut port = Port::open(tun, topology::B_STACK)?;
             let server = SocketAddrV4::new(topology::A_STACK, client_cfg.remote_port);
@@ -198,13 +242,13 @@ fn drive<A: App>(
     port: &mut Port,
     role: Role,
     cfg: Config,
-    mut app: A,
+    mut apps: Vec<A>,
     limit: Duration,
-) -> io::Result<Side<A>> {
+) -> io::Result<Sides<A>> {
     let cpu0 = thread_cpu();
-    let conn = run_one(port, role, cfg, limit, &mut app)?;
+    let conns = run_many(port, role, cfg, limit, &mut apps, |_| {})?;
     let cpu = thread_cpu() - cpu0;
-    Ok(Side { app, conn, cpu })
+    Ok(Sides { apps, conns, cpu })
 }
 
 /// A perf app with the bookkeeping of [`Watch`] around each turn.
@@ -232,22 +276,13 @@ impl<A: App> App for Watched<A> {
 /// Run one perf exchange between our stack in A (server, port 4791) and B (client); `limit`
 /// bounds each side's run.
 pub fn run_pair(ns: &TwoNs, cfg: &PerfConfig, limit: Duration) -> io::Result<PairRun> {
-    let (s, c) = run_apps(
-        ns,
-        (
-            server_config(!cfg.plain),
-            Watched::new(Server::new(cfg.clone())),
-        ),
-        (
-            client_config(!cfg.plain),
-            Watched::new(Client::new(cfg.clone())),
-        ),
-        limit,
-    )?;
-    check_mode(&s.conn, cfg, "server")?;
-    check_mode(&c.conn, cfg, "client")?;
-    Ok(PairRun {
-        client: c.app.watch.finish(c.app.app.into_report(), &c.conn, c.cpu),
-        server: s.app.watch.finish(s.app.app.into_report(), &s.conn, s.cpu),
-    })
+    let one = QpsRun::new(cfg.clone(), 1);
+    let mut r = one.run(ns, limit)?;
+    let mut p = r
+        .pairs
+        .pop()
+        .ok_or_else(|| io::Error::other("no connection ran"))?;
+    p.client.cpu = r.client_cpu;
+    p.server.cpu = r.server_cpu;
+    Ok(p)
 }

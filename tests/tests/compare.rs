@@ -92,6 +92,8 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         rx_held_max: if stack == Stack::Ours { 0 } else { 1 << 20 },
         kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
         ooo_placed: (stack == Stack::Ours).then_some(7),
+        relay_queue_drops: None,
+        grant_holds: None,
         latencies: lat,
     }
 }
@@ -234,10 +236,84 @@ fn one_small_spray_cell_runs_both_stacks() {
     assert!(render::markdown(&results).contains("bulk-1MiB-relay-spray4-200us"));
 }
 
+/// Every record of `runs` ran without error, moved `messages` messages and verified each.
+fn assert_all_verified(runs: &[RunRecord], messages: u64) {
+    for r in runs {
+        assert_eq!(r.error, None, "{} {:?}", r.cell, r.stack);
+        assert_eq!(r.messages, messages, "{} {:?}", r.cell, r.stack);
+        assert_eq!(r.verified, r.messages, "{} {:?}", r.cell, r.stack);
+        assert!(
+            r.gbps > 0.0 && r.p99_us.is_some(),
+            "{} {:?}",
+            r.cell,
+            r.stack
+        );
+    }
+}
+
+/// `--qps 2`: two of our QPs on one driver and endpoint per side against two kernel sockets,
+/// the cell's messages shared out, every byte verified on both stacks.
+fn a_two_qp_cell_runs_both_stacks() {
+    let mut plan = compare::plan(true).with_qps(&[2]);
+    plan.cells.retain(|c| c.id == "bulk-4KiB-veth-q2");
+    plan.runs = 1;
+    let cell = &mut plan.cells[0];
+    assert_eq!(cell.qps, 2);
+    cell.count = 150;
+    let prefix = format!("bthcmpq{}", std::process::id());
+    let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
+    assert_eq!(runs.len(), 2);
+    assert_eq!((runs[0].stack, runs[1].stack), (Stack::Kernel, Stack::Ours));
+    assert_all_verified(&runs, 300);
+    for r in &runs {
+        assert_eq!(r.bytes, 300 * 4096);
+    }
+    let results = compare::summarize(&plan, &runs);
+    assert!(render::markdown(&results).contains("| bulk-4KiB-veth-q2 | ours |"));
+}
+
+/// A small incast over TUN, admission off and on: four client connections into one server
+/// through the relay's bottleneck, a topology per run so each run has its own relay drops;
+/// with admission our senders wait for the server's grant, without it they never do.
+fn a_small_incast_over_tun_counts_relay_drops_per_run() {
+    let cells = compare::incast_cells(4, 8);
+    let plan = compare::Plan {
+        quick: true,
+        runs: 1,
+        cells: cells.clone(),
+    };
+    let mut runs = Vec::new();
+    for (i, cell) in cells.iter().enumerate() {
+        let prefix = format!("bthcmpi{}-{i}", std::process::id());
+        let r = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
+        assert!(!std::path::Path::new(&format!("/run/netns/{prefix}k0-a")).exists());
+        assert_eq!(r.len(), 2);
+        assert_all_verified(&r, 4 * 8);
+        for rec in &r {
+            assert!(rec.relay_queue_drops.is_some(), "{rec:?}");
+        }
+        let holds = r[1].grant_holds.expect("ours counts grant holds");
+        assert_eq!(
+            holds > 0,
+            cell.admission,
+            "{}: {holds} grant holds",
+            cell.id
+        );
+        runs.extend(r);
+    }
+    let t = render::incast_markdown(&compare::summarize(&plan, &runs));
+    assert!(
+        t.contains("| ours (no admission) |") && t.contains("| ours |"),
+        "{t}"
+    );
+}
+
 bth_tests::test_main!(
     quick_plan_is_small_and_interleaves_both_stacks,
     renders_a_synthetic_result_set,
     one_small_real_cell_end_to_end[NetAdmin],
     one_small_plain_cell_shows_staged_bytes[NetAdmin],
     one_small_spray_cell_runs_both_stacks[NetAdmin],
+    a_two_qp_cell_runs_both_stacks[NetAdmin],
+    a_small_incast_over_tun_counts_relay_drops_per_run[NetAdmin],
 );

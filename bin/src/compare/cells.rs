@@ -43,6 +43,14 @@ pub enum Link {
         paths: u32,
         spread_us: u32,
     },
+    /// The relay as a bottleneck: a rate limit with a drop-tail queue of `queue_kib` in front
+    /// of it (each direction), no other impairment. What an incast overruns. The relay counts
+    /// the packets its full queue refused, so cells on it run each run in a topology of its
+    /// own ([`Link::per_run_topology`]) to tell whose drops they were.
+    Bottleneck {
+        rate_mbps: u32,
+        queue_kib: u32,
+    },
 }
 
 impl Link {
@@ -78,7 +86,21 @@ impl Link {
                 let spray = Spray::even(paths as usize, spread, SprayMode::RoundRobin)?;
                 Some(relay().with_spray(spray))
             }
+            Link::Bottleneck {
+                rate_mbps,
+                queue_kib,
+            } => Some(
+                relay()
+                    .with_bandwidth_bps(u64::from(rate_mbps) * 1_000_000)
+                    .with_queue_limit_bytes((queue_kib as usize) << 10),
+            ),
         })
+    }
+
+    /// Whether each run needs a topology of its own: the relay's counters (queue drops) are
+    /// read when it stops, so they belong to one run only if the relay carried only that run.
+    pub fn per_run_topology(&self) -> bool {
+        matches!(self, Link::Bottleneck { .. })
     }
 
     /// Spraying over `paths` paths with the sweep's spread, [`SPRAY_SPREAD_US`].
@@ -112,6 +134,10 @@ impl Link {
             Link::Spray { paths, spread_us } => {
                 format!("relay spraying round-robin over {paths} paths, +0..{spread_us} µs")
             }
+            Link::Bottleneck {
+                rate_mbps,
+                queue_kib,
+            } => format!("relay bottleneck {rate_mbps} Mbit/s, {queue_kib} KiB drop-tail queue"),
         }
     }
 
@@ -132,6 +158,10 @@ impl Link {
                 s
             }
             Link::Spray { paths, spread_us } => format!("relay-spray{paths}-{spread_us}us"),
+            Link::Bottleneck {
+                rate_mbps,
+                queue_kib,
+            } => format!("relay-{rate_mbps}mbit-q{queue_kib}KiB"),
         }
     }
 }
@@ -142,7 +172,18 @@ pub struct Cell {
     pub id: String,
     pub workload: Workload,
     pub size: u32,
+    /// Messages per connection.
     pub count: u64,
+    /// Connections at once, each running the whole workload: ours, QPs on one driver and one
+    /// endpoint per side (`perf::drive::run_many`); kernel, sockets served by one thread per
+    /// side. Throughput is their aggregate.
+    pub qps: u32,
+    /// Ours: senders keep within the receiver's grant (`tcp_bth::Config::admission`, on by
+    /// default); the incast cells run with it off too (id suffix `-noadm`).
+    pub admission: bool,
+    /// Ours: the bytes the receiver admits per connection (its `admission_allowance` and
+    /// `admission_cap`); `None`: the stack's defaults.
+    pub admit: Option<u32>,
     /// Our client's outstanding work requests (bulk); 1 for request/response.
     pub depth: usize,
     pub link: Link,
@@ -172,7 +213,53 @@ impl Cell {
             depth,
             link,
             plain: false,
+            qps: 1,
+            admission: true,
+            admit: None,
         }
+    }
+
+    /// The same workload over `qps` connections at once (id suffix `-q{qps}`), each sending
+    /// `count / qps` messages (rounded up), so the cell moves about the bytes of the
+    /// one-connection cell and takes about its time: aggregate throughput at equal work.
+    pub fn with_qps(mut self, qps: u32) -> Cell {
+        let qps = qps.max(1);
+        if qps > 1 {
+            self.count = self.count.div_ceil(u64::from(qps)).max(1);
+            self.qps = qps;
+            self.id += &format!("-q{qps}");
+        }
+        self
+    }
+
+    /// Incast over TUN: `qps` client connections (one client host) each send `count` messages
+    /// of `size` bytes, `INCAST_DEPTH` outstanding, at once into one server through `link`;
+    /// the server admits `admit` bytes per connection; our senders honour the grant or not
+    /// (`admission`, id suffix `-noadm` when off). Kernel TCP runs the same sockets through
+    /// the same link.
+    pub fn incast(
+        qps: u32,
+        size: u32,
+        count: u64,
+        link: Link,
+        admit: u32,
+        admission: bool,
+    ) -> Cell {
+        let mut c = Cell::new(Workload::Bulk, size, count, link);
+        c.id = format!("incast-tun-q{qps}-{}-{}", size_label(size), link.id());
+        if !admission {
+            c.id += "-noadm";
+        }
+        c.qps = qps;
+        c.depth = INCAST_DEPTH;
+        c.admission = admission;
+        c.admit = Some(admit);
+        c
+    }
+
+    /// Whether this is an incast cell (reported in a table of its own, with relay drops).
+    pub fn is_incast(&self) -> bool {
+        self.admit.is_some() && self.link.per_run_topology()
     }
 
     /// The same cell with our stack in plain byte-stream mode (id suffix `-plain`).
@@ -182,8 +269,9 @@ impl Cell {
         self
     }
 
+    /// Bytes the cell moves per run, all connections together.
     pub fn bytes(&self) -> u64 {
-        self.count * u64::from(self.size)
+        self.count * u64::from(self.size) * u64::from(self.qps)
     }
 
     /// The `perf` configuration our stack runs for this cell.
@@ -251,6 +339,31 @@ pub const SPRAY_PATHS: [u32; 4] = [2, 4, 8, 16];
 /// (20 × the relay's one-way delay), so a packet can be overtaken by everything sent in the
 /// next 200 µs.
 pub const SPRAY_SPREAD_US: u32 = 200;
+
+/// Messages each connection of an incast cell keeps outstanding: two, as the simulator's
+/// incast (`IncastConfig::window`), so a sender posts its next message when one completes.
+pub const INCAST_DEPTH: usize = 2;
+
+/// The incast bottleneck: 500 Mbit/s, below what either stack moves through the clean relay,
+/// so the relay's queue and not a stack is the limit; a 256 KiB drop-tail queue (4 ms at that
+/// rate), which 16 connections with 2 × 64 KiB outstanding each overrun eight times over.
+pub const INCAST_LINK: Link = Link::Bottleneck {
+    rate_mbps: 500,
+    queue_kib: 256,
+};
+
+/// Bytes the incast's server admits per connection: 16 × 12 KiB plus headers stays below the
+/// 256 KiB queue (the simulator's incast scales the same way: 16 × 24 KiB into 512 KiB).
+pub const INCAST_ADMIT: u32 = 12 << 10;
+
+/// The incast cells: `qps` connections of `count` 64 KiB messages each through
+/// [`INCAST_LINK`], ours with admission off, then on (kernel TCP in both, for reference).
+pub fn incast_cells(qps: u32, count: u64) -> Vec<Cell> {
+    [false, true]
+        .into_iter()
+        .map(|adm| Cell::incast(qps, 64 << 10, count, INCAST_LINK, INCAST_ADMIT, adm))
+        .collect()
+}
 
 /// Bulk cells over the relay move this message size, as the impairment sweep does.
 const RELAY_BULK_SIZE: u32 = 1 << 20;
@@ -322,6 +435,11 @@ pub fn plan(quick: bool) -> Plan {
     // Our fallback byte stream beside BTH, in order and with holes: what staging costs.
     cells.push(Cell::new(Bulk, 1 << 20, 256, Link::Veth).plain());
     cells.push(Cell::new(Bulk, RELAY_BULK_SIZE, RELAY_BULK_COUNT, relay((0.10, 0.0))).plain());
+    // Eight QPs on one driver and endpoint against eight kernel sockets, at the bytes of the
+    // one-connection 64 KiB cell (`--qps` runs every cell so).
+    cells.push(Cell::new(Bulk, 65536, bulk_count(65536), Link::Veth).with_qps(8));
+    // 16 senders into one receiver through one bottleneck queue, admission off and on.
+    cells.extend(incast_cells(16, 32));
     Plan {
         quick,
         runs: 3,
@@ -330,6 +448,28 @@ pub fn plan(quick: bool) -> Plan {
 }
 
 impl Plan {
+    /// Every cell at each connection count of `qps` (`--qps 1,8`: each cell once with one
+    /// connection and once with eight, [`Cell::with_qps`]), in that order per cell. Cells that
+    /// already run several connections (incast) stay as they are.
+    pub fn with_qps(mut self, qps: &[u32]) -> Plan {
+        if qps.is_empty() {
+            return self;
+        }
+        let mut cells = Vec::new();
+        for c in self.cells {
+            if c.qps > 1 {
+                cells.push(c);
+                continue;
+            }
+            cells.extend(qps.iter().map(|&n| c.clone().with_qps(n)));
+        }
+        // A count given twice, or a cell the plan already has at that count, runs once.
+        let mut seen = std::collections::HashSet::new();
+        cells.retain(|c| seen.insert(c.id.clone()));
+        self.cells = cells;
+        self
+    }
+
     pub fn total_runs(&self) -> usize {
         self.cells.len() * self.runs * 2
     }
@@ -344,13 +484,25 @@ impl Plan {
         );
         for c in &self.cells {
             s += &format!(
-                "  {:<34} {:>16} x {:>6} = {:>10} bytes, depth {:>2}, {}\n",
+                "  {:<50} {:>16} x {:>6} x {:>2} QPs = {:>10} bytes, depth {:>2}, {}{}\n",
                 c.id,
                 format!("{:?}", c.workload),
                 c.count,
+                c.qps,
                 c.bytes(),
                 c.depth,
-                c.link.label()
+                c.link.label(),
+                match (c.admit, c.admission) {
+                    (None, _) => String::new(),
+                    (Some(a), on) => format!(
+                        "; receiver admits {a} bytes per QP, ours {}",
+                        if on {
+                            "with admission"
+                        } else {
+                            "without admission"
+                        }
+                    ),
+                }
             );
         }
         s

@@ -87,6 +87,13 @@ fn line_chart(
     Ok(())
 }
 
+/// Plain-mode cells are our fallback, not the proposal: kept out of the charts; so are cells
+/// of several connections, which would put a second point at the x of their one-connection
+/// cell.
+fn charted(c: &CellResult) -> bool {
+    !c.cell.plain && c.cell.qps == 1
+}
+
 fn series(
     results: &[CellResult],
     keep: impl Fn(&CellResult) -> Option<f64>,
@@ -94,8 +101,7 @@ fn series(
 ) -> [(&'static str, Series); 2] {
     let mut k = Vec::new();
     let mut o = Vec::new();
-    // Plain-mode cells are our fallback, not the proposal: kept out of the charts.
-    for c in results.iter().filter(|c| !c.cell.plain) {
+    for c in results.iter().filter(|c| charted(c)) {
         let Some(x) = keep(c) else { continue };
         if c.kernel.runs_ok > 0 {
             if let Some(v) = y(&c.kernel) {
@@ -170,7 +176,7 @@ fn paths_of(c: &CellResult, spray_size: Option<u32>) -> Option<f64> {
 fn size_of(results: &[CellResult], keep: impl Fn(&CellResult) -> Option<f64>) -> String {
     results
         .iter()
-        .find(|c| !c.cell.plain && keep(c).is_some())
+        .find(|c| charted(c) && keep(c).is_some())
         .map_or(String::new(), |c| size_label(c.cell.size))
 }
 
@@ -231,7 +237,7 @@ pub fn charts(results: &[CellResult], dir: &Path) -> io::Result<Vec<PathBuf>> {
     }
     let spray_size = results
         .iter()
-        .find(|c| !c.cell.plain && paths_of(c, None).is_some())
+        .find(|c| charted(c) && paths_of(c, None).is_some())
         .map(|c| c.cell.size);
     let by_paths = |c: &CellResult| paths_of(c, spray_size);
     let s = series(results, by_paths, |s| Some(s.gbps));

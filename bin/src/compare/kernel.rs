@@ -1,7 +1,9 @@
 //! The kernel-TCP side of a comparison: tokio sockets with the framing a user would write
 //! (4-byte big-endian length, then the payload, read with `read_exact` into a `Vec` of that
 //! size). Server in namespace A bound to 10.99.0.1, client in namespace B; each thread enters
-//! its namespace before it creates its runtime and sockets.
+//! its namespace before it creates its runtime and sockets. A cell of several connections
+//! (`Cell::qps`) runs them as tasks of each side's one thread, paired afterwards by the
+//! client's port.
 
 use super::{Cell, Workload};
 use crate::perf::REPLY_LEN;
@@ -25,10 +27,12 @@ pub struct KernelRun {
     pub latencies: Vec<Duration>,
     pub client_cpu: Duration,
     pub server_cpu: Duration,
-    /// `tcpi_total_retrans` of the client and server sockets at the end.
+    /// `tcpi_total_retrans` of the client and server sockets at the end (summed over the
+    /// connections).
     pub client_retrans: u64,
     pub server_retrans: u64,
-    /// Largest `SIOCINQ` (unread in-order bytes) seen on the receiving socket.
+    /// Largest `SIOCINQ` (unread in-order bytes) seen on the receiving socket (several
+    /// connections: each one's largest, added).
     pub max_inq: u64,
     /// Largest `SO_MEMINFO` rmem_alloc seen on the receiving socket (skb truesize of the
     /// receive and out-of-order queues: what `ss -m` shows as `r`).
@@ -90,27 +94,45 @@ fn rx_queued(fd: i32) -> (u64, u64) {
     (inq, if rc == 0 { u64::from(mem[0]) } else { 0 })
 }
 
+/// What the server saw on one connection.
 struct ServerOut {
+    /// The client's port: which client connection this was.
+    peer: u16,
     arrived: Vec<Instant>,
     verified: u64,
     /// The first message whose bytes differed.
     differs: Option<u64>,
-    cpu: Duration,
     retrans: u64,
     max_inq: u64,
     max_rmem: u64,
 }
 
-async fn serve(l: TcpListener, rr: bool) -> io::Result<ServerOut> {
-    let (mut s, _) = l.accept().await?;
+/// Accept `n` connections and serve each in a task of this thread's runtime (one thread per
+/// side, as our stack's one driver serves all its connections). Returns each connection's
+/// figures in accept order and the thread's CPU over the run.
+async fn serve_all(l: TcpListener, n: u32, rr: bool) -> io::Result<(Vec<ServerOut>, Duration)> {
+    let mut tasks = Vec::new();
+    let mut cpu0 = None;
+    for _ in 0..n {
+        let (s, from) = l.accept().await?;
+        cpu0.get_or_insert_with(thread_cpu);
+        tasks.push(tokio::spawn(serve(s, from.port(), rr)));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.map_err(io::Error::other)??);
+    }
+    Ok((out, thread_cpu() - cpu0.unwrap_or_default()))
+}
+
+async fn serve(mut s: TcpStream, peer: u16, rr: bool) -> io::Result<ServerOut> {
     s.set_nodelay(true)?;
     let fd = s.as_raw_fd();
-    let cpu0 = thread_cpu();
     let mut out = ServerOut {
+        peer,
         arrived: Vec::new(),
         verified: 0,
         differs: None,
-        cpu: Duration::ZERO,
         retrans: 0,
         max_inq: 0,
         max_rmem: 0,
@@ -156,25 +178,41 @@ async fn serve(l: TcpListener, rr: bool) -> io::Result<ServerOut> {
         drop(msg);
     }
     out.retrans = total_retrans(fd);
-    out.cpu = thread_cpu() - cpu0;
     s.shutdown().await?;
     Ok(out)
 }
 
+/// What the client saw on one connection.
 struct ClientOut {
+    /// The client's local port: the server's connection from it is this one's peer.
+    port: u16,
     posted: Vec<Instant>,
     rtts: Vec<Duration>,
     start: Instant,
     end: Instant,
-    cpu: Duration,
     retrans: u64,
+}
+
+/// Open `cell.qps` connections and run the cell's workload on each in a task of this
+/// thread's runtime. Returns each connection's figures and the thread's CPU over the run.
+async fn drive_all(cell: &Cell, port: u16) -> io::Result<(Vec<ClientOut>, Duration)> {
+    let cpu0 = thread_cpu();
+    let mut tasks = Vec::new();
+    for _ in 0..cell.qps.max(1) {
+        let cell = cell.clone();
+        tasks.push(tokio::spawn(async move { drive(&cell, port).await }));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.map_err(io::Error::other)??);
+    }
+    Ok((out, thread_cpu() - cpu0))
 }
 
 async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
     let mut s = TcpStream::connect((A_LINK, port)).await?;
     s.set_nodelay(true)?;
     let fd = s.as_raw_fd();
-    let cpu0 = thread_cpu();
     // The message as the application builds it: length prefix and payload in one buffer.
     let mut msg = Vec::with_capacity(4 + cell.size as usize);
     msg.extend_from_slice(&cell.size.to_be_bytes());
@@ -202,29 +240,31 @@ async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
     let mut rest = Vec::new();
     s.read_to_end(&mut rest).await?;
     Ok(ClientOut {
+        port: s.local_addr()?.port(),
         posted,
         rtts,
         start,
         end,
-        cpu: thread_cpu() - cpu0,
         retrans: total_retrans(fd),
     })
 }
 
-/// One kernel run of `cell` on port `port` (server in A, client in B).
+/// One kernel run of `cell` on port `port` (server in A, client in B): `cell.qps` connections
+/// at once, their figures summed (receive-queue maxima: each connection's, added).
 pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
     let rr = cell.workload == Workload::RequestResponse;
+    let n = cell.qps.max(1);
     // The server says when it listens; a server that ends without saying so failed to start,
     // and its result says why.
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let server = {
         let a = ns.a.clone();
-        std::thread::spawn(move || -> io::Result<ServerOut> {
+        std::thread::spawn(move || -> io::Result<(Vec<ServerOut>, Duration)> {
             enter_netns(&a)?;
             runtime()?.block_on(async move {
                 let l = TcpListener::bind((A_LINK, port)).await?;
                 let _ = ready_tx.send(());
-                tokio::time::timeout(Duration::from_secs(300), serve(l, rr))
+                tokio::time::timeout(Duration::from_secs(300), serve_all(l, n, rr))
                     .await
                     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "server timed out"))?
             })
@@ -238,11 +278,11 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
     }
     let client = {
         let (b, cell) = (ns.b.clone(), cell.clone());
-        std::thread::spawn(move || -> io::Result<ClientOut> {
+        std::thread::spawn(move || -> io::Result<(Vec<ClientOut>, Duration)> {
             enter_netns(&b)?;
             let rt = runtime()?;
             rt.block_on(async move {
-                tokio::time::timeout(Duration::from_secs(300), drive(&cell, port))
+                tokio::time::timeout(Duration::from_secs(300), drive_all(&cell, port))
                     .await
                     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "client timed out"))?
             })
@@ -254,42 +294,50 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
     let s = server
         .join()
         .map_err(|_| io::Error::other("kernel server panicked"))?;
-    let (c, s) = (c?, s?);
-    let messages = s.arrived.len() as u64;
-    if let Some(i) = s.differs {
-        return Err(io::Error::other(format!(
-            "message {i} arrived with other bytes than were sent"
-        )));
-    }
-    if messages != cell.count {
-        return Err(io::Error::other(format!(
-            "server read {messages} of {} messages",
-            cell.count
-        )));
-    }
-    let (mut latencies, end) = if rr {
-        (c.rtts, c.end)
-    } else {
-        let lat = c
-            .posted
-            .iter()
-            .zip(&s.arrived)
-            .map(|(p, a)| a.saturating_duration_since(*p))
-            .collect();
-        (lat, *s.arrived.last().unwrap_or(&c.start))
+    let ((clients, client_cpu), (servers, server_cpu)) = (c?, s?);
+    let mut out = KernelRun {
+        client_cpu,
+        server_cpu,
+        ..KernelRun::default()
     };
-    latencies.sort();
-    Ok(KernelRun {
-        messages,
-        bytes: messages * u64::from(cell.size),
-        elapsed: end - c.start,
-        latencies,
-        client_cpu: c.cpu,
-        server_cpu: s.cpu,
-        client_retrans: c.retrans,
-        server_retrans: s.retrans,
-        max_inq: s.max_inq,
-        max_rmem: s.max_rmem,
-        verified: s.verified,
-    })
+    let start = clients.iter().map(|c| c.start).min();
+    let mut end = start;
+    for c in &clients {
+        let s = servers
+            .iter()
+            .find(|s| s.peer == c.port)
+            .ok_or_else(|| io::Error::other("a client connection was not served"))?;
+        let messages = s.arrived.len() as u64;
+        if let Some(i) = s.differs {
+            return Err(io::Error::other(format!(
+                "message {i} arrived with other bytes than were sent"
+            )));
+        }
+        if messages != cell.count {
+            return Err(io::Error::other(format!(
+                "server read {messages} of {} messages",
+                cell.count
+            )));
+        }
+        let last = if rr {
+            out.latencies.extend_from_slice(&c.rtts);
+            c.end
+        } else {
+            let lat = c.posted.iter().zip(&s.arrived);
+            out.latencies
+                .extend(lat.map(|(p, a)| a.saturating_duration_since(*p)));
+            *s.arrived.last().unwrap_or(&c.start)
+        };
+        end = end.max(Some(last));
+        out.messages += messages;
+        out.verified += s.verified;
+        out.client_retrans += c.retrans;
+        out.server_retrans += s.retrans;
+        out.max_inq += s.max_inq;
+        out.max_rmem += s.max_rmem;
+    }
+    out.latencies.sort();
+    out.bytes = out.messages * u64::from(cell.size);
+    out.elapsed = end.zip(start).map_or(Duration::ZERO, |(e, s)| e - s);
+    Ok(out)
 }

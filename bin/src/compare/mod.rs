@@ -11,26 +11,36 @@ mod cells;
 mod charts;
 pub mod extra;
 pub mod kernel;
+mod ours;
 pub mod render;
 
 pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};
 pub use cells::{
-    plan, size_label, Cell, Link, Plan, Workload, IMPAIRMENTS, RELAY_REORDER_DEPTH_US,
-    REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES, SPRAY_PATHS, SPRAY_SPREAD_US,
+    incast_cells, plan, size_label, Cell, Link, Plan, Workload, IMPAIRMENTS, INCAST_ADMIT,
+    INCAST_DEPTH, INCAST_LINK, RELAY_REORDER_DEPTH_US, REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE,
+    SIZES, SPRAY_PATHS, SPRAY_SPREAD_US,
 };
 
 use crate::perf::Recovery;
 use crate::topology::TwoNs;
-use crate::tunpair;
 use serde::Serialize;
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stack {
     Kernel,
     Ours,
+}
+
+impl Stack {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stack::Kernel => "kernel",
+            Stack::Ours => "ours",
+        }
+    }
 }
 
 /// One run of one stack in one cell: everything the report needs, raw.
@@ -76,6 +86,12 @@ pub struct RunRecord {
     pub kernel_max_inq: Option<u64>,
     /// Ours only: segments placed directly while an earlier hole was open (receiver side).
     pub ooo_placed: Option<u64>,
+    /// Packets the relay's full queue refused during this run, both directions (bottleneck
+    /// cells only: each of their runs has a relay of its own, `Link::per_run_topology`).
+    pub relay_queue_drops: Option<u64>,
+    /// Ours only: how often the senders held data back for the receiver's grant
+    /// (`Stats::grant_holds` of the client's connections, summed).
+    pub grant_holds: Option<u64>,
     /// Per-message latencies, sorted (bulk: one way, client post to server completion;
     /// request/response: round trip). Not written to the JSON file.
     #[serde(skip)]
@@ -86,10 +102,18 @@ impl RunRecord {
     /// A run that failed with `e`: its message is what the report records.
     fn failed(cell: &Cell, stack: Stack, run: usize, e: &io::Error) -> RunRecord {
         RunRecord {
+            error: Some(e.to_string()),
+            ..RunRecord::empty(cell, stack, run)
+        }
+    }
+
+    /// A run of `stack` with nothing counted yet.
+    fn empty(cell: &Cell, stack: Stack, run: usize) -> RunRecord {
+        RunRecord {
             cell: cell.id.clone(),
             stack,
             run,
-            error: Some(e.to_string()),
+            error: None,
             messages: 0,
             verified: 0,
             bytes: 0,
@@ -110,6 +134,8 @@ impl RunRecord {
             rx_held_max: 0,
             kernel_max_inq: None,
             ooo_placed: None,
+            relay_queue_drops: None,
+            grant_holds: None,
             latencies: Vec::new(),
         }
     }
@@ -132,111 +158,40 @@ impl RunRecord {
 /// Value at quantile `q` of sorted `v` (the perf reports' definition).
 pub use crate::perf::percentile;
 
-fn run_ours(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
-    let p = tunpair::run_pair(ns, &cell.perf_config(), Duration::from_secs(180))?;
-    let (c, s) = (&p.client, &p.server);
-    let (cr, sr) = (c.report.recovery, s.report.recovery);
-    if let Some(e) = c.report.errors.iter().chain(&s.report.errors).next() {
-        return Err(io::Error::other(e.clone()));
-    }
-    let verified = c.report.verified + s.report.verified;
-    if verified != c.report.messages {
-        return Err(io::Error::other(format!(
-            "{verified} of {} messages verified",
-            c.report.messages
-        )));
-    }
-    let at = |base: Instant, t: Duration| base + t;
-    let start = c.report.posted.first().map_or(c.base, |&t| at(c.base, t));
-    let (latencies, end) = match cell.workload {
-        Workload::RequestResponse => (c.report.latencies.clone(), start + c.report.elapsed),
-        Workload::Bulk => {
-            // One way: posted at the client to complete at the server, on one clock.
-            let lat = s
-                .report
-                .arrived
-                .iter()
-                .filter_map(|&(i, t)| {
-                    let p = *c.report.posted.get(i as usize)?;
-                    Some(at(s.base, t).saturating_duration_since(at(c.base, p)))
-                })
-                .collect();
-            let end = s
-                .report
-                .arrived
-                .iter()
-                .map(|&(_, t)| at(s.base, t))
-                .max()
-                .unwrap_or(start);
-            (lat, end)
-        }
-    };
-    let mut r = RunRecord {
-        cell: cell.id.clone(),
-        stack: Stack::Ours,
-        run,
-        error: None,
-        messages: c.report.messages,
-        verified: c.report.verified + s.report.verified,
-        bytes: c.report.bytes,
-        elapsed_s: end.saturating_duration_since(start).as_secs_f64(),
-        gbps: 0.0,
-        msgs_per_sec: 0.0,
-        p50_us: None,
-        p99_us: None,
-        p999_us: None,
-        cpu_client_s: c.cpu.as_secs_f64(),
-        cpu_server_s: s.cpu.as_secs_f64(),
-        retrans: cr.retransmits + sr.retransmits,
-        client_retrans: cr.retransmits,
-        server_retrans: sr.retransmits,
-        spurious: Some(cr.spurious_retransmits + sr.spurious_retransmits),
-        client_recovery: Some(cr),
-        server_recovery: Some(sr),
-        rx_held_max: s.held_max,
-        kernel_max_inq: None,
-        ooo_placed: Some(s.ooo_placed),
-        latencies: Vec::new(),
-    };
-    r.fill_rates(latencies);
-    Ok(r)
-}
-
 fn run_kernel(ns: &TwoNs, cell: &Cell, run: usize, port: u16) -> io::Result<RunRecord> {
     let k = kernel::run(ns, cell, port)?;
     let mut r = RunRecord {
-        cell: cell.id.clone(),
-        stack: Stack::Kernel,
-        run,
-        error: None,
         messages: k.messages,
         verified: k.verified,
         bytes: k.bytes,
         elapsed_s: k.elapsed.as_secs_f64(),
-        gbps: 0.0,
-        msgs_per_sec: 0.0,
-        p50_us: None,
-        p99_us: None,
-        p999_us: None,
         cpu_client_s: k.client_cpu.as_secs_f64(),
         cpu_server_s: k.server_cpu.as_secs_f64(),
         retrans: k.client_retrans + k.server_retrans,
         client_retrans: k.client_retrans,
         server_retrans: k.server_retrans,
-        spurious: None,
-        client_recovery: None,
-        server_recovery: None,
         rx_held_max: k.max_rmem,
         kernel_max_inq: Some(k.max_inq),
-        ooo_placed: None,
-        latencies: Vec::new(),
+        ..RunRecord::empty(cell, Stack::Kernel, run)
     };
     r.fill_rates(k.latencies);
     Ok(r)
 }
 
+/// One run of `stack` in `ns`; a failure is recorded in the run.
+fn run_stack(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunRecord {
+    let r = match stack {
+        Stack::Kernel => run_kernel(ns, cell, run, 5001 + run as u16),
+        Stack::Ours => ours::run(ns, cell, run),
+    };
+    r.unwrap_or_else(|e| RunRecord::failed(cell, stack, run, &e))
+}
+
 /// Run every run of `cell` in a fresh topology named `{prefix}-a`/`-b` (deleted on return,
-/// also on error), kernel and ours alternating. `progress` is called after each run.
+/// also on error), kernel and ours alternating. A cell whose relay counts drops
+/// ([`Link::per_run_topology`]) gets a topology per run instead (`{prefix}k0`, `{prefix}o0`,
+/// …), so each run's record has the drops of that run alone. `progress` is called after each
+/// run.
 pub fn run_cell(
     cell: &Cell,
     runs: usize,
@@ -245,20 +200,30 @@ pub fn run_cell(
     mut progress: impl FnMut(&RunRecord),
 ) -> io::Result<Vec<RunRecord>> {
     let link = cell.link.link_config(seed).map_err(io::Error::other)?;
-    let ns = TwoNs::create(prefix, link)?;
+    let shared = match cell.link.per_run_topology() {
+        false => Some(TwoNs::create(prefix, link.clone())?),
+        true => None,
+    };
     let mut out = Vec::new();
     for run in 0..runs {
         for stack in [Stack::Kernel, Stack::Ours] {
-            let r = match stack {
-                Stack::Kernel => run_kernel(&ns, cell, run, 5001 + run as u16),
-                Stack::Ours => run_ours(&ns, cell, run),
+            let r = match &shared {
+                Some(ns) => run_stack(ns, cell, stack, run),
+                None => {
+                    let name = format!("{prefix}{}{run}", &stack.name()[..1]);
+                    let mut ns = TwoNs::create(&name, link.clone())?;
+                    let mut r = run_stack(&ns, cell, stack, run);
+                    let relay = ns.stop_relay();
+                    r.relay_queue_drops =
+                        relay.map(|s| s.a_to_b.dropped_queue + s.b_to_a.dropped_queue);
+                    r
+                }
             };
-            let r = r.unwrap_or_else(|e| RunRecord::failed(cell, stack, run, &e));
             progress(&r);
             out.push(r);
         }
     }
-    drop(ns);
+    drop(shared);
     Ok(out)
 }
 
@@ -291,6 +256,10 @@ pub struct Summary {
     /// Max over runs.
     pub rx_held_max: u64,
     pub kernel_max_inq: Option<u64>,
+    /// Medians over the runs that have them: the relay's queue drops (bottleneck cells) and
+    /// our senders' grant holds.
+    pub relay_queue_drops: Option<f64>,
+    pub grant_holds: Option<f64>,
 }
 
 /// Both stacks' figures for one cell.
@@ -333,6 +302,16 @@ fn both_sides(stack: Stack, runs: &[&&RunRecord], counter: fn(&Recovery) -> u64)
     })
 }
 
+/// Median of a counter over the runs that recorded it; `None` if none did.
+fn median_of(runs: &[&&RunRecord], counter: fn(&RunRecord) -> Option<u64>) -> Option<f64> {
+    let v: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| counter(r))
+        .map(|n| n as f64)
+        .collect();
+    (!v.is_empty()).then(|| median(v))
+}
+
 fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
     let ok: Vec<&&RunRecord> = runs.iter().filter(|r| r.error.is_none()).collect();
     let mut lat: Vec<Duration> = ok.iter().flat_map(|r| r.latencies.clone()).collect();
@@ -372,6 +351,8 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         tlp_probes: both_sides(stack, &ok, |r| r.tlp_probes),
         rx_held_max: ok.iter().map(|r| r.rx_held_max).max().unwrap_or(0),
         kernel_max_inq: ok.iter().filter_map(|r| r.kernel_max_inq).max(),
+        relay_queue_drops: median_of(&ok, |r| r.relay_queue_drops),
+        grant_holds: median_of(&ok, |r| r.grant_holds),
     }
 }
 
@@ -397,3 +378,5 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<CellResult> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_qps;

@@ -22,17 +22,26 @@ fn bytes(b: u64) -> String {
     }
 }
 
-fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
-    let name = match s.stack {
+fn stack_name(c: &CellResult, s: &Summary) -> &'static str {
+    match s.stack {
         super::Stack::Kernel => "kernel",
         super::Stack::Ours if c.cell.plain => "ours (plain)",
+        super::Stack::Ours if !c.cell.admission => "ours (no admission)",
         super::Stack::Ours => "ours",
-    };
-    let runs = if s.runs_failed > 0 {
+    }
+}
+
+fn runs(s: &Summary) -> String {
+    if s.runs_failed > 0 {
         format!("{} ({} failed)", s.runs_ok, s.runs_failed)
     } else {
         s.runs_ok.to_string()
-    };
+    }
+}
+
+fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
+    let name = stack_name(c, s);
+    let runs = runs(s);
     let (total, cl, sv) = (s.retrans, s.client_retrans, s.server_retrans);
     let retrans = match s.spurious {
         Some(sp) => format!("{total:.0} ({cl:.0} / {sv:.0}; {sp:.0} spurious)"),
@@ -59,7 +68,8 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
     )
 }
 
-/// The Markdown table: two rows per cell (kernel, ours), the ratio ours/kernel on ours's row.
+/// The Markdown table: two rows per cell (kernel, ours), the ratio ours/kernel on ours's row;
+/// incast cells are left to [`incast_markdown`].
 /// Retransmissions are shown as the median total, then each side's median (what the client
 /// and what the server sent again: in request/response the server's are replies); our RACK
 /// loss detections, RTOs and tail loss probes are both sides' together.
@@ -68,10 +78,52 @@ pub fn markdown(results: &[CellResult]) -> String {
         "| cell | stack | runs | Gbit/s | msg/s | p50 | p99 | p99.9 | CPU s/GB client / server | rx held outside posted buffers (max) | retrans (client / server) | RACK / RTO / TLP | ours/kernel Gbit/s |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    for c in results {
+    for c in results.iter().filter(|c| !c.cell.is_incast()) {
         s += &row(c, &c.kernel, String::new());
-        let ratio = c.ratio().map_or("–".into(), |r| format!("{r:.2}×"));
-        s += &row(c, &c.ours, ratio);
+        s += &row(c, &c.ours, ratio(c));
+    }
+    s
+}
+
+fn ratio(c: &CellResult) -> String {
+    c.ratio().map_or("–".into(), |r| format!("{r:.2}×"))
+}
+
+fn opt_count(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{v:.0}"))
+}
+
+/// The incast cells' table (empty if there are none): aggregate throughput, message
+/// completion times (post at the client to completion at the server), the relay's queue
+/// drops in the run, retransmissions, RTOs and grant holds (ours), medians over runs.
+pub fn incast_markdown(results: &[CellResult]) -> String {
+    let cells: Vec<&CellResult> = results.iter().filter(|c| c.cell.is_incast()).collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "| cell | stack | runs | Gbit/s | p50 | p99 | p99.9 | relay queue drops | retrans (client / server) | RTOs | grant holds | ours/kernel Gbit/s |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for c in cells {
+        for (sm, ratio) in [(&c.kernel, String::new()), (&c.ours, ratio(c))] {
+            s += &format!(
+                "| {} | {} | {} | {:.3} | {} | {} | {} | {} | {:.0} ({:.0} / {:.0}) | {} | {} | {ratio} |\n",
+                c.cell.id,
+                stack_name(c, sm),
+                runs(sm),
+                sm.gbps,
+                opt_us(sm.p50_us),
+                opt_us(sm.p99_us),
+                opt_us(sm.p999_us),
+                opt_count(sm.relay_queue_drops),
+                sm.retrans,
+                sm.client_retrans,
+                sm.server_retrans,
+                opt_count(sm.rto_losses),
+                opt_count(sm.grant_holds),
+            );
+        }
     }
     s
 }

@@ -5,7 +5,7 @@ use super::*;
 use std::path::{Path, PathBuf};
 
 /// A successful run moving 1 GB at `gbps`.
-fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecord {
+pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecord {
     let ours = stack == Stack::Ours;
     RunRecord {
         cell: cell.id.clone(),
@@ -32,13 +32,15 @@ fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         rx_held_max: 0,
         kernel_max_inq: None,
         ooo_placed: None,
+        relay_queue_drops: None,
+        grant_holds: None,
         latencies: vec![Duration::from_micros(500)],
     }
 }
 
 /// Two runs per stack of every cell, ours at a third of the kernel's throughput, both falling
 /// with the cell's index (so each line has a slope and the points differ).
-fn results_of(cells: Vec<Cell>) -> Vec<CellResult> {
+pub(super) fn results_of(cells: Vec<Cell>) -> Vec<CellResult> {
     let mut runs = Vec::new();
     for (i, c) in cells.iter().enumerate() {
         for run in 0..2 {

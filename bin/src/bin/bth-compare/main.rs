@@ -31,7 +31,11 @@ use std::time::Instant;
         or --only incast for just these) ends with two more rows: the relay's own ceiling \
         (kernel TCP over veth and through the clean relay) and the incast scenario of \
         receiver-driven admission in the simulator (16 senders into one receiver, admission \
-        off and on). Needs root (CAP_NET_ADMIN) and iproute2, \
+        off and on). The full plan also has bulk-64KiB-veth-q8 (8 of our QPs on one driver and \
+        endpoint against 8 kernel sockets; --qps runs every cell so) and the same incast over \
+        TUN (incast-tun-*: 16 client connections into one server through the relay as a \
+        500 Mbit/s bottleneck with a 256 KiB drop-tail queue, ours with admission off and on, \
+        kernel TCP beside it; a table of its own with the relay's queue drops per run). Needs root (CAP_NET_ADMIN) and iproute2, \
         except with --dry-run; --dry-run lists every cell."
 )]
 struct Cli {
@@ -45,9 +49,15 @@ struct Cli {
     /// Runs per stack per cell (default: 3, or 2 with --quick).
     #[arg(long)]
     runs: Option<usize>,
-    /// Only cells whose id contains this string.
+    /// Only cells whose id contains this string (`incast-tun`: the incast cells over TUN;
+    /// `incast`: those and the simulator's incast tables).
     #[arg(long)]
     only: Option<String>,
+    /// Run every cell with each of these connection counts, e.g. `--qps 1,8`: N of our QPs
+    /// (one driver and one endpoint per side) against N kernel sockets, the cell's messages
+    /// shared out among them (cell id suffix `-qN`). Works with --quick and --only.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    qps: Vec<u32>,
     /// Where to write the JSON file of every run.
     #[arg(long, default_value = "bth-compare.json")]
     json: PathBuf,
@@ -65,7 +75,11 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut plan = compare::plan(cli.quick);
+    if cli.qps.contains(&0) {
+        eprintln!("bth-compare: --qps counts start at 1");
+        return ExitCode::FAILURE;
+    }
+    let mut plan = compare::plan(cli.quick).with_qps(&cli.qps);
     if let Some(r) = cli.runs {
         plan.runs = r.max(1);
     }
@@ -136,7 +150,13 @@ fn main() -> ExitCode {
     }
     bar.finish_and_clear();
     let results = compare::summarize(&plan, &records);
-    println!("{}", render::markdown(&results));
+    if results.iter().any(|c| !c.cell.is_incast()) {
+        println!("{}", render::markdown(&results));
+    }
+    let incast = render::incast_markdown(&results);
+    if !incast.is_empty() {
+        println!("incast over TUN (relay bottleneck; per run a topology of its own):\n\n{incast}");
+    }
     if let Err(e) = std::fs::write(&cli.json, render::json(&plan, &records, &results)) {
         eprintln!("bth-compare: writing {}: {e}", cli.json.display());
         return ExitCode::FAILURE;

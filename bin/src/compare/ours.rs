@@ -1,0 +1,98 @@
+//! Our stack's side of a comparison: the cell's connections as perf apps over the io_uring
+//! TUN path (`tunpair::QpsRun`: one driver and endpoint per side, however many connections),
+//! every connection's messages verified, their figures summed into one [`RunRecord`].
+
+use super::{Cell, RunRecord, Stack, Workload};
+use crate::perf::{aggregate, PerfReport};
+use crate::topology::TwoNs;
+use crate::tunpair::{Admission, PairRun, QpsRun};
+use std::io;
+use std::time::{Duration, Instant};
+
+/// How long one run of ours may take before it counts as failed.
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// One connection's one-way (bulk) or round-trip (request/response) latencies, and the
+/// instants its first message was posted and its last one completed.
+fn timings(cell: &Cell, p: &PairRun) -> (Vec<Duration>, Instant, Instant) {
+    let (c, s) = (&p.client, &p.server);
+    let at = |base: Instant, t: Duration| base + t;
+    let start = c.report.posted.first().map_or(c.base, |&t| at(c.base, t));
+    match cell.workload {
+        Workload::RequestResponse => (c.report.latencies.clone(), start, start + c.report.elapsed),
+        Workload::Bulk => {
+            // One way: posted at the client to complete at the server, on one clock.
+            let lat = s
+                .report
+                .arrived
+                .iter()
+                .filter_map(|&(i, t)| {
+                    let p = *c.report.posted.get(i as usize)?;
+                    Some(at(s.base, t).saturating_duration_since(at(c.base, p)))
+                })
+                .collect();
+            let end = s.report.arrived.iter().map(|&(_, t)| at(s.base, t)).max();
+            (lat, start, end.unwrap_or(start))
+        }
+    }
+}
+
+/// One run of ours in `cell`: its connections at once, every message verified.
+pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
+    let q = QpsRun {
+        cfg: cell.perf_config(),
+        qps: cell.qps,
+        admission: Admission {
+            enforce: cell.admission,
+            admit: cell.admit,
+        },
+    };
+    let r = q.run(ns, LIMIT)?;
+    let mut rec = RunRecord::empty(cell, Stack::Ours, run);
+    let (mut latencies, mut start, mut end) = (Vec::new(), None::<Instant>, None::<Instant>);
+    let mut ooo = 0;
+    for p in &r.pairs {
+        let (c, s) = (&p.client.report, &p.server.report);
+        if let Some(e) = c.errors.iter().chain(&s.errors).next() {
+            return Err(io::Error::other(e.clone()));
+        }
+        let verified = c.verified + s.verified;
+        if verified != c.messages {
+            return Err(io::Error::other(format!(
+                "{verified} of {} messages verified",
+                c.messages
+            )));
+        }
+        let (lat, st, en) = timings(cell, p);
+        latencies.extend(lat);
+        start = Some(start.map_or(st, |x| x.min(st)));
+        end = Some(end.map_or(en, |x| x.max(en)));
+        rec.messages += c.messages;
+        rec.verified += verified;
+        rec.bytes += c.bytes;
+        // Each connection's largest, added: an upper bound on what was held at once.
+        rec.rx_held_max += p.server.held_max;
+        ooo += p.server.ooo_placed;
+    }
+    // Each side's counters summed over its connections.
+    let sum = |side: fn(&PairRun) -> &PerfReport| {
+        let reports: Vec<PerfReport> = r.pairs.iter().map(|p| side(p).clone()).collect();
+        aggregate(&reports).recovery
+    };
+    let (cr, sr) = (sum(|p| &p.client.report), sum(|p| &p.server.report));
+    rec.elapsed_s = end
+        .zip(start)
+        .map_or(0.0, |(e, s)| e.saturating_duration_since(s).as_secs_f64());
+    rec.cpu_client_s = r.client_cpu.as_secs_f64();
+    rec.cpu_server_s = r.server_cpu.as_secs_f64();
+    rec.retrans = cr.retransmits + sr.retransmits;
+    rec.client_retrans = cr.retransmits;
+    rec.server_retrans = sr.retransmits;
+    rec.spurious = Some(cr.spurious_retransmits + sr.spurious_retransmits);
+    rec.client_recovery = Some(cr);
+    rec.server_recovery = Some(sr);
+    rec.ooo_placed = Some(ooo);
+    rec.grant_holds = Some(r.grant_holds);
+    rec.fill_rates(latencies);
+    Ok(rec)
+}
