@@ -1,17 +1,15 @@
 //! The async API over the simulated link: two endpoints on one virtual clock, served by a
-//! tokio task that runs the same driver turn as the TUN path ([`crate::turn::turn`]) as fast
-//! as the CPU allows (no sleeping), and rests when nothing is in flight and no timer is set.
+//! tokio task that runs [`Net`] (the same driver turn as the TUN path, [`crate::turn::turn`])
+//! as fast as the CPU allows, and rests when nothing is in flight and no timer is set.
 
 use super::serve::{ApiApp, Wake};
 use super::{ApiError, AsyncEndpoint, AsyncQp};
-use crate::sim::link::{Direction, LinkConfig, SimLink};
+use crate::sim::link::LinkConfig;
 use crate::sim::pair_configs;
-use crate::turn::{turn, PacketIo, TurnStats};
-use std::collections::VecDeque;
-use std::io;
+use crate::sim::Net;
 use std::sync::Arc;
 use std::time::Duration;
-use tcp_bth::{Endpoint, EndpointConfig};
+use tcp_bth::EndpointConfig;
 use tokio::sync::Notify;
 
 /// Longest real pause before a timer fires when nothing else is pending (see `drive`).
@@ -23,35 +21,6 @@ impl Wake for NotifyWake {
     fn wake(&self) {
         // Stores a permit if the task is not waiting yet, so no command is missed.
         self.0.notify_one();
-    }
-}
-
-/// One end of the link as a data path: what arrived for it, what it sent this turn.
-#[derive(Default)]
-struct SimEnd {
-    now: Duration,
-    inbox: VecDeque<Vec<u8>>,
-    outbox: Vec<Vec<u8>>,
-}
-
-impl PacketIo for SimEnd {
-    fn now(&self) -> Duration {
-        self.now
-    }
-    fn receive(&mut self, f: &mut dyn FnMut(&[u8])) {
-        while let Some(p) = self.inbox.pop_front() {
-            f(&p);
-        }
-    }
-    fn can_send(&self) -> bool {
-        true
-    }
-    fn send(&mut self, packet: &[u8]) {
-        self.outbox.push(packet.to_vec());
-    }
-    /// The task moves the shared clock; an end never waits on its own.
-    fn wait(&mut self, _deadline: Option<Duration>) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -69,19 +38,20 @@ pub fn sim_endpoints(
         k[..8].copy_from_slice(&seed.to_le_bytes());
         tcp_bth::isn::IsnKey(k)
     };
-    let ea = Endpoint::new(EndpointConfig {
+    let ea = EndpointConfig {
         key: key(0xA),
         ..EndpointConfig::default()
-    });
-    let mut eb = Endpoint::new(EndpointConfig {
+    };
+    let eb = EndpointConfig {
         key: key(0xB),
         ..EndpointConfig::default()
-    });
-    eb.listen(b_cfg.local_port, b_cfg);
+    };
+    let mut net = Net::new(ea, eb, link);
+    net.b.listen(b_cfg.local_port, b_cfg);
     let wake = Arc::new(NotifyWake(Notify::new()));
     let (app_a, ha) = ApiApp::new(wake.clone());
     let (app_b, hb) = ApiApp::new(wake.clone());
-    tokio::spawn(drive(SimLink::new(link), [ea, eb], [app_a, app_b], wake));
+    tokio::spawn(drive(net, [app_a, app_b], wake));
     let mut connect = a_cfg;
     connect.local_port = 0;
     (ha, hb, connect)
@@ -96,51 +66,27 @@ pub async fn sim_pair(link: LinkConfig, seed: u64) -> Result<(AsyncQp, AsyncQp),
     Ok((qa, qb))
 }
 
-async fn drive(
-    mut link: SimLink,
-    mut eps: [Endpoint; 2],
-    mut apps: [ApiApp; 2],
-    wake: Arc<NotifyWake>,
-) {
-    let mut ends: [SimEnd; 2] = Default::default();
-    let mut stats = TurnStats::default();
-    let mut buf = Vec::new();
-    let mut now = Duration::from_millis(1);
+async fn drive(mut net: Net, mut apps: [ApiApp; 2], wake: Arc<NotifyWake>) {
     loop {
-        while let Some((dir, pkt)) = link.poll(now) {
-            // AtoB arrives at B (index 1), BtoA at A (index 0).
-            ends[dir.reverse().index()].inbox.push_back(pkt);
-        }
-        for (i, dir) in Direction::ALL.into_iter().enumerate() {
-            ends[i].now = now;
-            turn(
-                &mut eps[i],
-                &mut ends[i],
-                &mut apps[i],
-                now,
-                &mut buf,
-                &mut stats,
-            );
-            for p in ends[i].outbox.drain(..) {
-                link.send(now, dir, p);
-            }
-        }
-        if apps.iter().all(ApiApp::finished) && link.next_arrival().is_none() {
+        let [app_a, app_b] = &mut apps;
+        net.turns_now(app_a, app_b);
+        let now = net.now;
+        if apps.iter().all(ApiApp::finished) && net.link.next_arrival().is_none() {
             // Every handle is gone and nothing is in flight: nobody can ask for more.
             return;
         }
-        let arrival = link.next_arrival();
-        let timer = [eps[0].poll_timeout(), eps[1].poll_timeout()]
+        let arrival = net.link.next_arrival();
+        let timer = [net.a.poll_timeout(), net.b.poll_timeout()]
             .into_iter()
             .flatten()
             .min();
         match (arrival, timer) {
             (Some(a), None) => {
-                now = now.max(a);
+                net.now = now.max(a);
                 tokio::task::yield_now().await;
             }
             (Some(a), Some(t)) if a <= t => {
-                now = now.max(a);
+                net.now = now.max(a);
                 // Let the application tasks run between steps.
                 tokio::task::yield_now().await;
             }
@@ -152,7 +98,7 @@ async fn drive(
                 let gap = t.saturating_sub(now).min(TIMER_PACE);
                 tokio::select! {
                     _ = wake.0.notified() => {}
-                    _ = tokio::time::sleep(gap) => now = now.max(t),
+                    _ = tokio::time::sleep(gap) => net.now = now.max(t),
                 }
             }
             // Nothing will happen until an application asks for something.

@@ -134,13 +134,19 @@ impl Net {
     /// included), then advance the clock to the next event. Returns false when nothing more
     /// will happen before `deadline`.
     pub fn step(&mut self, a: &mut dyn App, b: &mut dyn App, deadline: Duration) -> bool {
+        self.turns_now(a, b);
+        let timers = [self.a.poll_timeout(), self.b.poll_timeout()];
+        let arrival = self.link.next_arrival();
+        self.ends.advance(&mut self.now, deadline, arrival, timers)
+    }
+
+    /// Deliver what the link has for now and give each free end a turn, without moving the
+    /// clock: for drivers that decide themselves when virtual time moves (the async API's).
+    pub fn turns_now(&mut self, a: &mut dyn App, b: &mut dyn App) {
         let now = self.now;
         self.events += self.ends.deliver(&mut self.link, now);
         self.turn(Direction::AtoB, a, now);
         self.turn(Direction::BtoA, b, now);
-        let timers = [self.a.poll_timeout(), self.b.poll_timeout()];
-        let arrival = self.link.next_arrival();
-        self.ends.advance(&mut self.now, deadline, arrival, timers)
     }
 
     /// One driver turn of the end that sends `end`, if it is free at `now`.
