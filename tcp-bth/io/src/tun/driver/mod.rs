@@ -36,8 +36,11 @@ use std::time::{Duration, Instant};
 
 const RX: usize = 128;
 const TX: usize = 256;
-/// Largest packet: the TUN MTU is at most this (no offload super-segments here).
-const BUF: usize = 4096;
+/// Smallest buffer; a device's buffers are its MTU rounded up to whole pages ([`buf_size`]).
+const MIN_BUF: usize = 4096;
+/// Largest MTU the driver takes: an IPv4 or IPv6 packet is at most 65,535 bytes (IPv6's
+/// payload length excludes its 40-byte header, but nothing here sends jumbograms).
+pub const MAX_MTU: u32 = 65_535;
 /// Submission queue entries: every buffer's operation (RX + TX) fits at once, with room for
 /// the cancellations of a shutdown.
 const RING: u32 = 512;
@@ -78,6 +81,8 @@ pub struct Driver {
     tun: TunDevice,
     /// Dropped after `ring` (field order), and only once nothing is in flight (Drop).
     region: Region,
+    /// Bytes in each buffer: room for one packet of the device's MTU.
+    buf: usize,
     tx_free: Vec<u16>,
     /// Bytes of the packet in each TX buffer (index − RX), to tell a short write.
     tx_len: Vec<u32>,
@@ -111,14 +116,15 @@ impl Driver {
                 "the driver needs a TUN device without offload",
             ));
         }
-        if tun.mtu() as usize > BUF {
+        if tun.mtu() > MAX_MTU {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("MTU {} above the driver's {BUF}-byte buffers", tun.mtu()),
+                format!("MTU {} above the largest IP packet ({MAX_MTU})", tun.mtu()),
             ));
         }
+        let buf = buf_size(tun.mtu());
         let ring = IoUring::new(RING)?;
-        let region = Region::new(RX + TX, BUF)?;
+        let region = Region::new(RX + TX, buf)?;
         // SAFETY: the iovecs point into `region`, which is never resized and is freed only
         // after the ring (field order) and after every operation has been reaped (Drop).
         unsafe { ring.submitter().register_buffers(&region.iovecs())? };
@@ -126,6 +132,7 @@ impl Driver {
             ring,
             tun,
             region,
+            buf,
             tx_free: (RX as u16..(RX + TX) as u16).rev().collect(),
             tx_len: vec![0; TX],
             busy: vec![false; RX + TX],
@@ -222,7 +229,7 @@ impl Driver {
         let i = usize::from(idx);
         let ptr = self.region.ptr_of(i);
         let fd = types::Fd(self.tun.raw_fd());
-        let e = opcode::ReadFixed::new(fd, ptr, BUF as u32, idx)
+        let e = opcode::ReadFixed::new(fd, ptr, self.buf as u32, idx)
             .build()
             .user_data(u64::from(idx));
         self.push(&e)?;
@@ -310,7 +317,7 @@ impl PacketIo for Driver {
     }
 
     fn send(&mut self, packet: &[u8]) {
-        if packet.len() > BUF || !self.can_send() {
+        if packet.len() > self.buf || !self.can_send() {
             self.stats.tx_dropped += 1;
             return;
         }
@@ -386,6 +393,12 @@ impl PacketIo for Driver {
             unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
         }))
     }
+}
+
+/// Buffer size for a device of MTU `mtu`: the MTU rounded up to whole pages, so a read never
+/// truncates a packet the kernel lets through the device. 384 buffers of 64 KiB are 24 MiB.
+fn buf_size(mtu: u32) -> usize {
+    (mtu as usize).max(MIN_BUF).next_multiple_of(MIN_BUF)
 }
 
 /// A non-blocking eventfd.
