@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use tcp_bth_io::sim::LinkConfig;
-use tcp_bth_io::tun::{enter_netns, Relay, RelayStats, TunConfig, TunDevice};
+use tcp_bth_io::tun::{enter_netns, Offload, Relay, RelayStats, TunConfig, TunDevice};
 
 pub const A_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 pub const B_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
@@ -74,7 +74,7 @@ pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32) -> io::Result<TunDevice> 
         prefix: 24,
         addr6: None,
         mtu,
-        offload: false,
+        offload: Offload::None,
     })
 }
 
@@ -131,7 +131,7 @@ impl TwoNs {
                             mtu: 1500,
                             // The kernel's GSO super-packets, split only where the
                             // link treats their segments differently.
-                            offload: true,
+                            offload: Offload::Segmentation,
                         })
                     };
                     let ra = mk(&na, "bthr0", A_LINK);

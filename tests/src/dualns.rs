@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::IpPair;
-use tcp_bth_io::tun::{enter_netns, Driver, TunConfig, TunDevice};
+use tcp_bth_io::tun::{enter_netns, Driver, Offload, TunConfig, TunDevice};
 
 /// One side's addresses.
 #[derive(Debug, Clone, Copy)]
@@ -150,7 +150,7 @@ pub fn open_driver(ns: &str, me: &Side) -> io::Result<Driver> {
         prefix: 24,
         addr6: Some((me.tun6, 64)),
         mtu: 1500,
-        offload: false,
+        offload: Offload::None,
     })?;
     Driver::open(tun)
 }

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Mode, State};
-use tcp_bth_io::tun::{enter_netns, Driver, Endpoint, TunConfig, TunDevice};
+use tcp_bth_io::tun::{enter_netns, Driver, Endpoint, Offload, TunConfig, TunDevice};
 
 const TUN_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
@@ -24,7 +24,7 @@ fn tun_in(ns: &str) -> Driver {
         prefix: 24,
         addr6: None,
         mtu: 1500,
-        offload: false,
+        offload: Offload::None,
     })
     .expect("create TUN");
     Driver::new(tun, STACK_ADDR).expect("io_uring driver")

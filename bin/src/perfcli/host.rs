@@ -9,7 +9,7 @@ use std::fmt;
 use std::io;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
-use tcp_bth_io::tun::{TunConfig, TunDevice};
+use tcp_bth_io::tun::{Offload, TunConfig, TunDevice};
 use thiserror::Error;
 
 const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
@@ -107,7 +107,7 @@ pub fn host_tun(name: &str, tun: &TunAddr, kernel: Ipv4Addr, mtu: u32) -> io::Re
         // IPv4 prefix.
         addr6: None,
         mtu,
-        offload: false,
+        offload: Offload::None,
     })
 }
 

@@ -38,11 +38,26 @@ pub struct TunConfig {
     /// A TUN device has no link layer, so the address is usable at once (no DAD).
     pub addr6: Option<(Ipv6Addr, u8)>,
     pub mtu: u32,
-    /// Open with `IFF_VNET_HDR` and TCP segmentation and checksum offload: every packet read
-    /// or written starts with a little-endian `struct virtio_net_hdr` ([`gso::VnetHdr`]), and
-    /// the kernel hands over TCP super-packets of up to 64 KiB with partial checksums. For
-    /// the relay only; our stack's driver needs `false`.
-    pub offload: bool,
+    /// What the device offloads ([`Offload`]).
+    pub offload: Offload,
+}
+
+/// What a TUN device leaves to the other side of it. With anything but `None` the device is
+/// opened with `IFF_VNET_HDR`: every packet read or written starts with a little-endian
+/// `struct virtio_net_hdr` ([`gso::VnetHdr`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Offload {
+    /// Plain IP packets, every checksum complete (what captures for tshark checks use).
+    #[default]
+    None,
+    /// Checksums only (`TUN_F_CSUM`): a packet written with `NEEDS_CSUM` leaves its TCP
+    /// checksum to whoever delivers it (no one, on a path that ends in another TUN device),
+    /// and a packet read may say `DATA_VALID` (checked already) or `NEEDS_CSUM`. Every packet
+    /// is still one segment. Our stack's driver.
+    Checksum,
+    /// Checksums and TCP segmentation (`TUN_F_TSO4 | TUN_F_TSO6`): the kernel hands over
+    /// super-packets of up to 64 KiB. The relay only.
+    Segmentation,
 }
 
 /// An open, configured, up TUN interface in the calling thread's network namespace.
@@ -51,7 +66,7 @@ pub struct TunDevice {
     fd: OwnedFd,
     name: String,
     mtu: u32,
-    offload: bool,
+    offload: Offload,
 }
 
 fn ifreq(name: &str) -> io::Result<libc::ifreq> {
@@ -113,7 +128,7 @@ impl TunDevice {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut req = ifreq(&cfg.name)?;
         let mut flags = libc::IFF_TUN | libc::IFF_NO_PI;
-        if cfg.offload {
+        if cfg.offload != Offload::None {
             flags |= libc::IFF_VNET_HDR;
         }
         req.ifr_ifru.ifru_flags = flags as libc::c_short;
@@ -125,8 +140,8 @@ impl TunDevice {
             "TUNSETIFF",
         )?;
         let name = ifr_name(&req);
-        if cfg.offload {
-            enable_offload(&fd)?;
+        if cfg.offload != Offload::None {
+            enable_offload(&fd, cfg.offload)?;
         }
         configure(&name, cfg)?;
         if let Some((addr, prefix)) = cfg.addr6 {
@@ -140,8 +155,9 @@ impl TunDevice {
         })
     }
 
-    /// Whether packets carry a virtio-net header ([`TunConfig::offload`]).
-    pub fn offload(&self) -> bool {
+    /// What the device offloads ([`TunConfig::offload`]): anything but `None` means packets
+    /// carry a virtio-net header.
+    pub fn offload(&self) -> Offload {
         self.offload
     }
 
@@ -170,9 +186,10 @@ impl TunDevice {
 }
 
 /// The virtio-net header's size and byte order, then the offloads: checksum (`TUN_F_CSUM`,
-/// which TSO needs) and TSO for IPv4 and IPv6. Not `TUN_F_TSO_ECN`: the kernel then segments
-/// ECN-marked (CWR) super-packets itself, and [`gso::GsoPacket`] refuses the ECN GSO type.
-fn enable_offload(fd: &OwnedFd) -> io::Result<()> {
+/// which TSO needs) and, for [`Offload::Segmentation`], TSO for IPv4 and IPv6. Not
+/// `TUN_F_TSO_ECN`: the kernel then segments ECN-marked (CWR) super-packets itself, and
+/// [`gso::GsoPacket`] refuses the ECN GSO type.
+fn enable_offload(fd: &OwnedFd, what: Offload) -> io::Result<()> {
     let fd = fd.as_raw_fd();
     let size = gso::VNET_HDR_LEN as libc::c_int;
     // SAFETY: TUNSETVNETHDRSZ reads one int we own.
@@ -187,7 +204,10 @@ fn enable_offload(fd: &OwnedFd) -> io::Result<()> {
         unsafe { libc::ioctl(fd, libc::TUNSETVNETLE, &le) },
         "TUNSETVNETLE",
     )?;
-    let offloads = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
+    let offloads = match what {
+        Offload::Segmentation => libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6,
+        _ => libc::TUN_F_CSUM,
+    };
     // SAFETY: TUNSETOFFLOAD takes its flags by value, not through a pointer.
     check(
         unsafe { libc::ioctl(fd, libc::TUNSETOFFLOAD, libc::c_ulong::from(offloads)) },

@@ -93,7 +93,7 @@ impl Relay {
         a.set_nonblocking()?;
         b.set_nonblocking()?;
         Ok(Relay {
-            offload: a.offload(),
+            offload: a.offload() != super::Offload::None,
             a,
             b,
             link,

@@ -109,7 +109,7 @@ pub struct Driver {
 impl Driver {
     /// Set up the ring on `tun`, register its buffers and post the reads.
     pub fn open(tun: TunDevice) -> io::Result<Driver> {
-        if tun.offload() {
+        if tun.offload() != super::Offload::None {
             // Its packets would start with a virtio-net header and could be 64 KiB.
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
