@@ -3,6 +3,7 @@
 
 use crate::message::{Kind, Message};
 use bytes::{Bytes, BytesMut};
+use smallvec::SmallVec;
 use tcp_bth_wire::{
     Bth, Extension, MessageKind, MsgClass, Opcode, Position, Reth, ZERO_LENGTH_MBO,
 };
@@ -18,9 +19,14 @@ pub struct SegmentDesc {
     pub class: MsgClass,
     /// Opcode, MSN, offset, segment index and extension filled; timestamps `None`, ICRC 0.
     pub bth: Bth,
-    /// Slices of the posted buffers covering exactly this segment's bytes, in order.
-    pub payload: Vec<Bytes>,
+    /// Slices of the posted buffers covering exactly this segment's bytes, in order. Inline
+    /// for up to two (a segment within one posted buffer, or across one boundary): cutting a
+    /// segment allocates nothing.
+    pub payload: Slices,
 }
+
+/// A segment's payload slices.
+pub type Slices = SmallVec<[Bytes; 2]>;
 
 impl SegmentDesc {
     /// The segment of `m` starting at `stream_offset` with at most `max_payload` bytes, or
@@ -134,14 +140,14 @@ impl SegmentDesc {
 }
 
 /// Slices of `m`'s chunks covering `[mbo, mbo + len)` of the message.
-fn slices(m: &Message, mbo: u32, len: u32) -> Vec<Bytes> {
+fn slices(m: &Message, mbo: u32, len: u32) -> Slices {
     let first = m
         .chunk_starts
         .partition_point(|&s| s <= mbo)
         .saturating_sub(1);
     let end = mbo.saturating_add(len);
     let mut at = mbo;
-    let mut out = Vec::with_capacity(1);
+    let mut out = Slices::new();
     let chunks = m.chunks.iter().zip(&m.chunk_starts).skip(first);
     for (chunk, &start) in chunks {
         if at >= end {

@@ -140,7 +140,8 @@ impl DualNs {
     }
 }
 
-/// A driver on a new TUN device (`tep0`) in namespace `ns` with both of `me`'s TUN addresses.
+/// A driver on a new TUN device (`tep0`) in namespace `ns` with both of `me`'s TUN addresses
+/// and checksum offload (what the tools use unless told otherwise).
 /// Call it from the thread that will run the driver: it moves that thread into `ns`.
 pub fn open_driver(ns: &str, me: &Side) -> io::Result<Driver> {
     enter_netns(ns)?;
@@ -150,7 +151,7 @@ pub fn open_driver(ns: &str, me: &Side) -> io::Result<Driver> {
         prefix: 24,
         addr6: Some((me.tun6, 64)),
         mtu: 1500,
-        offload: Offload::None,
+        offload: Offload::Checksum,
     })?;
     Driver::open(tun)
 }

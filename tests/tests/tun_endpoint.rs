@@ -122,6 +122,39 @@ fn check(name: &str, s: &Served<Side>, qps: u64, plan: Plan) {
     assert_eq!(s.shutdown.reads, 128, "{name}: every read was posted");
     assert!(s.driver.packets_in > 0 && s.driver.packets_out > 0);
     assert_eq!(s.driver.read_errors + s.driver.writes_refused, 0, "{name}");
+    one_copy_per_byte(name, s);
+}
+
+/// Every payload byte was copied once in user space on each side: into its segment, straight
+/// into the driver's transmit buffer (the driver copied nothing), and from the received
+/// segment into the posted buffer. Checksums were left to the device and trusted from it.
+fn one_copy_per_byte(name: &str, s: &Served<Side>) {
+    assert_eq!(s.driver.bytes_copied, 0, "{name}: a packet was copied");
+    assert_eq!(s.ep.stats().tx_payload_copied, 0, "{name}");
+    let (mut sent, mut tx_copied, mut placed, mut rx_copied) = (0, 0, 0, 0);
+    for h in s.ep.handles() {
+        let c = s.ep.conn(h).expect("a listed handle");
+        let st = c.stats();
+        sent += st.bytes_sent + st.bytes_retransmitted;
+        tx_copied += st.tx_payload_copied;
+        let p = c.placement_counters();
+        placed += p.bytes_placed;
+        rx_copied += p.bytes_copied;
+    }
+    assert!(sent + placed > 0, "{name}: no payload moved");
+    assert_eq!(
+        tx_copied, sent,
+        "{name}: send-side copies per payload byte sent"
+    );
+    assert_eq!(
+        rx_copied, placed,
+        "{name}: receive-side copies per byte placed"
+    );
+    let d = &s.driver;
+    assert!(
+        d.csum_offloaded > 0 && d.csum_trusted > 0,
+        "{name}: checksum offload unused: {d:?}"
+    );
 }
 
 /// Both sides' errors at once: the first failure usually ends the other side's run too.

@@ -21,30 +21,9 @@ pub(super) fn ip_pair(src: IpAddr, dst: IpAddr) -> Option<IpPair> {
 /// The folded (not complemented) sum of the TCP pseudo header: what a sender leaves in the
 /// checksum field for the NIC to complete under checksum offload.
 pub(super) fn pseudo_header_sum(ip: IpPair, tcp_len: usize) -> u16 {
-    let mut sum: u64 = 0;
-    let mut add = |b: &[u8]| {
-        for w in b.chunks(2) {
-            sum += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
-        }
-    };
-    match ip {
-        IpPair::V4 { src, dst } => {
-            add(&src);
-            add(&dst);
-            add(&[0, 6]);
-            add(&(tcp_len as u16).to_be_bytes());
-        }
-        IpPair::V6 { src, dst } => {
-            add(&src);
-            add(&dst);
-            add(&(tcp_len as u32).to_be_bytes());
-            add(&[0, 0, 0, 6]);
-        }
-    }
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    sum as u16
+    // A length no IP packet can hold has no pseudo header: 0 matches no real field value
+    // better than any other.
+    tcp_bth_wire::checksum::partial(ip, tcp_len).unwrap_or(0)
 }
 
 /// What the IP layer yields: addresses, TCP bytes, IPv4 header checksum verdict.

@@ -17,12 +17,25 @@ use tcp_bth::Endpoint;
 pub trait PacketIo {
     /// The driver's clock (what the endpoint is given as `now`).
     fn now(&self) -> Duration;
-    /// Hand every packet that has arrived since the last call to `f`.
-    fn receive(&mut self, f: &mut dyn FnMut(&[u8]));
+    /// Hand every packet that has arrived since the last call to `f`, each with whether the
+    /// data path vouched for its TCP checksum (checksum offload), so the endpoint need not.
+    fn receive(&mut self, f: &mut dyn FnMut(&[u8], bool));
     /// Whether one more packet can be queued now.
     fn can_send(&self) -> bool;
     /// Queue one IP packet (only called when [`can_send`](Self::can_send) said yes).
     fn send(&mut self, packet: &[u8]);
+    /// Queue the endpoint's next packet, if it has one (only called when
+    /// [`can_send`](Self::can_send) said yes); false when it had none. A data path with
+    /// buffers of its own has the endpoint build the packet straight into one, so the payload
+    /// is copied once on the way out; this default builds it in `scratch` and hands it to
+    /// [`send`](Self::send).
+    fn transmit(&mut self, ep: &mut Endpoint, now: Duration, scratch: &mut Vec<u8>) -> bool {
+        if ep.poll_transmit(now, scratch).is_none() {
+            return false;
+        }
+        self.send(scratch);
+        true
+    }
     /// Push out what was queued and wait until a packet arrives or `deadline` passes (never
     /// past it; `None`: the driver's own bound).
     fn wait(&mut self, deadline: Option<Duration>) -> io::Result<()>;
@@ -69,9 +82,13 @@ pub fn turn(
     stats: &mut TurnStats,
 ) -> bool {
     stats.turns += 1;
-    io.receive(&mut |pkt| {
+    io.receive(&mut |pkt, verified| {
         stats.packets_in += 1;
-        ep.handle(now, pkt);
+        if verified {
+            ep.handle_verified(now, pkt);
+        } else {
+            ep.handle(now, pkt);
+        }
     });
     if ep.poll_timeout().is_some_and(|t| t <= now) {
         ep.handle_timeout(now);
@@ -79,10 +96,9 @@ pub fn turn(
     let done = app.turn(ep, now);
     let mut batch = 0;
     while io.can_send() {
-        if ep.poll_transmit(now, buf).is_none() {
+        if !io.transmit(ep, now, buf) {
             break;
         }
-        io.send(buf);
         batch += 1;
     }
     if !io.can_send() {

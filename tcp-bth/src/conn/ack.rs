@@ -23,6 +23,8 @@
 //! Any segment that carries our ACK (data included) resets the count and the delay.
 
 use super::*;
+use crate::wire::{ChecksumFill, TCP_HEADER_MAX};
+use arrayvec::ArrayVec;
 use std::collections::VecDeque;
 
 /// Pure ACKs built and not yet taken by `poll_transmit`: room for a driver turn of 512
@@ -53,11 +55,14 @@ pub(super) struct AckState {
     /// RFC 2883: a duplicate range the next ACK reports as its first SACK block.
     pub dsack: Option<(u64, u64)>,
     /// Built ACKs, each with whether it carries our credit (R=1).
-    pending: VecDeque<(Vec<u8>, bool)>,
+    pending: VecDeque<(BuiltAck, bool)>,
 }
 
+/// A pure ACK as built: a header and nothing else, so no heap allocation per ACK.
+pub(super) type BuiltAck = ArrayVec<u8, TCP_HEADER_MAX>;
+
 impl AckState {
-    pub fn take_pending(&mut self) -> Option<Vec<u8>> {
+    pub fn take_pending(&mut self) -> Option<BuiltAck> {
         self.pending.pop_front().map(|(seg, _)| seg)
     }
 }
@@ -99,7 +104,17 @@ impl Connection {
             }
         }
         let credit = self.owed.credit;
-        let seg = self.pure_ack(now);
+        let mut buf = [0u8; TCP_HEADER_MAX];
+        let n = self.pure_ack(
+            now,
+            &mut output::Out {
+                buf: &mut buf,
+                fill: ChecksumFill::Full,
+            },
+        );
+        let mut seg = BuiltAck::new();
+        seg.try_extend_from_slice(&buf[..n])
+            .expect("a pure ACK is a header only");
         self.owed.ack = false;
         self.ack.pending.push_back((seg, credit));
     }

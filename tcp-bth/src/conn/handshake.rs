@@ -163,7 +163,7 @@ impl Connection {
         self.retries = 0;
     }
 
-    pub(super) fn build_syn(&mut self, now: Duration) -> Vec<u8> {
+    pub(super) fn build_syn(&mut self, now: Duration, out: &mut output::Out<'_>) -> usize {
         let retransmitted = matches!(
             self.syn,
             Syn::Owed {
@@ -210,7 +210,12 @@ impl Connection {
             (TcpFlags::SYN, 0)
         };
         let window = self.cfg.recv_window.min(65535) as u16;
-        self.encode(flags, self.snd.iss, ack, window, opts, &[])
+        let len = crate::wire::TCP_HEADER_MIN + opts.encoded_len();
+        let seg = output::Out {
+            buf: &mut out.buf[..len],
+            fill: out.fill,
+        };
+        self.encode(flags, self.snd.iss, ack, window, opts, seg)
     }
 
     /// Orderly close: FIN after everything queued has been sent.
@@ -269,7 +274,7 @@ impl Connection {
     }
 
     /// Our FIN, when it is due: first transmission or the RTO's resend.
-    pub(super) fn next_fin(&mut self, now: Duration) -> Option<Vec<u8>> {
+    pub(super) fn next_fin(&mut self, now: Duration, out: &mut output::Out<'_>) -> Option<usize> {
         let at = match self.snd.fin {
             Fin::Queued { at } | Fin::Sent { at, resend: true } => at,
             _ => return None,
@@ -287,6 +292,7 @@ impl Connection {
             seq,
             ack,
             output::Body::None,
+            out,
         ))
     }
 }

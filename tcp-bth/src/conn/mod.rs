@@ -132,7 +132,10 @@ pub struct Stats {
     /// NAKs the peer sent us, each completing one of our work requests with its error.
     pub naks_received: u64,
     pub bytes_received: u64,
+    /// New payload bytes sent (each once).
     pub bytes_sent: u64,
+    /// Payload bytes sent again (retransmissions and loss probes of sent data).
+    pub bytes_retransmitted: u64,
     /// ACKs built the moment they fell due (every second full segment, a hole, a filled hole,
     /// a duplicate), instead of at the end of the driver's turn.
     pub acks_immediate: u64,
@@ -152,6 +155,13 @@ pub struct Stats {
     pub grant_held: Duration,
     /// R=1 segments we sent (credit and grant).
     pub grants_sent: u64,
+    /// Payload bytes copied into outgoing segments, retransmissions included: the send
+    /// side's one copy per byte (from the application's buffer into the transmit buffer).
+    /// Any other copy on the way would have to be counted here too; none exists.
+    pub tx_payload_copied: u64,
+    /// Calls to `poll_transmit_into` with a buffer shorter than `max_segment_len`: nothing
+    /// was built (a driver's buffers are smaller than the connection's MSS calls for).
+    pub tx_buffer_short: u64,
 }
 
 /// Received payload held outside posted buffers, by structure ([`Connection::rx_held`]).

@@ -2,7 +2,7 @@
 //! min(cwnd, peer window, peer grant, message credit), then FIN, then pure ACKs.
 
 use super::*;
-use crate::wire::{Bth, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps};
+use crate::wire::{Bth, ChecksumFill, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 use bth_framer::SegmentDesc;
 
 /// What the data part of a segment is.
@@ -18,65 +18,116 @@ pub(super) enum Body {
     },
 }
 
-impl Connection {
-    /// The next segment to send, if any (a whole TCP segment: header, options, payload).
-    pub fn poll_transmit(&mut self, now: Duration) -> Option<Vec<u8>> {
-        let out = self.next_segment(now);
-        if out.is_some() {
-            self.stats.segments_out += 1;
+/// Where a segment is built: the caller's buffer (a driver's transmit buffer, behind the IP
+/// header) and how its checksum is filled.
+pub(super) struct Out<'a> {
+    pub buf: &'a mut [u8],
+    pub fill: ChecksumFill,
+}
+
+impl Body {
+    fn payload_len(&self) -> usize {
+        match self {
+            Body::Data(d) => d.payload_len(),
+            Body::Stream { len, .. } => *len as usize,
+            Body::None => 0,
         }
-        out
+    }
+}
+
+impl Connection {
+    /// The next segment to send, if any (a whole TCP segment: header, options, payload), in a
+    /// vector of its own. Drivers use [`poll_transmit_into`](Self::poll_transmit_into).
+    pub fn poll_transmit(&mut self, now: Duration) -> Option<Vec<u8>> {
+        let mut v = vec![0u8; self.max_segment_len()];
+        let n = self.poll_transmit_into(now, &mut v, ChecksumFill::Full)?;
+        v.truncate(n);
+        Some(v)
     }
 
-    fn next_segment(&mut self, now: Duration) -> Option<Vec<u8>> {
+    /// Write the next segment to send, if any, into `buf` (at least
+    /// [`max_segment_len`](Self::max_segment_len) bytes, else nothing is built and
+    /// `Stats::tx_buffer_short` counts it) and return its length. The payload is copied
+    /// once, from the application's buffer straight into `buf` (`Stats::tx_payload_copied`).
+    pub fn poll_transmit_into(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        fill: ChecksumFill,
+    ) -> Option<usize> {
+        if buf.len() < self.max_segment_len() {
+            self.stats.tx_buffer_short += 1;
+            return None;
+        }
+        let n = self.next_segment(now, &mut Out { buf, fill });
+        if n.is_some() {
+            self.stats.segments_out += 1;
+        }
+        n
+    }
+
+    /// The longest segment this connection builds: a full header (60 bytes) and a full
+    /// payload.
+    pub fn max_segment_len(&self) -> usize {
+        crate::wire::TCP_HEADER_MAX + self.payload_mss() as usize
+    }
+
+    fn next_segment(&mut self, now: Duration, out: &mut Out<'_>) -> Option<usize> {
         if let Some((seq, ack)) = self.owed.ack_before_rst.take() {
-            return Some(self.build(now, TcpFlags::ACK, seq, ack, Body::None));
+            return Some(self.build(now, TcpFlags::ACK, seq, ack, Body::None, out));
         }
         if let Some(seq) = self.owed.rst.take() {
-            return Some(self.build(now, TcpFlags::RST, seq, 0, Body::None));
+            return Some(self.build(now, TcpFlags::RST, seq, 0, Body::None, out));
         }
         if let Some((seq, ack)) = self.owed.probe.take() {
-            return Some(self.build(now, TcpFlags::ACK, seq, ack, Body::None));
+            return Some(self.build(now, TcpFlags::ACK, seq, ack, Body::None, out));
         }
         match self.state {
             State::Closed => return None,
             State::SynSent | State::SynReceived if matches!(self.syn, Syn::Owed { .. }) => {
-                return Some(self.build_syn(now));
+                return Some(self.build_syn(now, out));
             }
             State::SynSent => return None,
             _ => {}
         }
         // ACKs built when they fell due (ack.rs) go before new data.
         if let Some(ack) = self.ack.take_pending() {
-            return Some(ack);
+            let seg = &mut out.buf[..ack.len()];
+            seg.copy_from_slice(&ack);
+            if out.fill == ChecksumFill::Partial {
+                // Built with a full checksum when it fell due; the device finishes this one.
+                crate::wire::checksum::fill(self.cfg.ip, seg, out.fill)
+                    .expect("a built ACK is a whole segment");
+            }
+            return Some(ack.len());
         }
         if self.state.synchronized() {
-            if let Some(seg) = self.next_data(now) {
-                return Some(seg);
+            if let Some(n) = self.next_data(now, out) {
+                return Some(n);
             }
-            if let Some(seg) = self.next_fin(now) {
-                return Some(seg);
+            if let Some(n) = self.next_fin(now, out) {
+                return Some(n);
             }
         }
         if self.owed.ack {
             self.owed.ack = false;
-            return Some(self.pure_ack(now));
+            return Some(self.pure_ack(now, out));
         }
         None
     }
 
     /// A pure ACK of this moment: our next sequence number (past our FIN once sent) and
     /// RCV.NXT.
-    pub(super) fn pure_ack(&mut self, now: Duration) -> Vec<u8> {
+    pub(super) fn pure_ack(&mut self, now: Duration, out: &mut Out<'_>) -> usize {
         let seq = self
             .snd
             .seq_of(self.snd.nxt)
             .wrapping_add(u32::from(self.snd.fin.sent()));
         let ack = self.rcv.seq_of(self.rcv.nxt);
-        self.build(now, TcpFlags::ACK, seq, ack, Body::None)
+        self.build(now, TcpFlags::ACK, seq, ack, Body::None, out)
     }
 
-    fn next_data(&mut self, now: Duration) -> Option<Vec<u8>> {
+    fn next_data(&mut self, now: Duration, out: &mut Out<'_>) -> Option<usize> {
         let cwnd = self.snd.cc.cwnd();
         let mss = u64::from(self.payload_mss());
         // 1. A tail loss probe (not held by cwnd), 2. segments marked lost, in order.
@@ -86,10 +137,11 @@ impl Connection {
             let pipe = self.snd.rec.pipe();
             if probe.is_some() || pipe + (end - start) <= cwnd.max(mss) || pipe == 0 {
                 if let Some(body) = self.data_body(start, (end - start) as u32) {
+                    self.stats.bytes_retransmitted += body.payload_len() as u64;
                     let tsval = self.rcv.tsval(now);
                     self.snd.rec.on_retransmit(start, now, tsval);
                     self.arm_rto(now);
-                    return Some(self.build_data(now, start, body));
+                    return Some(self.build_data(now, start, body, out));
                 }
             }
         }
@@ -131,11 +183,7 @@ impl Connection {
             self.arm_persist(now);
             return None;
         };
-        let len = match &body {
-            Body::Data(d) => d.len,
-            Body::Stream { len, .. } => *len,
-            Body::None => 0,
-        };
+        let len = body.payload_len() as u32;
         let tsval = self.rcv.tsval(now);
         let seg_end = start + u64::from(len);
         self.snd.rec.on_send(start, seg_end, now, tsval);
@@ -143,7 +191,7 @@ impl Connection {
         self.stats.bytes_sent += u64::from(len);
         self.arm_rto(now);
         self.arm_tlp(now);
-        Some(self.build_data(now, start, body))
+        Some(self.build_data(now, start, body, out))
     }
 
     /// The data segment starting at stream offset `start` with at most `max` payload bytes.
@@ -160,9 +208,8 @@ impl Connection {
         }
     }
 
-    /// Plain mode: `len` queued stream bytes from `start`, gathered across chunks.
-    fn stream_payload(&self, start: u64, len: u32) -> Vec<u8> {
-        let mut out = vec![0u8; len as usize];
+    /// Plain mode: the queued stream bytes from `start` into `out`, gathered across chunks.
+    fn stream_payload(&self, start: u64, out: &mut [u8]) {
         let mut at = 0usize;
         while at < out.len() {
             let Some(d) = self
@@ -175,16 +222,15 @@ impl Connection {
             at += d.copy_payload_to(&mut out[at..]);
         }
         debug_assert_eq!(at, out.len(), "stream bytes below stream_end are queued");
-        out
     }
 
-    fn build_data(&mut self, now: Duration, start: u64, body: Body) -> Vec<u8> {
+    fn build_data(&mut self, now: Duration, start: u64, body: Body, out: &mut Out<'_>) -> usize {
         let seq = self.snd.seq_of(start);
         let ack = self.rcv.seq_of(self.rcv.nxt);
         // A data segment carries the ACK too, but not our receive credit: if credit is owed, the
         // pure ACK still goes out after the data.
         self.owed.ack = self.owed.credit;
-        self.build(now, TcpFlags::ACK | TcpFlags::PSH, seq, ack, body)
+        self.build(now, TcpFlags::ACK | TcpFlags::PSH, seq, ack, body, out)
     }
 
     pub(super) fn build(
@@ -194,8 +240,8 @@ impl Connection {
         seq: u32,
         ack: u32,
         body: Body,
-    ) -> Vec<u8> {
-        let mut payload = Vec::new();
+        out: &mut Out<'_>,
+    ) -> usize {
         let mut opts = TcpOptions::default();
         let ts = Timestamps {
             tsval: self.rcv.tsval(now),
@@ -225,19 +271,12 @@ impl Connection {
                     b.rtr_ack = true;
                     self.snd.credit_news = false;
                 }
-                if let Body::Data(d) = &body {
-                    payload = vec![0u8; d.payload_len()];
-                    d.copy_payload_to(&mut payload);
-                }
-                b.seal(&payload);
+                // Sealed below, once the payload is in place.
                 opts.bth = Some(b);
             }
             _ => {
                 if self.neg.ts_ok {
                     opts.timestamps = Some(ts);
-                }
-                if let Body::Stream { start, len } = body {
-                    payload = self.stream_payload(start, len);
                 }
             }
         }
@@ -251,7 +290,28 @@ impl Connection {
             self.on_ack_carried();
         }
         let window = (self.rcv_window() >> self.neg.rcv_wscale).min(65535) as u16;
-        self.encode(flags, seq, ack, window, opts, &payload)
+        // The payload goes straight to its place behind the header: the one copy of each byte
+        // on the send side (from the application's buffer, which the framer holds).
+        let hlen = crate::wire::TCP_HEADER_MIN + opts.encoded_len();
+        let payload_len = body.payload_len();
+        let total = hlen + payload_len;
+        let payload = &mut out.buf[hlen..total];
+        match &body {
+            Body::Data(d) => {
+                d.copy_payload_to(payload);
+            }
+            Body::Stream { start, .. } => self.stream_payload(*start, payload),
+            Body::None => {}
+        }
+        self.stats.tx_payload_copied += payload_len as u64;
+        if let Some(b) = opts.bth.as_mut() {
+            b.seal(payload);
+        }
+        let seg = Out {
+            buf: &mut out.buf[..total],
+            fill: out.fill,
+        };
+        self.encode(flags, seq, ack, window, opts, seg)
     }
 
     /// A D-SACK block first (RFC 2883 §4), then the most recent out-of-order range (RFC 2018
@@ -320,8 +380,8 @@ impl Connection {
         ack: u32,
         window: u16,
         options: TcpOptions,
-        payload: &[u8],
-    ) -> Vec<u8> {
+        seg: Out<'_>,
+    ) -> usize {
         let repr = TcpRepr {
             src_port: self.cfg.local_port,
             dst_port: self.cfg.remote_port,
@@ -331,11 +391,12 @@ impl Connection {
             window,
             urgent: 0,
             options,
-            payload,
+            payload: &[],
         };
-        // Our own options are built within the budget (sack_room) and payloads within the MSS,
-        // so encoding cannot fail; a failure here is a bug worth a loud stop in tests.
-        repr.to_vec(self.cfg.ip)
+        // Our own options are built within the budget (sack_room), payloads within the MSS and
+        // buffers at least `max_segment_len`, so encoding cannot fail; a failure here is a
+        // bug worth a loud stop in tests.
+        repr.emit_header(self.cfg.ip, seg.buf, seg.fill)
             .expect("connection builds segments within the TCP limits")
     }
 }

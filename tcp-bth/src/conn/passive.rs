@@ -64,18 +64,19 @@ impl Connection {
     /// Passive open from a received SYN (header + payload, no IP header). `cfg.remote_port` is
     /// taken from the SYN. `None` if the segment is not a valid SYN.
     pub fn accept(cfg: Config, now: Duration, syn: &[u8]) -> Option<Connection> {
-        Connection::accept_with(cfg, now, syn, None)
+        let seg = TcpRepr::parse(syn, Some(cfg.ip.reversed())).ok()?;
+        Connection::accept_with(cfg, now, &seg, None)
     }
 
-    /// [`Connection::accept`] with our ISS given (a SYN cookie) instead of drawn from the
+    /// [`Connection::accept`] from a SYN already parsed (and its checksum checked, or vouched
+    /// for by the data path), with our ISS given (a SYN cookie) or drawn from the
     /// connection's keyed hash.
     pub(crate) fn accept_with(
         mut cfg: Config,
         now: Duration,
-        syn: &[u8],
+        seg: &TcpRepr<'_>,
         iss: Option<u32>,
     ) -> Option<Connection> {
-        let seg = TcpRepr::parse(syn, Some(cfg.ip.reversed())).ok()?;
         let f = seg.flags;
         if !f.syn() || f.ack() || f.rst() || seg.dst_port != cfg.local_port {
             return None;

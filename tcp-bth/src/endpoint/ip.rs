@@ -44,33 +44,59 @@ pub fn parse(packet: &[u8]) -> Result<(IpPair, &[u8]), IpDrop> {
     Ok((pair, payload.payload))
 }
 
-/// Write `segment` behind an IP header for `ip` (`src` us) into `buf` (cleared first).
-pub fn emit(ip: IpPair, segment: &[u8], buf: &mut Vec<u8>) {
-    buf.clear();
+/// Length of the IP header [`emit_header`] writes for `ip`.
+pub fn header_len(ip: IpPair) -> usize {
+    match ip {
+        IpPair::V4 { .. } => Ipv4Header::MIN_LEN,
+        IpPair::V6 { .. } => Ipv6Header::LEN,
+    }
+}
+
+/// Write the IP header for a TCP segment of `seg_len` bytes already at
+/// `buf[header_len(ip)..]` (`src` us); false if the segment does not fit one IP packet or
+/// `buf` has no room for the header.
+pub fn emit_header(ip: IpPair, seg_len: usize, buf: &mut [u8]) -> bool {
+    let (Ok(len), true) = (u16::try_from(seg_len), buf.len() >= header_len(ip)) else {
+        return false;
+    };
     match ip {
         IpPair::V4 { src, dst } => {
-            // A TCP segment from a connection fits its MSS, far below 64 KiB; a header that
-            // cannot be built is a bug in the caller.
-            let mut h = Ipv4Header::new(segment.len() as u16, 64, IpNumber::TCP, src, dst)
-                .expect("segment within the IPv4 payload limit");
+            let Ok(mut h) = Ipv4Header::new(len, 64, IpNumber::TCP, src, dst) else {
+                return false;
+            };
             h.dont_fragment = true;
             h.header_checksum = h.calc_header_checksum();
-            buf.extend_from_slice(&h.to_bytes());
+            buf[..Ipv4Header::MIN_LEN].copy_from_slice(&h.to_bytes());
         }
         IpPair::V6 { src, dst } => {
             let h = Ipv6Header {
                 traffic_class: 0,
                 flow_label: Ipv6FlowLabel::ZERO,
-                payload_length: segment.len() as u16,
+                payload_length: len,
                 next_header: IpNumber::TCP,
                 hop_limit: 64,
                 source: src,
                 destination: dst,
             };
-            buf.extend_from_slice(&h.to_bytes());
+            buf[..Ipv6Header::LEN].copy_from_slice(&h.to_bytes());
         }
     }
-    buf.extend_from_slice(segment);
+    true
+}
+
+/// Write `segment` behind an IP header for `ip` (`src` us) into `buf` (cleared first): for
+/// tools and tests that build packets from segments they hold.
+pub fn emit(ip: IpPair, segment: &[u8], buf: &mut Vec<u8>) {
+    let at = header_len(ip);
+    buf.clear();
+    buf.resize(at + segment.len(), 0);
+    buf[at..].copy_from_slice(segment);
+    // A segment from a connection fits its MSS, far below 64 KiB; one that does not is a bug
+    // in the caller.
+    assert!(
+        emit_header(ip, segment.len(), buf),
+        "segment within the IP payload limit"
+    );
 }
 
 #[cfg(test)]

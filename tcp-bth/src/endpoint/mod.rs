@@ -36,7 +36,7 @@ pub use table::ConnectionHandle;
 use crate::config::Config;
 use crate::conn::{Connection, PeerSyn, State};
 use crate::isn::IsnKey;
-use crate::wire::{IpPair, TcpRepr};
+use crate::wire::{checksum, ChecksumFill, IpPair, TcpRepr, TcpSegment};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 use table::{Phase, Table};
@@ -116,6 +116,11 @@ pub struct EndpointStats {
     pub rst_limited: u64,
     /// Endpoint segments dropped because their queue was full.
     pub tx_drops: u64,
+    /// Payload bytes of queued segments (those a released connection still had to send)
+    /// copied into the transmit buffer: a second copy of bytes its connection already
+    /// counted, beside `Stats::tx_payload_copied`. Zero unless connections are released
+    /// with data unsent.
+    pub tx_payload_copied: u64,
 }
 
 /// Why [`Endpoint::connect`] refused.
@@ -137,6 +142,11 @@ pub struct Transmit {
     pub ip: IpPair,
     /// Bytes written (the whole IP packet).
     pub len: usize,
+    /// Where the TCP segment starts (the IP header's length): virtio-net's `csum_start`.
+    pub tcp_offset: usize,
+    /// How the TCP checksum was filled: what [`poll_transmit_into`](Endpoint::poll_transmit_into)
+    /// was asked for. `Partial` leaves the sum over the segment to the device.
+    pub checksum: ChecksumFill,
 }
 
 pub struct Endpoint {
@@ -148,6 +158,8 @@ pub struct Endpoint {
     tx: VecDeque<(IpPair, Vec<u8>)>,
     rst: reply::RstLimiter,
     next_port: u16,
+    /// The largest `Config::mss` of any connection or listener: sizes `poll_transmit`'s vector.
+    largest_mss: u16,
     stats: EndpointStats,
 }
 
@@ -167,13 +179,21 @@ impl Endpoint {
             accept_q: VecDeque::new(),
             tx: VecDeque::new(),
             next_port,
+            largest_mss: 0,
             stats: EndpointStats::default(),
         }
+    }
+
+    /// The longest IP packet any connection of this endpoint builds: the longest IP and TCP
+    /// headers and the largest MSS configured (a connection's payload is never below 64).
+    fn max_packet_len(&self) -> usize {
+        40 + crate::wire::TCP_HEADER_MAX + usize::from(self.largest_mss.max(64))
     }
 
     /// Accept connections on `port`; each gets a copy of `template` with its addresses and
     /// the peer's port.
     pub fn listen(&mut self, port: u16, template: Config) {
+        self.largest_mss = self.largest_mss.max(template.mss);
         self.listeners.insert(
             port,
             Config {
@@ -241,6 +261,7 @@ impl Endpoint {
         {
             return Err(ConnectError::TupleInUse);
         }
+        self.largest_mss = self.largest_mss.max(cfg.mss);
         let (ip, lp, rp) = (cfg.ip, cfg.local_port, cfg.remote_port);
         let h = self
             .table
@@ -305,6 +326,18 @@ impl Endpoint {
 
     /// One IP packet from the network.
     pub fn handle(&mut self, now: Duration, packet: &[u8]) {
+        self.handle_packet(now, packet, false)
+    }
+
+    /// One IP packet whose TCP checksum the data path has already vouched for (a TUN device
+    /// with checksum offload says `DATA_VALID`, or `NEEDS_CSUM` for a packet that never left
+    /// the host): the checksum pass is skipped, everything else is checked as usual. The
+    /// ICRC still covers every BTH segment's payload.
+    pub fn handle_verified(&mut self, now: Duration, packet: &[u8]) {
+        self.handle_packet(now, packet, true)
+    }
+
+    fn handle_packet(&mut self, now: Duration, packet: &[u8], verified: bool) {
         self.stats.packets_in += 1;
         match ip::parse(packet) {
             Ok((pair, tcp)) => {
@@ -312,7 +345,7 @@ impl Endpoint {
                     self.stats.not_local += 1;
                     return;
                 }
-                self.handle_segment(now, pair, tcp)
+                self.on_segment(now, pair, tcp, verified)
             }
             Err(IpDrop::Malformed) => self.stats.ip_malformed += 1,
             Err(IpDrop::NotTcp) => self.stats.not_tcp += 1,
@@ -331,26 +364,40 @@ impl Endpoint {
 
     /// One TCP segment; `ip` as received (`src` the peer).
     pub fn handle_segment(&mut self, now: Duration, ip: IpPair, tcp: &[u8]) {
-        let Ok(seg) = TcpRepr::parse(tcp, Some(ip)) else {
+        self.on_segment(now, ip, tcp, false)
+    }
+
+    fn on_segment(&mut self, now: Duration, ip: IpPair, tcp: &[u8], verified: bool) {
+        // Routing needs the ports only: a segment for a connection is parsed (and its
+        // checksum checked) once, by the connection, which counts what it refuses.
+        let Ok(view) = TcpSegment::new_checked(tcp) else {
             self.stats.tcp_malformed += 1;
             return;
         };
         let ours = ip.reversed();
-        if let Some(h) = self.table.find(ours, seg.dst_port, seg.src_port) {
+        if let Some(h) = self.table.find(ours, view.dst_port(), view.src_port()) {
             if let Some(c) = self.table.touch(h) {
-                c.handle_segment(now, tcp);
+                if verified {
+                    c.handle_verified_segment(now, tcp);
+                } else {
+                    c.handle_segment(now, tcp);
+                }
             }
             self.after_input(now, h);
             return;
         }
+        let Ok(seg) = TcpRepr::parse(tcp, (!verified).then_some(ip)) else {
+            self.stats.tcp_malformed += 1;
+            return;
+        };
         match self.listeners.get(&seg.dst_port) {
             Some(t) if seg.flags.syn() && !seg.flags.ack() && !seg.flags.rst() => {
                 let t = t.clone();
-                self.on_syn(now, ours, t, &seg, tcp)
+                self.on_syn(now, ours, t, &seg)
             }
             Some(t) if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() => {
                 let t = t.clone();
-                if !self.on_cookie_ack(now, ours, t, &seg, tcp) {
+                if !self.on_cookie_ack(now, ours, t, &seg, tcp, verified) {
                     self.unmatched(now, ours, &seg);
                 }
             }
@@ -358,14 +405,14 @@ impl Endpoint {
         }
     }
 
-    fn on_syn(&mut self, now: Duration, ours: IpPair, mut cfg: Config, seg: &TcpRepr, raw: &[u8]) {
+    fn on_syn(&mut self, now: Duration, ours: IpPair, mut cfg: Config, seg: &TcpRepr) {
         cfg.ip = ours;
         if self.table.len() >= self.cfg.max_connections {
             self.stats.syns_dropped += 1;
             return;
         }
         if self.table.half_open() < self.cfg.syn_queue {
-            let Some(conn) = Connection::accept(cfg, now, raw) else {
+            let Some(conn) = Connection::accept_with(cfg, now, seg, None) else {
                 self.stats.syns_dropped += 1;
                 return;
             };
@@ -393,7 +440,7 @@ impl Endpoint {
             self.stats.syns_dropped += 1;
             return;
         };
-        let Some(mut conn) = Connection::accept_with(cfg, now, raw, Some(c.iss)) else {
+        let Some(mut conn) = Connection::accept_with(cfg, now, seg, Some(c.iss)) else {
             self.stats.syns_dropped += 1;
             return;
         };
@@ -415,6 +462,7 @@ impl Endpoint {
         cfg: Config,
         seg: &TcpRepr,
         raw: &[u8],
+        verified: bool,
     ) -> bool {
         if !self.cfg.syn_cookies || self.table.len() >= self.cfg.max_connections {
             return false;
@@ -440,7 +488,11 @@ impl Endpoint {
             now,
         );
         if let Some(c) = self.table.touch(h) {
-            c.handle_segment(now, raw);
+            if verified {
+                c.handle_verified_segment(now, raw);
+            } else {
+                c.handle_segment(now, raw);
+            }
         }
         self.after_input(now, h);
         true
@@ -501,15 +553,58 @@ impl Endpoint {
         self.release(h);
     }
 
-    /// The next IP packet to send, written into `buf`.
+    /// The next IP packet to send, in a vector of its own (resized to fit): for tools, tests
+    /// and the simulator. Drivers use [`poll_transmit_into`](Self::poll_transmit_into).
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let (ip, seg) = match self.tx.pop_front() {
-            Some(x) => x,
-            None => self.table.poll_transmit(now)?,
+        buf.resize(self.max_packet_len(), 0);
+        let t = self.poll_transmit_into(now, buf, ChecksumFill::Full);
+        buf.truncate(t.map_or(0, |t| t.len));
+        t
+    }
+
+    /// Write the next IP packet to send, if any, straight into `buf` (a driver's transmit
+    /// buffer; at least the MTU the connections' MSS was set from). Segments are built in
+    /// place behind the IP header: their payload is copied once, from the application's
+    /// buffer. With `ChecksumFill::Partial` the TCP checksum field holds the pseudo-header
+    /// sum for a device with checksum offload to finish.
+    pub fn poll_transmit_into(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        fill: ChecksumFill,
+    ) -> Option<Transmit> {
+        let (ip, seg_len) = match self.tx.pop_front() {
+            // The endpoint's own segments (RSTs, cookie SYN-ACKs): a header, no payload.
+            Some((ip, seg)) => {
+                let at = ip::header_len(ip);
+                let Some(dst) = buf.get_mut(at..at + seg.len()) else {
+                    self.stats.tx_drops += 1;
+                    return None;
+                };
+                dst.copy_from_slice(&seg);
+                let payload = TcpRepr::parse(dst, None).map_or(0, |s| s.payload.len());
+                self.stats.tx_payload_copied += payload as u64;
+                // Built with a full checksum; a partial one is asked for all alike.
+                if checksum::fill(ip, dst, fill).is_err() {
+                    self.stats.tx_drops += 1;
+                    return None;
+                }
+                (ip, seg.len())
+            }
+            None => self.table.poll_transmit(now, buf, fill)?,
         };
-        ip::emit(ip, &seg, buf);
+        if !ip::emit_header(ip, seg_len, buf) {
+            self.stats.tx_drops += 1;
+            return None;
+        }
         self.stats.packets_out += 1;
-        Some(Transmit { ip, len: buf.len() })
+        let tcp_offset = ip::header_len(ip);
+        Some(Transmit {
+            ip,
+            len: tcp_offset + seg_len,
+            tcp_offset,
+            checksum: fill,
+        })
     }
 
     /// Whether [`poll_transmit`](Self::poll_transmit) may have something: the endpoint's own

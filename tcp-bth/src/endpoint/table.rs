@@ -6,7 +6,7 @@
 //! a thousand idle connections cost nothing while one is busy.
 
 use crate::conn::Connection;
-use crate::wire::IpPair;
+use crate::wire::{ChecksumFill, IpPair};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Duration;
@@ -246,16 +246,27 @@ impl Table {
     /// The next segment of any touched connection, with its address pair. Round-robin, one
     /// segment per connection at a time: a connection with a full window to send must not
     /// hold back the others' ACKs and retransmissions while the data path has little room.
-    pub fn poll_transmit(&mut self, now: Duration) -> Option<(IpPair, Vec<u8>)> {
+    ///
+    /// The segment is written into `packet` behind room for the connection's IP header
+    /// (`ip::header_len`); returns the address pair and the segment's length.
+    pub fn poll_transmit(
+        &mut self,
+        now: Duration,
+        packet: &mut [u8],
+        fill: ChecksumFill,
+    ) -> Option<(IpPair, usize)> {
         self.last_now = self.last_now.max(now);
         while let Some(h) = self.dirty.pop_front() {
             let Some(s) = self.slot_mut(h) else {
                 continue;
             };
-            if let Some(seg) = s.conn.poll_transmit(now) {
-                let ip = s.conn.config().ip;
+            let ip = s.conn.config().ip;
+            let seg = packet
+                .get_mut(super::ip::header_len(ip)..)
+                .unwrap_or_default();
+            if let Some(n) = s.conn.poll_transmit_into(now, seg, fill) {
                 self.dirty.push_back(h);
-                return Some((ip, seg));
+                return Some((ip, n));
             }
             s.dirty = false;
             self.rearm(h);

@@ -9,15 +9,18 @@
 
 pub mod ack;
 pub mod bth;
+pub mod checksum;
 pub mod message;
 pub mod opcode;
+pub mod segment;
 pub mod tcp;
 
 pub use ack::{Nak, NakCode};
 pub use bth::{Bth, BthError, BthOption, Extension, Reth, Timestamps, EXID, KIND, MAX_MESSAGE_LEN};
 pub use message::{msn_lt, Inbound, InboundError, MsgClass, ReadRequest, ZERO_LENGTH_MBO};
 pub use opcode::{ExtensionKind, MessageKind, Opcode, Position};
+pub use segment::TcpSegment;
 pub use tcp::{
-    IpPair, SackBlock, SegmentError, TcpFlags, TcpOptionError, TcpOptions, TcpRepr,
-    MAX_OPTIONS_LEN, MAX_SACK_BLOCKS,
+    ChecksumFill, IpPair, SackBlock, SegmentError, TcpFlags, TcpOptionError, TcpOptions, TcpRepr,
+    MAX_OPTIONS_LEN, MAX_SACK_BLOCKS, TCP_HEADER_MAX, TCP_HEADER_MIN,
 };

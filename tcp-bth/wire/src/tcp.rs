@@ -3,8 +3,9 @@
 //! the 40-byte option budget enforced on emit.
 
 use crate::bth::{self, Bth, BthError, BthOption, Timestamps};
+use crate::checksum;
+use crate::segment::TcpSegment;
 use arrayvec::ArrayVec;
-use etherparse::TcpHeader;
 use thiserror::Error;
 
 /// Option space in a TCP header (60 - 20).
@@ -12,6 +13,8 @@ pub const MAX_OPTIONS_LEN: usize = 40;
 /// SACK blocks one option can hold.
 pub const MAX_SACK_BLOCKS: usize = 4;
 pub const TCP_HEADER_MIN: usize = 20;
+/// Largest TCP header: a data offset of 15 words.
+pub const TCP_HEADER_MAX: usize = 60;
 
 mod kind {
     pub const EOL: u8 = 0;
@@ -178,11 +181,22 @@ impl TcpOptions {
 
     /// Write the option area; refuses (never truncates) what does not fit in 40 bytes.
     pub fn emit(&self) -> Result<ArrayVec<u8, MAX_OPTIONS_LEN>, TcpOptionError> {
+        let mut out = [0u8; MAX_OPTIONS_LEN];
+        let n = self.emit_into(&mut out)?;
+        let mut v = ArrayVec::new();
+        v.try_extend_from_slice(&out[..n])
+            .expect("emit_into writes at most 40 bytes");
+        Ok(v)
+    }
+
+    /// Write the option area into `out` (padding zeroed), returning its length; refuses
+    /// what needs more than 40 bytes or more than `out` has.
+    pub fn emit_into(&self, out: &mut [u8]) -> Result<usize, TcpOptionError> {
         let needed = self.encoded_len();
-        if needed > MAX_OPTIONS_LEN {
+        if needed > MAX_OPTIONS_LEN || needed > out.len() {
             return Err(TcpOptionError::TooLong { needed });
         }
-        let mut out = [0u8; MAX_OPTIONS_LEN];
+        let out = &mut out[..needed];
         let mut at = 0;
         let mut put = |v: &[u8]| {
             out[at..at + v.len()].copy_from_slice(v);
@@ -215,11 +229,9 @@ impl TcpOptions {
                 put(&s.right.to_be_bytes());
             }
         }
-        // Padding bytes stay zero: EOL, which ends option processing.
-        let mut v = ArrayVec::new();
-        v.try_extend_from_slice(&out[..needed])
-            .expect("needed <= 40 checked above");
-        Ok(v)
+        // Padding bytes are zero: EOL, which ends option processing.
+        out[at..].fill(0);
+        Ok(needed)
     }
 }
 
@@ -299,51 +311,39 @@ pub struct TcpRepr<'a> {
     pub payload: &'a [u8],
 }
 
+/// How a segment's checksum field is filled on emit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChecksumFill {
+    /// The whole checksum (RFC 9293 §3.1).
+    #[default]
+    Full,
+    /// The pseudo-header sum only, for a device that finishes it (checksum offload:
+    /// [`checksum::partial`](crate::checksum::partial)).
+    Partial,
+}
+
 impl<'a> TcpRepr<'a> {
     /// Parse a TCP segment (header + payload). With `ip`, the checksum is verified.
     pub fn parse(bytes: &'a [u8], ip: Option<IpPair>) -> Result<TcpRepr<'a>, SegmentError> {
-        if bytes.len() < TCP_HEADER_MIN {
-            return Err(SegmentError::Truncated {
-                needed: TCP_HEADER_MIN,
-                got: bytes.len(),
-            });
-        }
-        let doff = bytes[12] >> 4;
-        if doff < 5 {
-            return Err(SegmentError::BadDataOffset(doff));
-        }
-        let hlen = usize::from(doff) * 4;
-        if bytes.len() < hlen {
-            return Err(SegmentError::Truncated {
-                needed: hlen,
-                got: bytes.len(),
-            });
-        }
-        let (h, payload) = TcpHeader::from_slice(bytes).map_err(|_| SegmentError::Truncated {
-            needed: hlen,
-            got: bytes.len(),
-        })?;
+        let s = TcpSegment::new_checked(bytes)?;
         if let Some(ip) = ip {
-            // Over the raw bytes: etherparse's header model drops the reserved bits, so a
-            // checksum recomputed from the parsed header would miss a flip there.
-            let expected = raw_checksum(ip, bytes)?;
-            if expected != h.checksum {
+            if !checksum::verify(ip, bytes) {
                 return Err(SegmentError::Checksum {
-                    expected,
-                    got: h.checksum,
+                    expected: checksum::tcp(ip, bytes)?,
+                    got: s.checksum(),
                 });
             }
         }
         Ok(TcpRepr {
-            src_port: h.source_port,
-            dst_port: h.destination_port,
-            seq: h.sequence_number,
-            ack: h.acknowledgment_number,
-            flags: TcpFlags(bytes[13]),
-            window: h.window_size,
-            urgent: h.urgent_pointer,
-            options: TcpOptions::parse(h.options.as_slice())?,
-            payload,
+            src_port: s.src_port(),
+            dst_port: s.dst_port(),
+            seq: s.seq(),
+            ack: s.ack(),
+            flags: s.flags(),
+            window: s.window(),
+            urgent: s.urgent(),
+            options: TcpOptions::parse(s.options())?,
+            payload: &bytes[s.header_len()..],
         })
     }
 
@@ -356,28 +356,9 @@ impl<'a> TcpRepr<'a> {
         self.payload.len() as u32 + u32::from(self.flags.syn()) + u32::from(self.flags.fin())
     }
 
-    fn to_header(&self) -> Result<TcpHeader, SegmentError> {
-        let mut h = TcpHeader::new(self.src_port, self.dst_port, self.seq, self.window);
-        h.acknowledgment_number = self.ack;
-        h.fin = self.flags.fin();
-        h.syn = self.flags.syn();
-        h.rst = self.flags.rst();
-        h.psh = self.flags.contains(TcpFlags::PSH);
-        h.ack = self.flags.ack();
-        h.urg = self.flags.contains(TcpFlags::URG);
-        h.ece = self.flags.contains(TcpFlags::ECE);
-        h.cwr = self.flags.contains(TcpFlags::CWR);
-        h.urgent_pointer = self.urgent;
-        let opts = self.options.emit()?;
-        h.set_options_raw(&opts)
-            .map_err(|_| TcpOptionError::TooLong { needed: opts.len() })?;
-        Ok(h)
-    }
-
     /// Write header and payload with a correct checksum; returns bytes written.
     pub fn emit(&self, ip: IpPair, buf: &mut [u8]) -> Result<usize, SegmentError> {
-        let h = self.to_header_with_checksum(ip)?;
-        let hlen = h.header_len();
+        let hlen = self.header_len();
         let total = hlen + self.payload.len();
         if buf.len() < total {
             return Err(SegmentError::BufferTooSmall {
@@ -385,8 +366,45 @@ impl<'a> TcpRepr<'a> {
                 got: buf.len(),
             });
         }
-        buf[..hlen].copy_from_slice(&h.to_bytes());
         buf[hlen..total].copy_from_slice(self.payload);
+        self.emit_header(ip, &mut buf[..total], ChecksumFill::Full)
+    }
+
+    /// Write the header in front of a payload already in place: `buf` is the whole segment,
+    /// its payload at `buf[self.header_len()..]` (`self.payload` is not read), so the payload
+    /// is copied once, by whoever put it there. Fills the checksum as `fill` says; returns
+    /// the segment's length, `buf.len()`.
+    pub fn emit_header(
+        &self,
+        ip: IpPair,
+        buf: &mut [u8],
+        fill: ChecksumFill,
+    ) -> Result<usize, SegmentError> {
+        let hlen = self.header_len();
+        if buf.len() < hlen {
+            return Err(SegmentError::BufferTooSmall {
+                needed: hlen,
+                got: buf.len(),
+            });
+        }
+        let total = buf.len();
+        let n = self.options.emit_into(&mut buf[TCP_HEADER_MIN..hlen])?;
+        debug_assert_eq!(TCP_HEADER_MIN + n, hlen);
+        let mut s = TcpSegment::new_unchecked(&mut *buf);
+        s.set_src_port(self.src_port);
+        s.set_dst_port(self.dst_port);
+        s.set_seq(self.seq);
+        s.set_ack(self.ack);
+        s.set_header_len(hlen);
+        s.set_flags(self.flags);
+        s.set_window(self.window);
+        s.set_urgent(self.urgent);
+        s.set_checksum(0);
+        let c = match fill {
+            ChecksumFill::Full => checksum::tcp(ip, buf)?,
+            ChecksumFill::Partial => checksum::partial(ip, total)?,
+        };
+        TcpSegment::new_unchecked(&mut *buf).set_checksum(c);
         Ok(total)
     }
 
@@ -397,45 +415,4 @@ impl<'a> TcpRepr<'a> {
         v.truncate(n);
         Ok(v)
     }
-
-    /// The header alone (for writers that gather header and payload from separate buffers).
-    pub fn to_header_with_checksum(&self, ip: IpPair) -> Result<TcpHeader, SegmentError> {
-        let mut h = self.to_header()?;
-        h.checksum = checksum(&h, ip, self.payload)?;
-        Ok(h)
-    }
-}
-
-/// The checksum a segment's raw bytes call for (its own checksum field excluded).
-fn raw_checksum(ip: IpPair, seg: &[u8]) -> Result<u16, SegmentError> {
-    use etherparse::checksum::Sum16BitWords;
-    let len = u32::try_from(seg.len()).map_err(|_| SegmentError::PayloadTooLarge(seg.len()))?;
-    let mut sum = Sum16BitWords::new();
-    sum = match ip {
-        IpPair::V4 { src, dst } => {
-            let len16 = u16::try_from(len).map_err(|_| SegmentError::PayloadTooLarge(seg.len()))?;
-            sum.add_4bytes(src)
-                .add_4bytes(dst)
-                .add_2bytes([0, 6])
-                .add_2bytes(len16.to_be_bytes())
-        }
-        IpPair::V6 { src, dst } => sum
-            .add_16bytes(src)
-            .add_16bytes(dst)
-            .add_4bytes(len.to_be_bytes())
-            .add_4bytes([0, 0, 0, 6]),
-    };
-    Ok(sum
-        .add_slice(&seg[..16])
-        .add_slice(&seg[18..])
-        .ones_complement()
-        .to_be())
-}
-
-fn checksum(h: &TcpHeader, ip: IpPair, payload: &[u8]) -> Result<u16, SegmentError> {
-    match ip {
-        IpPair::V4 { src, dst } => h.calc_checksum_ipv4_raw(src, dst, payload),
-        IpPair::V6 { src, dst } => h.calc_checksum_ipv6_raw(src, dst, payload),
-    }
-    .map_err(|_| SegmentError::PayloadTooLarge(payload.len()))
 }

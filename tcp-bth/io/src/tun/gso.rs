@@ -13,9 +13,9 @@
 //! kernel, but are read from a device like any wire input: every length and offset is checked
 //! and a packet that does not add up is refused with a [`GsoError`], never a panic.
 
-use etherparse::checksum::Sum16BitWords;
 use etherparse::{IpNumber, Ipv4Header, Ipv6Header, TcpHeader};
 use std::ops::Range;
+use tcp_bth::wire::{checksum, IpPair};
 
 /// Size of `struct virtio_net_hdr`, which the relay sets with `TUNSETVNETHDRSZ` (no
 /// `num_buffers`: that field is for mergeable receive buffers, which a TUN does not use).
@@ -273,7 +273,7 @@ impl<'a> GsoPacket<'a> {
         out.extend_from_slice(&vnet.to_bytes());
         // The lengths cannot overflow: a run is no longer than the packet it comes from,
         // whose IP length field held it.
-        let pseudo = match &self.ip {
+        let pair = match &self.ip {
             IpHdr::V4(h) => {
                 let mut h = h.clone();
                 h.total_len = (self.ip_len + tcp_len) as u16;
@@ -281,27 +281,24 @@ impl<'a> GsoPacket<'a> {
                 h.identification = h.identification.wrapping_add(first as u16);
                 h.header_checksum = h.calc_header_checksum();
                 out.extend_from_slice(&h.to_bytes());
-                Sum16BitWords::new()
-                    .add_4bytes(h.source)
-                    .add_4bytes(h.destination)
-                    .add_2bytes([0, IpNumber::TCP.0])
-                    .add_2bytes((tcp_len as u16).to_be_bytes())
+                IpPair::V4 {
+                    src: h.source,
+                    dst: h.destination,
+                }
             }
             IpHdr::V6(h) => {
                 let mut h = h.clone();
                 h.payload_length = tcp_len as u16;
                 out.extend_from_slice(&h.to_bytes());
-                Sum16BitWords::new()
-                    .add_16bytes(h.source)
-                    .add_16bytes(h.destination)
-                    .add_4bytes((tcp_len as u32).to_be_bytes())
-                    .add_2bytes([0, IpNumber::TCP.0])
+                IpPair::V6 {
+                    src: h.source,
+                    dst: h.destination,
+                }
             }
         };
-        // NEEDS_CSUM: the field holds the pseudo-header sum, folded but not complemented
-        // (`ones_complement` complements, and works in native byte order, as etherparse's own
-        // checksums do).
-        tcp.checksum = (!pseudo.ones_complement()).to_be();
+        // NEEDS_CSUM: the field holds the pseudo-header sum, folded but not complemented.
+        // A run is no longer than its packet, whose IP length field held it.
+        tcp.checksum = checksum::partial(pair, tcp_len).unwrap_or(0);
         out.extend_from_slice(&tcp.to_bytes());
         out.extend_from_slice(&self.payload[range]);
         Ok(())
@@ -332,9 +329,13 @@ pub fn complete_checksum(buf: &mut [u8]) -> Result<(), GsoError> {
         });
     }
     // The sum covers the field itself, which holds the pseudo-header part.
-    let sum = Sum16BitWords::new().add_slice(&buf[start..]);
-    let csum = sum.to_ones_complement_with_no_zero().to_be();
-    buf[field..field + 2].copy_from_slice(&csum.to_be_bytes());
+    checksum::complete(buf, start, usize::from(vnet.csum_offset)).ok_or(
+        GsoError::ChecksumOutside {
+            start: vnet.csum_start,
+            offset: vnet.csum_offset,
+            len: buf.len() - VNET_HDR_LEN,
+        },
+    )?;
     buf[0] &= !(F_NEEDS_CSUM | F_DATA_VALID);
     Ok(())
 }

@@ -54,12 +54,11 @@ fn gso_v4(gso_size: u16, data: &[u8], fin: bool) -> Vec<u8> {
     ip.identification = ID;
     ip.header_checksum = ip.calc_header_checksum();
     let tcp_len = (tcp.header_len() + data.len()) as u16;
-    let pseudo = Sum16BitWords::new()
-        .add_4bytes(ip.source)
-        .add_4bytes(ip.destination)
-        .add_2bytes([0, 6])
-        .add_2bytes(tcp_len.to_be_bytes());
-    tcp.checksum = (!pseudo.ones_complement()).to_be();
+    let pair = IpPair::V4 {
+        src: ip.source,
+        dst: ip.destination,
+    };
+    tcp.checksum = checksum::partial(pair, tcp_len.into()).expect("length");
     let mut out = vnet(GSO_TCPV4, gso_size, ip.header_len())
         .to_bytes()
         .to_vec();
@@ -81,12 +80,11 @@ fn gso_v6(gso_size: u16, data: &[u8]) -> Vec<u8> {
         source: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
         destination: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
     };
-    let pseudo = Sum16BitWords::new()
-        .add_16bytes(ip.source)
-        .add_16bytes(ip.destination)
-        .add_4bytes((tcp_len as u32).to_be_bytes())
-        .add_2bytes([0, 6]);
-    tcp.checksum = (!pseudo.ones_complement()).to_be();
+    let pair = IpPair::V6 {
+        src: ip.source,
+        dst: ip.destination,
+    };
+    tcp.checksum = checksum::partial(pair, tcp_len).expect("length");
     let mut out = vnet(GSO_TCPV6, gso_size, Ipv6Header::LEN)
         .to_bytes()
         .to_vec();

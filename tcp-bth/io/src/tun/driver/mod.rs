@@ -24,7 +24,8 @@ mod shutdown;
 pub use one::Endpoint;
 pub use shutdown::Shutdown;
 
-use super::TunDevice;
+use super::gso::{VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_NONE, VNET_HDR_LEN};
+use super::{Offload, TunDevice};
 use crate::turn::{self, App, PacketIo, RunError, TurnStats};
 use io_uring::{opcode, types, IoUring};
 use region::Region;
@@ -33,6 +34,8 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tcp_bth::wire::checksum::TCP_CHECKSUM_OFFSET;
+use tcp_bth::wire::ChecksumFill;
 
 const RX: usize = 128;
 const TX: usize = 256;
@@ -73,6 +76,19 @@ pub struct DriverStats {
     pub tx_dropped: u64,
     /// Most writes submitted by one `io_uring_enter`.
     pub largest_batch: usize,
+    /// Bytes copied into a transmit buffer from a packet built elsewhere
+    /// ([`PacketIo::send`]). Packets the endpoint builds in place ([`PacketIo::transmit`])
+    /// are not copied: with the turn loop this stays 0, and a test holds it there.
+    pub bytes_copied: u64,
+    /// Packets written with a partial TCP checksum for the device to finish (checksum
+    /// offload, `NEEDS_CSUM`).
+    pub csum_offloaded: u64,
+    /// Packets read whose checksum the kernel vouched for (`DATA_VALID` or `NEEDS_CSUM`):
+    /// the endpoint skips its checksum pass.
+    pub csum_trusted: u64,
+    /// Packets read that the driver refused: a segmentation-offload super-packet (the device
+    /// is opened without TSO, so none should come) or a short virtio-net header.
+    pub rx_refused: u64,
 }
 
 /// The io_uring driver of one TUN device. See the module documentation.
@@ -81,8 +97,13 @@ pub struct Driver {
     tun: TunDevice,
     /// Dropped after `ring` (field order), and only once nothing is in flight (Drop).
     region: Region,
-    /// Bytes in each buffer: room for one packet of the device's MTU.
+    /// Bytes in each buffer: room for one packet of the device's MTU (and its virtio-net
+    /// header).
     buf: usize,
+    /// The device has checksum offload ([`Offload::Checksum`]): every packet starts with a
+    /// virtio-net header, TCP checksums are left partial on send and trusted on receive
+    /// when the kernel vouches for them.
+    vnet: bool,
     tx_free: Vec<u16>,
     /// Bytes of the packet in each TX buffer (index − RX), to tell a short write.
     tx_len: Vec<u32>,
@@ -109,20 +130,22 @@ pub struct Driver {
 impl Driver {
     /// Set up the ring on `tun`, register its buffers and post the reads.
     pub fn open(tun: TunDevice) -> io::Result<Driver> {
-        if tun.offload() != super::Offload::None {
-            // Its packets would start with a virtio-net header and could be 64 KiB.
+        if tun.offload() == Offload::Segmentation {
+            // Super-packets would have to be cut into segments here, each with its own BTH:
+            // the stack sends and takes real segments only.
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "the driver needs a TUN device without offload",
+                "the driver takes TUN devices with checksum offload or none, not segmentation",
             ));
         }
+        let vnet = tun.offload() == Offload::Checksum;
         if tun.mtu() > MAX_MTU {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("MTU {} above the largest IP packet ({MAX_MTU})", tun.mtu()),
             ));
         }
-        let buf = buf_size(tun.mtu());
+        let buf = buf_size(tun.mtu() as usize + if vnet { VNET_HDR_LEN } else { 0 });
         let ring = IoUring::new(RING)?;
         let region = Region::new(RX + TX, buf)?;
         // SAFETY: the iovecs point into `region`, which is never resized and is freed only
@@ -133,6 +156,7 @@ impl Driver {
             tun,
             region,
             buf,
+            vnet,
             tx_free: (RX as u16..(RX + TX) as u16).rev().collect(),
             tx_len: vec![0; TX],
             busy: vec![false; RX + TX],
@@ -238,7 +262,7 @@ impl Driver {
     }
 
     /// One completion: a read (deliver, post again) or a write (free its buffer).
-    fn complete(&mut self, ud: u64, res: i32, f: &mut dyn FnMut(&[u8])) {
+    fn complete(&mut self, ud: u64, res: i32, f: &mut dyn FnMut(&[u8], bool)) {
         if ud == WAKE_UD {
             self.on_wake(res);
             return;
@@ -266,7 +290,19 @@ impl Driver {
                 self.stats.bytes_in += n as u64;
                 // SAFETY: the read on buffer i has completed and is posted again only after
                 // `f` returns, so the kernel does not write to it while the slice lives.
-                f(unsafe { self.region.slice(i, n as usize) });
+                let pkt = unsafe { self.region.slice(i, n as usize) };
+                if !self.vnet {
+                    f(pkt, false);
+                } else {
+                    match VnetHdr::parse(pkt) {
+                        Ok(h) if h.gso_type == GSO_NONE => {
+                            let trusted = h.flags & (F_DATA_VALID | F_NEEDS_CSUM) != 0;
+                            self.stats.csum_trusted += u64::from(trusted);
+                            f(&pkt[VNET_HDR_LEN..], trusted);
+                        }
+                        _ => self.stats.rx_refused += 1,
+                    }
+                }
             }
             0 => {}
             n => {
@@ -298,7 +334,7 @@ impl PacketIo for Driver {
         Driver::now(self)
     }
 
-    fn receive(&mut self, f: &mut dyn FnMut(&[u8])) {
+    fn receive(&mut self, f: &mut dyn FnMut(&[u8], bool)) {
         if self.closed {
             return;
         }
@@ -317,31 +353,57 @@ impl PacketIo for Driver {
     }
 
     fn send(&mut self, packet: &[u8]) {
-        if packet.len() > self.buf || !self.can_send() {
+        let hdr = self.vnet_len();
+        if hdr + packet.len() > self.buf || !self.can_send() {
             self.stats.tx_dropped += 1;
             return;
         }
-        let Some(idx) = self.tx_free.pop() else {
+        let Some(&idx) = self.tx_free.last() else {
             self.stats.tx_dropped += 1;
             return;
         };
         let i = usize::from(idx);
-        // SAFETY: buffer i was free (its last write completed), so nothing uses it.
-        unsafe { self.region.slice_mut(i, packet.len()) }.copy_from_slice(packet);
-        let fd = types::Fd(self.tun.raw_fd());
-        let e = opcode::WriteFixed::new(fd, self.region.ptr_of(i), packet.len() as u32, idx)
-            .build()
-            .user_data(u64::from(idx));
-        if self.push(&e).is_err() {
-            self.tx_free.push(idx);
-            self.stats.tx_dropped += 1;
-            return;
+        // SAFETY: buffer i is free (its last write completed), so nothing else uses it.
+        let b = unsafe { self.region.slice_mut(i, hdr + packet.len()) };
+        // A zero virtio-net header: no offload asked for, the checksum is whole.
+        b[..hdr].fill(0);
+        b[hdr..].copy_from_slice(packet);
+        self.stats.bytes_copied += packet.len() as u64;
+        self.submit_write(idx, hdr + packet.len());
+    }
+
+    fn transmit(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration, _: &mut Vec<u8>) -> bool {
+        let Some(&idx) = self.tx_free.last() else {
+            return false;
+        };
+        let (i, hdr) = (usize::from(idx), self.vnet_len());
+        let fill = if self.vnet {
+            ChecksumFill::Partial
+        } else {
+            ChecksumFill::Full
+        };
+        // SAFETY: buffer i is free (its last write completed), so nothing else uses it.
+        let b = unsafe { self.region.slice_mut(i, self.buf) };
+        let Some(t) = ep.poll_transmit_into(now, &mut b[hdr..], fill) else {
+            return false;
+        };
+        if self.vnet {
+            let h = match t.checksum {
+                // csum_start and csum_offset: where the device's sum starts (the TCP header)
+                // and where in it the result goes.
+                ChecksumFill::Partial => VnetHdr {
+                    flags: F_NEEDS_CSUM,
+                    csum_start: t.tcp_offset as u16,
+                    csum_offset: TCP_CHECKSUM_OFFSET as u16,
+                    ..VnetHdr::default()
+                },
+                ChecksumFill::Full => VnetHdr::default(),
+            };
+            b[..hdr].copy_from_slice(&h.to_bytes());
+            self.stats.csum_offloaded += u64::from(t.checksum == ChecksumFill::Partial);
         }
-        self.busy[i] = true;
-        self.tx_len[i - RX] = packet.len() as u32;
-        self.batch += 1;
-        self.stats.packets_out += 1;
-        self.stats.bytes_out += packet.len() as u64;
+        self.submit_write(idx, hdr + t.len);
+        true
     }
 
     fn wait(&mut self, deadline: Option<Duration>) -> io::Result<()> {
@@ -395,10 +457,42 @@ impl PacketIo for Driver {
     }
 }
 
-/// Buffer size for a device of MTU `mtu`: the MTU rounded up to whole pages, so a read never
-/// truncates a packet the kernel lets through the device. 384 buffers of 64 KiB are 24 MiB.
-fn buf_size(mtu: u32) -> usize {
-    (mtu as usize).max(MIN_BUF).next_multiple_of(MIN_BUF)
+impl Driver {
+    /// Bytes in front of each packet: the virtio-net header, when the device has one.
+    fn vnet_len(&self) -> usize {
+        if self.vnet {
+            VNET_HDR_LEN
+        } else {
+            0
+        }
+    }
+
+    /// Write the first `len` bytes of TX buffer `idx` (the last free one) into the device.
+    fn submit_write(&mut self, idx: u16, len: usize) {
+        let i = usize::from(idx);
+        let fd = types::Fd(self.tun.raw_fd());
+        let e = opcode::WriteFixed::new(fd, self.region.ptr_of(i), len as u32, idx)
+            .build()
+            .user_data(u64::from(idx));
+        if self.push(&e).is_err() {
+            // The buffer stays free; the packet is lost, the connection's recovery resends.
+            self.stats.tx_dropped += 1;
+            return;
+        }
+        self.tx_free.pop();
+        self.busy[i] = true;
+        self.tx_len[i - RX] = len as u32;
+        self.batch += 1;
+        self.stats.packets_out += 1;
+        self.stats.bytes_out += len as u64;
+    }
+}
+
+/// Buffer size for a device whose largest packet (MTU and virtio-net header) is `packet`:
+/// rounded up to whole pages, so a read never truncates a packet the kernel lets through the
+/// device. 384 buffers of 68 KiB are 26 MiB.
+fn buf_size(packet: usize) -> usize {
+    packet.max(MIN_BUF).next_multiple_of(MIN_BUF)
 }
 
 /// A non-blocking eventfd.
