@@ -58,6 +58,7 @@ pub enum ExtensionKind {
 
 impl ExtensionKind {
     /// Bytes this extension occupies on the wire.
+    #[inline]
     pub const fn len(self) -> usize {
         match self {
             ExtensionKind::None => 0,
@@ -86,6 +87,7 @@ macro_rules! opcodes {
             pub const ALL: &'static [Opcode] = &[ $( Opcode::$name, )* ];
 
             /// The opcode for a wire value; `None` for values the spec does not define.
+            #[inline]
             pub const fn from_u8(v: u8) -> Option<Opcode> {
                 match v {
                     $( $val => Some(Opcode::$name), )*
@@ -93,15 +95,18 @@ macro_rules! opcodes {
                 }
             }
 
+            #[inline]
             pub const fn kind(self) -> MessageKind {
                 match self { $( Opcode::$name => MessageKind::$kind, )* }
             }
 
             /// Position inside the message; `Only` for single-segment forms (ACK, hello, READ request).
+            #[inline]
             pub const fn position(self) -> Position {
                 match self { $( Opcode::$name => Position::$pos, )* }
             }
 
+            #[inline]
             pub const fn extension(self) -> ExtensionKind {
                 match self { $( Opcode::$name => ExtensionKind::$ext, )* }
             }
@@ -134,11 +139,13 @@ opcodes! {
 }
 
 impl Opcode {
+    #[inline]
     pub const fn as_u8(self) -> u8 {
         self as u8
     }
 
     /// The M bit this opcode requires.
+    #[inline]
     pub const fn more(self) -> bool {
         self.position().more()
     }
