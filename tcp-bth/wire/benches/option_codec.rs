@@ -4,7 +4,8 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use tcp_bth_wire::{
-    Bth, BthOption, Extension, IpPair, Opcode, Reth, TcpFlags, TcpOptions, TcpRepr, Timestamps,
+    Bth, BthOption, ChecksumFill, Extension, IpPair, Opcode, Reth, TcpFlags, TcpOptions, TcpRepr,
+    Timestamps,
 };
 
 fn samples() -> [(&'static str, Bth); 2] {
@@ -66,6 +67,62 @@ fn codec(c: &mut Criterion) {
     g.bench_function("icrc_verify", |b| {
         b.iter(|| data.icrc_ok(black_box(&payload)))
     });
+    g.bench_function("parse_offloaded_checksum", |b| {
+        b.iter(|| TcpRepr::parse(black_box(&wire), None).unwrap().seq)
+    });
+    g.finish();
+    acks(c, ip);
+}
+
+/// What a pure ACK costs to build (header, options, checksum, into a buffer) and to parse
+/// (with its checksum), in both forms a receiver sends: amendment 1's plain form (timestamps
+/// and three SACK blocks) and the BTH form (R=0, the completed MSN).
+fn acks(c: &mut Criterion, ip: IpPair) {
+    let plain = TcpOptions {
+        timestamps: Some(Timestamps { tsval: 1, tsecr: 2 }),
+        sack: (0..3u32)
+            .map(|i| tcp_bth_wire::SackBlock {
+                left: 10_000 * (i + 1),
+                right: 10_000 * (i + 1) + 1448,
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let mut ack = Bth::new(Opcode::Acknowledge);
+    ack.msn = 7;
+    ack.timestamps = Some(Timestamps { tsval: 1, tsecr: 2 });
+    ack.seal(&[]);
+    let bth = TcpOptions {
+        bth: Some(ack),
+        ..Default::default()
+    };
+    let mut g = c.benchmark_group("pure_ack");
+    for (name, options) in [("plain_3sack", plain), ("bth", bth)] {
+        let seg = TcpRepr {
+            src_port: 1,
+            dst_port: 2,
+            seq: 3,
+            ack: 4,
+            flags: TcpFlags::ACK,
+            window: 5,
+            urgent: 0,
+            options,
+            payload: &[],
+        };
+        let len = seg.header_len();
+        let mut buf = [0u8; 60];
+        g.bench_function(format!("build_{name}"), |b| {
+            b.iter(|| {
+                black_box(&seg)
+                    .emit_header(ip, &mut buf[..len], ChecksumFill::Full)
+                    .unwrap()
+            })
+        });
+        let wire = seg.to_vec(ip).unwrap();
+        g.bench_function(format!("parse_{name}"), |b| {
+            b.iter(|| TcpRepr::parse(black_box(&wire), Some(ip)).unwrap().ack)
+        });
+    }
     g.finish();
 }
 
