@@ -119,7 +119,8 @@ fn check(name: &str, s: &Served<Side>, qps: u64, plan: Plan) {
     assert!(s.run.is_ok(), "{name}: {:?}", s.run);
     assert_eq!(s.app.verified, qps * u64::from(plan.messages), "{name}");
     assert!(s.shutdown.all_reaped(), "{name}: {:?}", s.shutdown);
-    assert_eq!(s.shutdown.reads, 128, "{name}: every read was posted");
+    // One multishot read stands for all 128 receive buffers.
+    assert_eq!(s.shutdown.reads, 1, "{name}: the read was armed");
     assert!(s.driver.packets_in > 0 && s.driver.packets_out > 0);
     assert_eq!(s.driver.read_errors + s.driver.writes_refused, 0, "{name}");
     one_copy_per_byte(name, s);
@@ -491,9 +492,10 @@ fn closing_a_driver_reaps_every_read_and_write() {
     });
     let s = t.join().expect("driver thread");
     println!("{s:?}");
-    assert_eq!((s.reads, s.writes), (128, 4));
+    // The multishot read (one operation for all 128 receive buffers) and 4 writes.
+    assert_eq!((s.reads, s.writes), (1, 4));
     assert!(s.all_reaped(), "{s:?}");
-    assert!(s.cancelled >= 100, "the reads were cancelled: {s:?}");
+    assert!(s.cancelled >= 1, "the read was cancelled: {s:?}");
 }
 
 bth_tests::test_main!(

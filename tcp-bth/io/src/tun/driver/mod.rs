@@ -17,6 +17,7 @@
 //! (or [`Driver::close`]) cancels what is in flight and reaps the completions first
 //! (`shutdown.rs`).
 
+mod bufring;
 mod one;
 mod region;
 mod shutdown;
@@ -27,6 +28,8 @@ pub use shutdown::Shutdown;
 use super::gso::{VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_NONE, VNET_HDR_LEN};
 use super::{Offload, TunDevice};
 use crate::turn::{self, App, PacketIo, RunError, TurnStats};
+use bufring::BufRing;
+use io_uring::cqueue;
 use io_uring::{opcode, types, IoUring};
 use region::Region;
 use std::io;
@@ -49,6 +52,11 @@ pub const MAX_MTU: u32 = 65_535;
 const RING: u32 = 512;
 /// Longest one wait lasts without a deadline, so the application's turn runs regularly.
 const MAX_WAIT: Duration = Duration::from_millis(5);
+/// user_data of the multishot read (it owns receive buffer index 0's `busy` flag, so the
+/// shutdown counts and reaps it like any read).
+const MSHOT_UD: u64 = 0;
+/// Buffer group of the multishot read's provided buffers.
+const BGID: u16 = 0;
 /// user_data of the poll on the wake eventfd (above every buffer index and the shutdown's
 /// cancellations).
 const WAKE_UD: u64 = 1 << 33;
@@ -89,6 +97,9 @@ pub struct DriverStats {
     /// Packets read that the driver refused: a segmentation-offload super-packet (the device
     /// is opened without TSO, so none should come) or a short virtio-net header.
     pub rx_refused: u64,
+    /// Times the multishot read ended and was armed again (the kernel ends it when the
+    /// provided buffers run out, `ENOBUFS`, or on an error).
+    pub read_rearms: u64,
 }
 
 /// The io_uring driver of one TUN device. See the module documentation.
@@ -97,6 +108,10 @@ pub struct Driver {
     tun: TunDevice,
     /// Dropped after `ring` (field order), and only once nothing is in flight (Drop).
     region: Region,
+    /// The multishot read's provided buffers: receive buffers 0..RX, lent to the kernel
+    /// through this ring (dropped after `ring`, which unregisters it). `None` if the kernel
+    /// refused the ring: then one `READ_FIXED` per receive buffer is posted instead.
+    bufring: Option<BufRing>,
     /// Bytes in each buffer: room for one packet of the device's MTU (and its virtio-net
     /// header).
     buf: usize,
@@ -151,10 +166,23 @@ impl Driver {
         // SAFETY: the iovecs point into `region`, which is never resized and is freed only
         // after the ring (field order) and after every operation has been reaped (Drop).
         unsafe { ring.submitter().register_buffers(&region.iovecs())? };
+        let bufring = BufRing::new(RX as u16)?;
+        // SAFETY: the entries live in `bufring`, freed only after the ring (field order), which
+        // unregisters them when it is dropped, and leaked with the region if a shutdown cannot
+        // reap every operation.
+        let registered = unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                bufring.addr(),
+                bufring.entries(),
+                BGID,
+                0,
+            )
+        };
         let mut d = Driver {
             ring,
             tun,
             region,
+            bufring: registered.is_ok().then_some(bufring),
             buf,
             vnet,
             tx_free: (RX as u16..(RX + TX) as u16).rev().collect(),
@@ -171,8 +199,15 @@ impl Driver {
         };
         d.arm_wake()?;
         // From here on a failure drops `d`, which cancels and reaps what was posted.
-        for i in 0..RX as u16 {
-            d.post_read(i)?;
+        if d.bufring.is_some() {
+            for i in 0..RX as u16 {
+                d.give_back(i);
+            }
+            d.arm_mshot()?;
+        } else {
+            for i in 0..RX as u16 {
+                d.post_read(i)?;
+            }
         }
         // Into the kernel now: packets that arrive before the first turn are read.
         d.ring.submit()?;
@@ -261,10 +296,95 @@ impl Driver {
         Ok(())
     }
 
+    /// Arm the multishot read: one completion per packet, each in a buffer from `bufring`.
+    fn arm_mshot(&mut self) -> io::Result<()> {
+        let fd = types::Fd(self.tun.raw_fd());
+        let e = opcode::ReadMulti::new(fd, 0, BGID)
+            .build()
+            .user_data(MSHOT_UD);
+        self.push(&e)?;
+        self.busy[MSHOT_UD as usize] = true;
+        Ok(())
+    }
+
+    /// Lend receive buffer `bid` to the multishot read again.
+    fn give_back(&mut self, bid: u16) {
+        let ptr = self.region.ptr_of(usize::from(bid));
+        if let Some(r) = self.bufring.as_mut() {
+            r.push(ptr, self.buf as u32, bid);
+            r.publish();
+        }
+    }
+
+    /// A completion of the multishot read: a packet in a provided buffer (deliver it, lend
+    /// the buffer again), or the read's end (arm it again unless the error is fatal).
+    fn on_mshot(&mut self, res: i32, flags: u32, f: &mut dyn FnMut(&[u8], bool)) {
+        let more = cqueue::more(flags);
+        if !more {
+            self.busy[MSHOT_UD as usize] = false;
+        }
+        match (res, cqueue::buffer_select(flags)) {
+            (n, Some(bid)) if n >= 0 && usize::from(bid) < RX => {
+                if n > 0 {
+                    self.deliver(usize::from(bid), n as usize, f);
+                }
+                self.give_back(bid);
+            }
+            (n, _) if n >= 0 => self.stats.read_errors += 1,
+            (n, _) => {
+                let errno = -n;
+                // ENOBUFS: every provided buffer was in use (they are lent again as soon as
+                // their packet is handled). ECANCELED: the thread that armed it exited.
+                if !matches!(
+                    errno,
+                    libc::EINTR | libc::EAGAIN | libc::ENOBUFS | libc::ECANCELED
+                ) {
+                    self.stats.read_errors += 1;
+                    self.fatal.get_or_insert(errno);
+                    return;
+                }
+            }
+        }
+        if !more {
+            self.stats.read_rearms += 1;
+            if self.arm_mshot().is_err() {
+                // Cannot happen (the queue has room); if it did, nothing is read any more and
+                // the connections time out, which says so.
+                self.stats.read_errors += 1;
+            }
+        }
+    }
+
+    /// Hand the packet read into receive buffer `i` (`n` bytes) to `f`.
+    fn deliver(&mut self, i: usize, n: usize, f: &mut dyn FnMut(&[u8], bool)) {
+        self.stats.packets_in += 1;
+        self.stats.bytes_in += n as u64;
+        // SAFETY: the read into buffer i has completed and the buffer is lent to the kernel
+        // (or its read posted) again only after `f` returns, so nothing writes to it while
+        // the slice lives.
+        let pkt = unsafe { self.region.slice(i, n) };
+        if !self.vnet {
+            f(pkt, false);
+            return;
+        }
+        match VnetHdr::parse(pkt) {
+            Ok(h) if h.gso_type == GSO_NONE => {
+                let trusted = h.flags & (F_DATA_VALID | F_NEEDS_CSUM) != 0;
+                self.stats.csum_trusted += u64::from(trusted);
+                f(&pkt[VNET_HDR_LEN..], trusted);
+            }
+            _ => self.stats.rx_refused += 1,
+        }
+    }
+
     /// One completion: a read (deliver, post again) or a write (free its buffer).
-    fn complete(&mut self, ud: u64, res: i32, f: &mut dyn FnMut(&[u8], bool)) {
+    fn complete(&mut self, ud: u64, res: i32, flags: u32, f: &mut dyn FnMut(&[u8], bool)) {
         if ud == WAKE_UD {
             self.on_wake(res);
+            return;
+        }
+        if ud == MSHOT_UD && self.bufring.is_some() {
+            self.on_mshot(res, flags, f);
             return;
         }
         let Ok(idx) = u16::try_from(ud) else {
@@ -285,25 +405,7 @@ impl Driver {
             return;
         }
         match res {
-            n if n > 0 => {
-                self.stats.packets_in += 1;
-                self.stats.bytes_in += n as u64;
-                // SAFETY: the read on buffer i has completed and is posted again only after
-                // `f` returns, so the kernel does not write to it while the slice lives.
-                let pkt = unsafe { self.region.slice(i, n as usize) };
-                if !self.vnet {
-                    f(pkt, false);
-                } else {
-                    match VnetHdr::parse(pkt) {
-                        Ok(h) if h.gso_type == GSO_NONE => {
-                            let trusted = h.flags & (F_DATA_VALID | F_NEEDS_CSUM) != 0;
-                            self.stats.csum_trusted += u64::from(trusted);
-                            f(&pkt[VNET_HDR_LEN..], trusted);
-                        }
-                        _ => self.stats.rx_refused += 1,
-                    }
-                }
-            }
+            n if n > 0 => self.deliver(i, n as usize, f),
             0 => {}
             n => {
                 self.stats.read_errors += 1;
@@ -344,7 +446,7 @@ impl PacketIo for Driver {
             let Some(c) = self.ring.completion().next() else {
                 break;
             };
-            self.complete(c.user_data(), c.result(), f);
+            self.complete(c.user_data(), c.result(), c.flags(), f);
         }
     }
 

@@ -66,6 +66,9 @@ impl Driver {
         self.unsubmitted = self.ring.submission().len();
         if s.abandoned > 0 {
             self.region.leak();
+            if let Some(r) = self.bufring.as_mut() {
+                r.leak();
+            }
         }
         s
     }
@@ -137,6 +140,10 @@ fn cancel_and_reap(
                 break;
             };
             let (ud, res) = (c.user_data(), c.result());
+            if io_uring::cqueue::more(c.flags()) {
+                // A multishot operation goes on after this completion: its last one counts.
+                continue;
+            }
             match ud {
                 CANCEL_ANY if res == -libc::EINVAL => {
                     s.per_op = true;
