@@ -3,6 +3,7 @@
 pub mod compare;
 pub mod perf;
 pub mod perfcli;
+pub mod ready;
 pub mod relay_args;
 pub mod topology;
 pub mod tunpair;

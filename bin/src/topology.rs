@@ -7,6 +7,11 @@
 //!  stack 10.99.1.2 | tun 10.99.1.1/24                       tun 10.99.2.1/24 | stack 10.99.2.2
 //!  kernel 10.99.0.1 | veth or relay TUN 10.99.0.1/30 ==== 10.99.0.2/30 | kernel 10.99.0.2
 //! ```
+//!
+//! One MTU ([`TwoNs::mtu`]) holds for every device of the topology: the veth pair or the
+//! relay's two TUN devices, and the stack's TUN devices ([`TwoNs::stack_tun`]). Kernel TCP
+//! between the namespaces takes its MSS from it; our stack's connections take theirs from the
+//! device they run on (`perf::drive::Port`).
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -23,6 +28,34 @@ pub const A_TUN: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 1);
 pub const A_STACK: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 2);
 pub const B_TUN: Ipv4Addr = Ipv4Addr::new(10, 99, 2, 1);
 pub const B_STACK: Ipv4Addr = Ipv4Addr::new(10, 99, 2, 2);
+
+/// The MTU of a topology unless one is asked for (Ethernet's).
+pub const DEFAULT_MTU: u32 = 1500;
+/// The smallest MTU a topology takes: IPv4's minimum datagram every host must accept.
+pub const MIN_MTU: u32 = 576;
+/// The largest: an IPv4 packet's total length is 16 bits (the io_uring driver's limit too).
+pub const MAX_MTU: u32 = 65_535;
+
+/// `mtu` if a topology can run at it, or why not.
+pub fn check_mtu(mtu: u32) -> Result<u32, String> {
+    if (MIN_MTU..=MAX_MTU).contains(&mtu) {
+        Ok(mtu)
+    } else {
+        Err(format!(
+            "MTU {mtu}: expected {MIN_MTU} to {MAX_MTU} bytes (IPv4's minimum datagram to the \
+             largest IPv4 packet)"
+        ))
+    }
+}
+
+/// Parse one MTU (a command-line value): a whole number of bytes in range ([`check_mtu`]).
+pub fn parse_mtu(s: &str) -> Result<u32, String> {
+    let mtu = s
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| format!("MTU {s:?}: expected a whole number of bytes, e.g. 1500 or 9000"))?;
+    check_mtu(mtu)
+}
 
 pub fn ip(args: &[&str]) -> io::Result<()> {
     let out = Command::new("ip").args(args).output().map_err(|e| {
@@ -60,12 +93,13 @@ fn sh_in_ns(ns: &str, script: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// The stack-side TUN for namespace `ns`: call from the thread that will drive it.
+/// The stack-side TUN for namespace `ns` at [`DEFAULT_MTU`]: call from the thread that will
+/// drive it.
 pub fn stack_tun(ns: &str, side_a: bool) -> io::Result<TunDevice> {
-    stack_tun_mtu(ns, side_a, 1500)
+    stack_tun_mtu(ns, side_a, DEFAULT_MTU)
 }
 
-/// [`stack_tun`] with another MTU.
+/// [`stack_tun`] with another MTU (a topology's: [`TwoNs::mtu`]).
 pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32) -> io::Result<TunDevice> {
     enter_netns(ns)?;
     TunDevice::create(&TunConfig {
@@ -82,19 +116,28 @@ pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32) -> io::Result<TunDevice> 
 pub struct TwoNs {
     pub a: String,
     pub b: String,
+    /// The MTU of every device: veth or relay TUN devices, and the stack's TUN devices.
+    pub mtu: u32,
     relay: Option<(Arc<AtomicBool>, JoinHandle<io::Result<RelayStats>>)>,
     owned: bool,
 }
 
 impl TwoNs {
     /// Create namespaces `{prefix}-a` and `{prefix}-b`, joined by a veth pair, or by the relay
-    /// with `relay: Some(link)`.
+    /// with `relay: Some(link)`, at [`DEFAULT_MTU`].
     pub fn create(prefix: &str, relay: Option<LinkConfig>) -> io::Result<TwoNs> {
+        TwoNs::create_mtu(prefix, relay, DEFAULT_MTU)
+    }
+
+    /// [`create`](Self::create) with every device at `mtu` ([`check_mtu`]'s range).
+    pub fn create_mtu(prefix: &str, relay: Option<LinkConfig>, mtu: u32) -> io::Result<TwoNs> {
+        let mtu = check_mtu(mtu).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let (a, b) = (format!("{prefix}-a"), format!("{prefix}-b"));
         ip(&["netns", "add", &a])?;
         let mut t = TwoNs {
             a: a.clone(),
             b: b.clone(),
+            mtu,
             relay: None,
             owned: true,
         };
@@ -111,16 +154,14 @@ impl TwoNs {
                 ])?;
                 in_ns(&a, &["ip", "addr", "add", "10.99.0.1/30", "dev", "bthv0"])?;
                 in_ns(&b, &["ip", "addr", "add", "10.99.0.2/30", "dev", "bthv1"])?;
-                in_ns(&a, &["ip", "link", "set", "bthv0", "up"])?;
-                in_ns(&b, &["ip", "link", "set", "bthv1", "up"])?;
+                let mtu = mtu.to_string();
+                in_ns(&a, &["ip", "link", "set", "bthv0", "mtu", &mtu, "up"])?;
+                in_ns(&b, &["ip", "link", "set", "bthv1", "mtu", &mtu, "up"])?;
             }
             Some(link) => {
-                let (tx, rx) = std::sync::mpsc::channel();
                 let stop = Arc::new(AtomicBool::new(false));
                 let (na, nb, st) = (a.clone(), b.clone(), stop.clone());
-                // Named, so profiles and `top -H` tell the relay from the stacks' threads.
-                let relay_thread = std::thread::Builder::new().name("bth-relay".into());
-                let h = relay_thread.spawn(move || -> io::Result<RelayStats> {
+                let set_up = move || {
                     let mk = |ns: &str, name: &str, addr| {
                         enter_netns(ns)?;
                         TunDevice::create(&TunConfig {
@@ -128,30 +169,18 @@ impl TwoNs {
                             addr,
                             prefix: 30,
                             addr6: None,
-                            mtu: 1500,
+                            mtu,
                             // The kernel's GSO super-packets, split only where the
                             // link treats their segments differently.
                             offload: Offload::Segmentation,
                         })
                     };
-                    let ra = mk(&na, "bthr0", A_LINK);
-                    let rb = ra.and_then(|ra| Ok((ra, mk(&nb, "bthr1", B_LINK)?)));
-                    let relay = rb.and_then(|(ra, rb)| Relay::new(ra, rb, link));
-                    let mut relay = match relay {
-                        Ok(r) => {
-                            let _ = tx.send(Ok(()));
-                            r
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Err(e.to_string()));
-                            return Err(e);
-                        }
-                    };
-                    relay.run(&st)
-                })?;
-                rx.recv()
-                    .map_err(|_| io::Error::other("relay thread died"))?
-                    .map_err(io::Error::other)?;
+                    let (ra, rb) = (mk(&na, "bthr0", A_LINK)?, mk(&nb, "bthr1", B_LINK)?);
+                    Relay::new(ra, rb, link)
+                };
+                let run = move |mut relay: Relay| relay.run(&st);
+                // Named, so profiles and `top -H` tell the relay from the stacks' threads.
+                let h = crate::ready::spawn_set_up("bth-relay", set_up, run)?;
                 t.relay = Some((stop, h));
             }
         }
@@ -166,11 +195,13 @@ impl TwoNs {
         Ok(t)
     }
 
-    /// Use namespaces someone else created (e.g. `bth-perf client` joining the server's).
-    pub fn existing(prefix: &str) -> io::Result<TwoNs> {
+    /// Use namespaces someone else created (e.g. `bth-perf client` joining the server's), at
+    /// the MTU they were created with.
+    pub fn existing(prefix: &str, mtu: u32) -> io::Result<TwoNs> {
         let t = TwoNs {
             a: format!("{prefix}-a"),
             b: format!("{prefix}-b"),
+            mtu,
             relay: None,
             owned: false,
         };
@@ -185,6 +216,12 @@ impl TwoNs {
             }
         }
         Ok(t)
+    }
+
+    /// The stack's TUN device in namespace A (`side_a`) or B at the topology's MTU: call from
+    /// the thread that will drive it.
+    pub fn stack_tun(&self, side_a: bool) -> io::Result<TunDevice> {
+        stack_tun_mtu(if side_a { &self.a } else { &self.b }, side_a, self.mtu)
     }
 
     /// Stop the relay (if any) and return what it saw.

@@ -4,6 +4,7 @@
 
 use crate::perf::drive::{run_many, Port, Role};
 use crate::perf::{PerfConfig, PerfReport};
+use crate::ready::spawn_set_up;
 use crate::topology::{self, TwoNs};
 use std::io;
 use std::net::SocketAddrV4;
@@ -29,6 +30,10 @@ pub struct SideRun {
     pub held_max: u64,
     /// Segments placed while an earlier hole was open (direct out-of-order placement).
     pub ooo_placed: u64,
+    /// The connection's MSS as the core kept it (`Config::mss` after its clamps: the port's
+    /// MTU − 40, [`crate::perf::drive::mss_for_mtu`]); a `tcp_bth` data segment carries
+    /// its 40 option bytes less.
+    pub mss: u16,
 }
 
 /// Client and server of one run.
@@ -79,18 +84,15 @@ impl Watch {
             base: self.base.unwrap_or_else(Instant::now),
             held_max: self.held_max,
             ooo_placed: c.stats().ooo_placed,
+            mss: c.config().mss,
         }
     }
 }
 
-/// The stack's TUN device; retried for a while because the previous run's device (same name)
-/// goes away only when the kernel has torn down that run's io_uring, which it does
-/// asynchronously (TUNSETIFF answers EBUSY until then).
-pub fn stack_tun(ns: &str, side_a: bool) -> io::Result<tcp_bth_io::tun::TunDevice> {
-    stack_tun_mtu(ns, side_a, 1500)
-}
-
-/// [`stack_tun`] with another MTU.
+/// The stack's TUN device in namespace `ns` at `mtu` (its topology's, [`TwoNs::mtu`]); retried
+/// for a while because the previous run's device (same name) goes away only when the kernel
+/// has torn down that run's io_uring, which it does asynchronously (TUNSETIFF answers EBUSY
+/// until then).
 pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32) -> io::Result<tcp_bth_io::tun::TunDevice> {
     let until = Instant::now() + Duration::from_secs(5);
     loop {
@@ -198,32 +200,19 @@ pub fn run_apps_many<S: App + Send + 'static, C: App + Send + 'static>(
     (client_cfg, client): (Config, Vec<C>),
     limit: Duration,
 ) -> io::Result<(Sides<S>, Sides<C>)> {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let mtu = ns.mtu;
     let server = {
         let name = ns.a.clone();
-        std::thread::spawn(move || -> io::Result<Sides<S>> {
-            let set_up = stack_tun(&name, true).and_then(|tun| Port::open(tun, topology::A_STACK));
-            let mut port = match set_up {
-                Ok(d) => {
-                    let _ = ready_tx.send(Ok(()));
-                    d
-                }
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.to_string()));
-                    return Err(e);
-                }
-            };
-            drive(&mut port, Role::Listen, server_cfg, server, limit)
-        })
+        spawn_set_up(
+            "bth-server",
+            move || stack_tun_mtu(&name, true, mtu).and_then(|t| Port::open(t, topology::A_STACK)),
+            move |mut port| drive(&mut port, Role::Listen, server_cfg, server, limit),
+        )?
     };
-    ready_rx
-        .recv()
-        .map_err(|_| io::Error::other("server thread died"))?
-        .map_err(io::Error::other)?;
     let client = {
         let name = ns.b.clone();
         std::thread::spawn(move || -> io::Result<Sides<C>> {
-            let tun = stack_tun(&name, false)?;
+            let tun = stack_tun_mtu(&name, false, mtu)?;
             let mut port = Port::open(tun, topology::B_STACK)?;
             let server = SocketAddrV4::new(topology::A_STACK, client_cfg.remote_port);
             drive(&mut port, Role::Connect(server), client_cfg, client, limit)

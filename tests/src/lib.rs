@@ -38,6 +38,16 @@ pub fn established(a: Config, b: Config, link: LinkConfig) -> Pair {
 /// Two connections back to back with a per-segment filter (the core's driver).
 pub use tcp_bth::pair::Wire;
 
+/// A finished command's exit status, stdout and stderr, for an assertion's message.
+pub fn describe_output(o: &std::process::Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Deterministic bytes for tests.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];

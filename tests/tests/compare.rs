@@ -1,7 +1,7 @@
 //! `bth-compare` through its library: the plan, rendering a synthetic result set, and (with
 //! CAP_NET_ADMIN) one small real cell end to end over both stacks.
 
-use bth_tools::compare::{self, render, Link, RunRecord, Stack, Workload};
+use bth_tools::compare::{self, render, CeilingSpec, Link, RunRecord, Stack, Workload};
 use bth_tools::perf::Recovery;
 use std::time::Duration;
 
@@ -94,6 +94,8 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         ooo_placed: (stack == Stack::Ours).then_some(7),
         relay_queue_drops: None,
         grant_holds: None,
+        seg_payload: None,
+        path: None,
         latencies: lat,
     }
 }
@@ -308,6 +310,78 @@ fn a_small_incast_over_tun_counts_relay_drops_per_run() {
     );
 }
 
+/// `bth-compare --mtu 1500,9000` in small: per MTU, in one topology whose every device has that
+/// MTU, the path's ceiling (raw packets), kernel TCP and ours. Every figure is finite and
+/// positive, every message (every ceiling packet) was verified, both stacks' segments are as
+/// large as the MTU allows, and the MTU table has the three rows with both ratios on ours's.
+fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
+    let mut plan = compare::mtu_plan(&[1500, 9000], true);
+    plan.runs = 1;
+    let mut runs = Vec::new();
+    for (i, cell) in plan.cells.iter_mut().enumerate() {
+        cell.count = 8;
+        cell.ceiling = Some(CeilingSpec {
+            warmup_ms: 50,
+            measure_ms: 150,
+        });
+        let prefix = format!("bthcmpm{}-{i}", std::process::id());
+        let r = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
+        assert!(!std::path::Path::new(&format!("/run/netns/{prefix}-a")).exists());
+        let stacks: Vec<Stack> = r.iter().map(|r| r.stack).collect();
+        assert_eq!(stacks, [Stack::Ceiling, Stack::Kernel, Stack::Ours]);
+        for rec in &r {
+            let who = format!("{} {:?}", rec.cell, rec.stack);
+            assert_eq!(rec.error, None, "{who}");
+            assert!(
+                rec.gbps.is_finite() && rec.gbps > 0.0,
+                "{who}: {}",
+                rec.gbps
+            );
+            assert!(rec.elapsed_s.is_finite() && rec.elapsed_s > 0.0, "{who}");
+            assert!(rec.messages > 0 && rec.verified == rec.messages, "{who}");
+        }
+        assert_all_verified(&r[1..], 8);
+        let mtu = cell.mtu;
+        let path = r[0].path.as_ref().expect("the ceiling's figures");
+        assert_eq!(path.mtu, mtu);
+        assert!(path.packets > 0 && path.ip_bytes == path.packets * u64::from(mtu));
+        assert!(path.ip_gbps() > path.gbps() && path.packets_per_sec() > 0.0);
+        // One full segment of ours carries MTU − 40 (headers) − 40 (option area), as one of
+        // the ceiling's packets counts; the kernel's MSS follows the veth's MTU.
+        assert_eq!(r[0].seg_payload, Some(mtu - 80));
+        assert_eq!(r[2].seg_payload, Some(mtu - 80), "ours");
+        let k = r[1].seg_payload.expect("the kernel's MSS");
+        assert!(
+            (mtu - 80..=mtu - 40).contains(&k),
+            "kernel MSS {k} at MTU {mtu}"
+        );
+        runs.extend(r);
+    }
+    let results = compare::summarize(&plan, &runs);
+    for c in &results {
+        for r in [c.ours_over_ceiling, c.ours_over_kernel] {
+            assert!(r.is_some_and(|r| r.is_finite() && r > 0.0), "{}", c.cell.id);
+        }
+    }
+    let t = render::mtu_markdown(&results);
+    assert_eq!(t.lines().count(), 2 + 3 * 2, "{t}");
+    for mtu in ["| 1500 B |", "| 9000 B |"] {
+        assert_eq!(t.matches(mtu).count(), 3, "{mtu}: {t}");
+    }
+    for line in t.lines().filter(|l| l.contains("| ours |")) {
+        assert_eq!(line.matches('×').count(), 2, "{line}");
+    }
+    let js = render::json(&plan, &runs, &results);
+    assert!(js.contains("\"ours_over_ceiling\"") && js.contains("\"stack\": \"ceiling\""));
+    let dir = std::env::temp_dir().join(format!("bth-compare-mtu-{}", std::process::id()));
+    let files = render::charts(&results, &dir).expect("charts");
+    assert!(
+        files.iter().any(|f| f.ends_with("throughput-vs-mtu.svg")),
+        "{files:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 bth_tests::test_main!(
     quick_plan_is_small_and_interleaves_both_stacks,
     renders_a_synthetic_result_set,
@@ -316,4 +390,5 @@ bth_tests::test_main!(
     one_small_spray_cell_runs_both_stacks[NetAdmin],
     a_two_qp_cell_runs_both_stacks[NetAdmin],
     a_small_incast_over_tun_counts_relay_drops_per_run[NetAdmin],
+    a_short_mtu_sweep_reports_ceiling_kernel_and_ours[NetAdmin],
 );

@@ -1,8 +1,11 @@
 //! The comparison plan: which workloads run over which links ([`Cell`]), and the cells of a
 //! full and a quick run ([`plan`]).
 
+use super::path_ceiling::CeilingSpec;
+use super::sizes::human_size;
 use crate::perf::{PerfConfig, PerfOp};
 use crate::relay_args::{clean_relay_link, DEFAULT_REORDER_DEPTH};
+use crate::topology::DEFAULT_MTU;
 use serde::Serialize;
 use std::time::Duration;
 use tcp_bth_io::sim::{LinkConfig, LinkConfigError, Spray, SprayMode};
@@ -191,6 +194,13 @@ pub struct Cell {
     /// a peer without the option gets: received data then waits in the stack's receive queue
     /// and out-of-order store, which the rx-held column measures.
     pub plain: bool,
+    /// The MTU of every device of the cell's topology (veth or relay, the stacks' TUN
+    /// devices): kernel TCP takes its MSS from it, ours MTU − 40 (id suffix `-mtuN` unless
+    /// 1500).
+    pub mtu: u32,
+    /// Each run also measures the path's ceiling at the cell's MTU (raw packets from one
+    /// stack TUN device to the other, no TCP: `path_ceiling`), before kernel and ours.
+    pub ceiling: Option<CeilingSpec>,
 }
 
 impl Cell {
@@ -216,7 +226,34 @@ impl Cell {
             qps: 1,
             admission: true,
             admit: None,
+            mtu: DEFAULT_MTU,
+            ceiling: None,
         }
+    }
+
+    /// The same cell at another MTU (id suffix `-mtu{mtu}`; none at 1500).
+    pub fn with_mtu(mut self, mtu: u32) -> Cell {
+        if mtu != self.mtu {
+            if self.mtu == DEFAULT_MTU {
+                self.id += &format!("-mtu{mtu}");
+            } else {
+                let old = format!("-mtu{}", self.mtu);
+                let new = if mtu == DEFAULT_MTU {
+                    String::new()
+                } else {
+                    format!("-mtu{mtu}")
+                };
+                self.id = self.id.replace(&old, &new);
+            }
+            self.mtu = mtu;
+        }
+        self
+    }
+
+    /// The same cell with the path's ceiling measured in each run (`spec`).
+    pub fn with_ceiling(mut self, spec: CeilingSpec) -> Cell {
+        self.ceiling = Some(spec);
+        self
     }
 
     /// The same workload over `qps` connections at once (id suffix `-q{qps}`), each sending
@@ -228,6 +265,8 @@ impl Cell {
             self.count = self.count.div_ceil(u64::from(qps)).max(1);
             self.qps = qps;
             self.id += &format!("-q{qps}");
+            // The one-connection cell measures the ceiling; its path is this one's.
+            self.ceiling = None;
         }
         self
     }
@@ -369,9 +408,11 @@ pub fn incast_cells(qps: u32, count: u64) -> Vec<Cell> {
 const RELAY_BULK_SIZE: u32 = 1 << 20;
 const RELAY_BULK_COUNT: u64 = 128;
 
-/// The cells: message sizes over veth (bulk and request/response), the impairment sweep over
-/// the relay (bulk 1 MiB and request/response 4 KiB), the reordering-depth sweep and the
-/// spraying sweep (bulk 1 MiB). `quick` is a small subset.
+/// The cells: message sizes over veth (bulk and request/response), the MTU sweep (bulk 1 MiB
+/// over veth at [`FULL_MTUS`](super::FULL_MTUS), each with the path's ceiling; its 1500-byte
+/// cell is the size sweep's bulk-1MiB-veth), the impairment sweep over the relay (bulk 1 MiB
+/// and request/response 4 KiB), the reordering-depth sweep and the spraying sweep (bulk
+/// 1 MiB). `quick` is a small subset.
 pub fn plan(quick: bool) -> Plan {
     use Workload::*;
     let relay = |(reorder, loss): (f64, f64)| Link::relay(reorder, loss);
@@ -405,6 +446,14 @@ pub fn plan(quick: bool) -> Plan {
     };
     for s in SIZES {
         cells.push(Cell::new(Bulk, s, bulk_count(s), Link::Veth));
+    }
+    // The MTU sweep with the path's ceiling at each MTU: its 1500-byte cell is bulk-1MiB-veth.
+    let sweep = super::mtu::sweep_cells(&super::mtu::FULL_MTUS, bulk_count(1 << 20), false);
+    for c in sweep {
+        match cells.iter_mut().find(|x| x.id == c.id) {
+            Some(same) => same.ceiling = c.ceiling,
+            None => cells.push(c),
+        }
     }
     for s in SIZES {
         cells.push(Cell::new(RequestResponse, s, rr_count(s), Link::Veth));
@@ -470,21 +519,40 @@ impl Plan {
         self
     }
 
+    /// Runs of the plan: both stacks' in every cell, and the path ceiling's where a cell
+    /// measures it.
     pub fn total_runs(&self) -> usize {
-        self.cells.len() * self.runs * 2
+        self.cells.len() * self.runs * 2 + self.ceiling_runs()
+    }
+
+    /// Runs of the path's ceiling (raw packets, no TCP) in the plan.
+    pub fn ceiling_runs(&self) -> usize {
+        self.cells.iter().filter(|c| c.ceiling.is_some()).count() * self.runs
     }
 
     /// Human-readable plan (`--dry-run`).
     pub fn describe(&self) -> String {
+        let ceiling = match self.ceiling_runs() {
+            0 => String::new(),
+            n => format!(" + {n} runs of the path's ceiling (ceiling, kernel, ours per run)"),
+        };
         let mut s = format!(
-            "{} cells x {} runs per stack x 2 stacks = {} runs, interleaved kernel/ours per cell\n",
+            "{} cells x {} runs per stack x 2 stacks{ceiling} = {} runs, interleaved kernel/ours \
+             per cell\n",
             self.cells.len(),
             self.runs,
             self.total_runs()
         );
         for c in &self.cells {
+            let mtu = match c.mtu {
+                DEFAULT_MTU => String::new(),
+                m => format!(", MTU {}", human_size(u64::from(m))),
+            };
+            let ceiling = c.ceiling.map_or(String::new(), |spec| {
+                format!("; and the path's ceiling, {}", spec.describe())
+            });
             s += &format!(
-                "  {:<50} {:>16} x {:>6} x {:>2} QPs = {:>10} bytes, depth {:>2}, {}{}\n",
+                "  {:<50} {:>16} x {:>6} x {:>2} QPs = {:>10} bytes, depth {:>2}, {}{mtu}{}{ceiling}\n",
                 c.id,
                 format!("{:?}", c.workload),
                 c.count,

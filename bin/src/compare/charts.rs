@@ -1,11 +1,16 @@
 //! The SVG charts of a comparison, drawn with plotters' SVG backend. Text goes into the SVG as
 //! `<text>` elements and plotters (built without its `ttf`/`ab_glyph` features) only estimates
 //! its size, so drawing needs no font files or fontconfig: the viewer's sans-serif renders it.
+//! A logarithmic x axis has its ticks at the data's x values (the sizes, depths, path counts
+//! measured), not at plotters' powers of ten; sizes read as people read them
+//! ([`human_size`]: `64 B`, `4 KiB`, `9000 B`).
 
+use super::sizes::{human_size, human_size_f64};
 use super::{
-    size_label, CellResult, Link, Summary, Workload, RELAY_REORDER_DEPTH_US,
-    REORDER_DEPTH_SWEEP_RATE, SPRAY_SPREAD_US,
+    CellResult, Link, Summary, Workload, RELAY_REORDER_DEPTH_US, REORDER_DEPTH_SWEEP_RATE,
+    SPRAY_SPREAD_US,
 };
+use crate::topology::DEFAULT_MTU;
 use plotters::drawing::DrawingAreaErrorKind;
 use plotters::prelude::*;
 use std::io;
@@ -36,9 +41,29 @@ fn line_chart(
         x1 += 1.0;
     }
     let y1 = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.15;
+    // The legend goes to the upper corner away from the highest point.
+    let top = pts
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or(x0, |p| p.0);
+    let right_half = match log_x {
+        true => top.ln() - x0.ln() > x1.ln() - top.ln(),
+        false => top - x0 > x1 - top,
+    };
+    let legend_at = match right_half {
+        true => SeriesLabelPosition::UpperLeft,
+        false => SeriesLabelPosition::UpperRight,
+    };
+    let mut ticks: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    ticks.sort_by(f64::total_cmp);
+    ticks.dedup();
     let root = SVGBackend::new(path, (760, 440)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let colors = [RGBColor(0x1f, 0x77, 0xb4), RGBColor(0xd6, 0x27, 0x28)];
+    let colors = [
+        RGBColor(0x1f, 0x77, 0xb4),
+        RGBColor(0xd6, 0x27, 0x28),
+        RGBColor(0x2c, 0xa0, 0x2c),
+    ];
     let mut b = ChartBuilder::on(&root);
     b.caption(title, ("sans-serif", 20))
         .margin(12)
@@ -71,15 +96,14 @@ fn line_chart(
                 .configure_series_labels()
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperRight)
+                .position(legend_at.clone())
                 .draw()
                 .map_err(err)?;
         }};
     }
     if log_x {
-        draw!(b
-            .build_cartesian_2d((x0..x1).log_scale(), 0.0..y1)
-            .map_err(err)?);
+        let x = (x0..x1).log_scale().with_key_points(ticks);
+        draw!(b.build_cartesian_2d(x, 0.0..y1).map_err(err)?);
     } else {
         draw!(b.build_cartesian_2d(x0..x1, 0.0..y1).map_err(err)?);
     }
@@ -89,9 +113,29 @@ fn line_chart(
 
 /// Plain-mode cells are our fallback, not the proposal: kept out of the charts; so are cells
 /// of several connections, which would put a second point at the x of their one-connection
-/// cell.
+/// cell, and cells at another MTU than 1500 (the MTU chart's alone).
 fn charted(c: &CellResult) -> bool {
-    !c.cell.plain && c.cell.qps == 1
+    !c.cell.plain && c.cell.qps == 1 && c.cell.mtu == DEFAULT_MTU
+}
+
+/// The MTU chart's series: Gbit/s of the ceiling, kernel TCP and ours at each MTU whose cell
+/// measured the ceiling.
+fn mtu_series(results: &[CellResult]) -> [(&'static str, Series); 3] {
+    let (mut ceil, mut k, mut o) = (Vec::new(), Vec::new(), Vec::new());
+    for c in results.iter().filter(|c| !c.cell.plain && c.cell.qps == 1) {
+        let Some(ceiling) = &c.ceiling else { continue };
+        let x = f64::from(c.cell.mtu);
+        for (s, into) in [(ceiling, &mut ceil), (&c.kernel, &mut k), (&c.ours, &mut o)] {
+            if s.runs_ok > 0 {
+                into.push((x, s.gbps));
+            }
+        }
+    }
+    [
+        ("kernel TCP", k),
+        ("tcp-bth (ours)", o),
+        ("ceiling: raw packets, no TCP", ceil),
+    ]
 }
 
 fn series(
@@ -177,14 +221,14 @@ fn size_of(results: &[CellResult], keep: impl Fn(&CellResult) -> Option<f64>) ->
     results
         .iter()
         .find(|c| charted(c) && keep(c).is_some())
-        .map_or(String::new(), |c| size_label(c.cell.size))
+        .map_or(String::new(), |c| human_size(u64::from(c.cell.size)))
 }
 
 /// Write the charts into `dir`; returns the files written (charts without data are skipped).
 pub fn charts(results: &[CellResult], dir: &Path) -> io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut out = Vec::new();
-    let size_x = |v: &f64| size_label(v.round() as u32);
+    let size_x = |v: &f64| human_size_f64(*v);
     let pct_x = |v: &f64| format!("{v}%");
     let bulk_veth = |c: &CellResult| {
         (c.cell.link == Link::Veth && c.cell.workload == Workload::Bulk)
@@ -198,6 +242,23 @@ pub fn charts(results: &[CellResult], dir: &Path) -> io::Result<Vec<PathBuf>> {
             "Bulk one-way throughput vs message size (veth)",
             "message size",
             "Gbit/s",
+            true,
+            &s,
+            &size_x,
+        )?;
+        out.push(p);
+    }
+    let s = mtu_series(results);
+    if s.iter().any(|(_, v)| v.len() > 1) {
+        let p = dir.join("throughput-vs-mtu.svg");
+        line_chart(
+            &p,
+            &format!(
+                "Bulk {} throughput vs MTU (veth): the path's ceiling, kernel TCP, ours",
+                human_size(u64::from(super::MTU_SWEEP_SIZE))
+            ),
+            "MTU (every device of the path)",
+            "Gbit/s (payload)",
             true,
             &s,
             &size_x,

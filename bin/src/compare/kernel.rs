@@ -39,6 +39,9 @@ pub struct KernelRun {
     pub max_rmem: u64,
     /// Messages the server read whose every byte matched what the client sent.
     pub verified: u64,
+    /// The client's `tcpi_snd_mss` (payload bytes per full segment: the MSS the device's MTU
+    /// gave, less the options it sends), the largest over its connections.
+    pub client_mss: Option<u32>,
 }
 
 /// Message `i`'s payload: the same pattern our stack's perf apps send (`perf::payload`), so
@@ -51,7 +54,8 @@ fn runtime() -> io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-fn total_retrans(fd: i32) -> u64 {
+/// The socket's `TCP_INFO`, if the kernel gives it.
+fn tcp_info(fd: i32) -> Option<libc::tcp_info> {
     // SAFETY: tcp_info is plain old data; getsockopt writes at most `len` bytes.
     let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -65,11 +69,11 @@ fn total_retrans(fd: i32) -> u64 {
             &mut len,
         )
     };
-    if rc == 0 {
-        u64::from(ti.tcpi_total_retrans)
-    } else {
-        0
-    }
+    (rc == 0).then_some(ti)
+}
+
+fn total_retrans(fd: i32) -> u64 {
+    tcp_info(fd).map_or(0, |ti| u64::from(ti.tcpi_total_retrans))
 }
 
 /// (SIOCINQ, SO_MEMINFO rmem_alloc) of a socket.
@@ -191,6 +195,8 @@ struct ClientOut {
     start: Instant,
     end: Instant,
     retrans: u64,
+    /// `tcpi_snd_mss` at the end.
+    mss: Option<u32>,
 }
 
 /// Open `cell.qps` connections and run the cell's workload on each in a task of this
@@ -246,6 +252,7 @@ async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
         start,
         end,
         retrans: total_retrans(fd),
+        mss: tcp_info(fd).map(|ti| ti.tcpi_snd_mss),
     })
 }
 
@@ -332,6 +339,7 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
         out.messages += messages;
         out.verified += s.verified;
         out.client_retrans += c.retrans;
+        out.client_mss = out.client_mss.max(c.mss);
         out.server_retrans += s.retrans;
         out.max_inq += s.max_inq;
         out.max_rmem += s.max_rmem;

@@ -2,17 +2,22 @@
 //! messages) and over our stack (the `perf` apps on the io_uring TUN path), between the two
 //! namespaces of [`TwoNs`], runs of the two stacks interleaved per cell (A B A B).
 //!
-//! Library side of the tool: plan building ([`plan`]), running ([`run_cell`]), summaries
-//! ([`summarize`]) and rendering ([`render`]), so tests can check the plan and the rendering
-//! without root and run one small cell end to end with it.
+//! Library side of the tool: plan building ([`plan`], [`mtu_plan`]), running ([`run_cell`]),
+//! summaries ([`summarize`]) and rendering ([`render`]), so tests can check the plan and the
+//! rendering without root and run one small cell end to end with it. A cell may also measure
+//! the path's ceiling at its MTU ([`path_ceiling`]: raw packets, no TCP), reported beside the
+//! two stacks with both ratios ([`render::mtu_markdown`]).
 
 pub mod ceiling;
 mod cells;
 mod charts;
 pub mod extra;
 pub mod kernel;
+mod mtu;
 mod ours;
+pub mod path_ceiling;
 pub mod render;
+pub mod sizes;
 
 pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};
 pub use cells::{
@@ -20,6 +25,8 @@ pub use cells::{
     INCAST_DEPTH, INCAST_LINK, RELAY_REORDER_DEPTH_US, REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE,
     SIZES, SPRAY_PATHS, SPRAY_SPREAD_US,
 };
+pub use mtu::{mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
+pub use path_ceiling::{CeilingSpec, PathCeiling};
 
 use crate::perf::Recovery;
 use crate::topology::TwoNs;
@@ -32,6 +39,9 @@ use std::time::Duration;
 pub enum Stack {
     Kernel,
     Ours,
+    /// No TCP: raw MTU-sized packets from one stack TUN device to the other through the
+    /// cell's topology, the path's ceiling ([`path_ceiling`]).
+    Ceiling,
 }
 
 impl Stack {
@@ -39,11 +49,15 @@ impl Stack {
         match self {
             Stack::Kernel => "kernel",
             Stack::Ours => "ours",
+            Stack::Ceiling => "ceiling",
         }
     }
 }
 
-/// One run of one stack in one cell: everything the report needs, raw.
+/// One run of one stack in one cell: everything the report needs, raw. A ceiling run
+/// ([`Stack::Ceiling`]) counts packets as messages and payload-equivalent bytes
+/// ([`PathCeiling::payload_bytes`]) as bytes; its CPU is the sender's (client) and the
+/// receiver's (server); its other figures are in `path`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRecord {
     pub cell: String,
@@ -92,6 +106,12 @@ pub struct RunRecord {
     /// Ours only: how often the senders held data back for the receiver's grant
     /// (`Stats::grant_holds` of the client's connections, summed).
     pub grant_holds: Option<u64>,
+    /// Payload bytes in one full data segment from the client: kernel, `tcpi_snd_mss` (its
+    /// MSS less the options it sends); ours, `Config::mss` less the `tcp_bth` option area
+    /// (tcp_bth runs only); the ceiling, [`path_ceiling::payload_per_packet`].
+    pub seg_payload: Option<u32>,
+    /// Ceiling only: what the receiver counted.
+    pub path: Option<PathCeiling>,
     /// Per-message latencies, sorted (bulk: one way, client post to server completion;
     /// request/response: round trip). Not written to the JSON file.
     #[serde(skip)]
@@ -136,6 +156,8 @@ impl RunRecord {
             ooo_placed: None,
             relay_queue_drops: None,
             grant_holds: None,
+            seg_payload: None,
+            path: None,
             latencies: Vec::new(),
         }
     }
@@ -172,6 +194,7 @@ fn run_kernel(ns: &TwoNs, cell: &Cell, run: usize, port: u16) -> io::Result<RunR
         server_retrans: k.server_retrans,
         rx_held_max: k.max_rmem,
         kernel_max_inq: Some(k.max_inq),
+        seg_payload: k.client_mss,
         ..RunRecord::empty(cell, Stack::Kernel, run)
     };
     r.fill_rates(k.latencies);
@@ -183,12 +206,14 @@ fn run_stack(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunRecord {
     let r = match stack {
         Stack::Kernel => run_kernel(ns, cell, run, 5001 + run as u16),
         Stack::Ours => ours::run(ns, cell, run),
+        Stack::Ceiling => mtu::run_ceiling(ns, cell, run),
     };
     r.unwrap_or_else(|e| RunRecord::failed(cell, stack, run, &e))
 }
 
-/// Run every run of `cell` in a fresh topology named `{prefix}-a`/`-b` (deleted on return,
-/// also on error), kernel and ours alternating. A cell whose relay counts drops
+/// Run every run of `cell` in a fresh topology named `{prefix}-a`/`-b` at the cell's MTU
+/// (deleted on return, also on error), kernel and ours alternating; a cell that measures the
+/// path's ceiling runs it first in each run (ceiling, kernel, ours). A cell whose relay counts drops
 /// ([`Link::per_run_topology`]) gets a topology per run instead (`{prefix}k0`, `{prefix}o0`,
 /// …), so each run's record has the drops of that run alone. `progress` is called after each
 /// run.
@@ -201,17 +226,21 @@ pub fn run_cell(
 ) -> io::Result<Vec<RunRecord>> {
     let link = cell.link.link_config(seed).map_err(io::Error::other)?;
     let shared = match cell.link.per_run_topology() {
-        false => Some(TwoNs::create(prefix, link.clone())?),
+        false => Some(TwoNs::create_mtu(prefix, link.clone(), cell.mtu)?),
         true => None,
+    };
+    let stacks: &[Stack] = match cell.ceiling {
+        Some(_) => &[Stack::Ceiling, Stack::Kernel, Stack::Ours],
+        None => &[Stack::Kernel, Stack::Ours],
     };
     let mut out = Vec::new();
     for run in 0..runs {
-        for stack in [Stack::Kernel, Stack::Ours] {
+        for &stack in stacks {
             let r = match &shared {
                 Some(ns) => run_stack(ns, cell, stack, run),
                 None => {
                     let name = format!("{prefix}{}{run}", &stack.name()[..1]);
-                    let mut ns = TwoNs::create(&name, link.clone())?;
+                    let mut ns = TwoNs::create_mtu(&name, link.clone(), cell.mtu)?;
                     let mut r = run_stack(&ns, cell, stack, run);
                     let relay = ns.stop_relay();
                     r.relay_queue_drops =
@@ -260,20 +289,35 @@ pub struct Summary {
     /// our senders' grant holds.
     pub relay_queue_drops: Option<f64>,
     pub grant_holds: Option<f64>,
+    /// Payload bytes per full data segment (the first successful run's; they all agree).
+    pub seg_payload: Option<u32>,
+    /// Ceiling only, medians over runs: IP-level Gbit/s and packets lost on the path.
+    pub ip_gbps: Option<f64>,
+    pub lost: Option<f64>,
 }
 
-/// Both stacks' figures for one cell.
+/// Both stacks' figures for one cell, and the path's ceiling where the cell measured it.
 #[derive(Debug, Clone, Serialize)]
 pub struct CellResult {
     pub cell: Cell,
     pub kernel: Summary,
     pub ours: Summary,
+    pub ceiling: Option<Summary>,
+    /// ours / kernel median Gbit/s ([`CellResult::ratio`]).
+    pub ours_over_kernel: Option<f64>,
+    /// ours / ceiling median Gbit/s (payload-equivalent: [`PathCeiling::gbps`]).
+    pub ours_over_ceiling: Option<f64>,
+}
+
+/// `ours` over `base` Gbit/s, when both have a figure.
+fn gbps_ratio(ours: &Summary, base: &Summary) -> Option<f64> {
+    (base.runs_ok > 0 && base.gbps > 0.0 && ours.runs_ok > 0).then(|| ours.gbps / base.gbps)
 }
 
 impl CellResult {
     /// ours / kernel throughput.
     pub fn ratio(&self) -> Option<f64> {
-        (self.kernel.gbps > 0.0 && self.ours.runs_ok > 0).then(|| self.ours.gbps / self.kernel.gbps)
+        self.ours_over_kernel
     }
 }
 
@@ -353,7 +397,16 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         kernel_max_inq: ok.iter().filter_map(|r| r.kernel_max_inq).max(),
         relay_queue_drops: median_of(&ok, |r| r.relay_queue_drops),
         grant_holds: median_of(&ok, |r| r.grant_holds),
+        seg_payload: ok.iter().find_map(|r| r.seg_payload),
+        ip_gbps: path_median(&ok, PathCeiling::ip_gbps),
+        lost: path_median(&ok, |p| p.lost as f64),
     }
+}
+
+/// Median of a ceiling figure over the runs that measured one.
+fn path_median(runs: &[&&RunRecord], f: fn(&PathCeiling) -> f64) -> Option<f64> {
+    let v: Vec<f64> = runs.iter().filter_map(|r| r.path.as_ref()).map(f).collect();
+    (!v.is_empty()).then(|| median(v))
 }
 
 /// Per-cell figures of both stacks, in plan order.
@@ -367,10 +420,20 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<CellResult> {
                     .filter(|r| r.cell == c.id && r.stack == s)
                     .collect()
             };
+            let (kernel, ours) = (
+                summary(Stack::Kernel, &of(Stack::Kernel)),
+                summary(Stack::Ours, &of(Stack::Ours)),
+            );
+            let ceiling = c
+                .ceiling
+                .map(|_| summary(Stack::Ceiling, &of(Stack::Ceiling)));
             CellResult {
                 cell: c.clone(),
-                kernel: summary(Stack::Kernel, &of(Stack::Kernel)),
-                ours: summary(Stack::Ours, &of(Stack::Ours)),
+                ours_over_kernel: gbps_ratio(&ours, &kernel),
+                ours_over_ceiling: ceiling.as_ref().and_then(|c| gbps_ratio(&ours, c)),
+                kernel,
+                ours,
+                ceiling,
             }
         })
         .collect()

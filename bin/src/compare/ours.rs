@@ -93,6 +93,15 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> 
     rec.server_recovery = Some(sr);
     rec.ooo_placed = Some(ooo);
     rec.grant_holds = Some(r.grant_holds);
+    // A tcp_bth data segment carries the MSS less the option area.
+    let option_area = tcp_bth::wire::MAX_OPTIONS_LEN as u32;
+    rec.seg_payload = (!cell.plain)
+        .then(|| {
+            r.pairs
+                .first()
+                .map(|p| u32::from(p.client.mss).saturating_sub(option_area))
+        })
+        .flatten();
     rec.fill_rates(latencies);
     Ok(rec)
 }

@@ -1,7 +1,9 @@
-//! Rendering a comparison: the Markdown table, the JSON file of raw runs, the SVG charts
-//! ([`charts`], in `charts.rs`).
+//! Rendering a comparison: the Markdown tables (every cell; the incast cells; the path's
+//! ceiling beside both stacks per MTU), the JSON file of raw runs, the SVG charts ([`charts`],
+//! in `charts.rs`).
 
 pub use super::charts::charts;
+use super::sizes::human_size;
 use super::{CellResult, Plan, RunRecord, Summary};
 use serde::Serialize;
 
@@ -28,6 +30,7 @@ fn stack_name(c: &CellResult, s: &Summary) -> &'static str {
         super::Stack::Ours if c.cell.plain => "ours (plain)",
         super::Stack::Ours if !c.cell.admission => "ours (no admission)",
         super::Stack::Ours => "ours",
+        super::Stack::Ceiling => "ceiling (raw packets, no TCP)",
     }
 }
 
@@ -86,7 +89,56 @@ pub fn markdown(results: &[CellResult]) -> String {
 }
 
 fn ratio(c: &CellResult) -> String {
-    c.ratio().map_or("–".into(), |r| format!("{r:.2}×"))
+    times(c.ratio())
+}
+
+fn times(r: Option<f64>) -> String {
+    r.map_or("–".into(), |r| format!("{r:.2}×"))
+}
+
+/// The path's ceiling beside both stacks, per MTU (empty if no cell measured the ceiling):
+/// three rows a cell — ceiling, kernel, ours — with ours/ceiling and ours/kernel on ours's
+/// row. Gbit/s is payload for every row: the stacks' message bytes, the ceiling's packets ×
+/// the payload of one full-MTU segment of ours; IP Gbit/s and packets/s (with the packets
+/// the path lost) are the ceiling's own.
+pub fn mtu_markdown(results: &[CellResult]) -> String {
+    let mut s = String::new();
+    for c in results {
+        let Some(ceiling) = &c.ceiling else { continue };
+        if s.is_empty() {
+            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (lost on the path) | payload per full segment | CPU s/GB send / receive | ours/ceiling | ours/kernel |\n\
+                  |---|---|---|---|---|---|---|---|---|---|---|\n";
+        }
+        let mtu = human_size(u64::from(c.cell.mtu));
+        for (sm, ratios) in [
+            (ceiling, ["", ""].map(String::from)),
+            (&c.kernel, ["", ""].map(String::from)),
+            (
+                &c.ours,
+                [times(c.ours_over_ceiling), times(c.ours_over_kernel)],
+            ),
+        ] {
+            let ceiling_only = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+            let pps = sm
+                .lost
+                .map(|lost| format!("{:.0} ({lost:.0})", sm.msgs_per_sec));
+            s += &format!(
+                "| {mtu} | {} | {} | {} | {:.3} | {} | {} | {} | {:.2} / {:.2} | {} | {} |\n",
+                c.cell.id,
+                stack_name(c, sm),
+                runs(sm),
+                sm.gbps,
+                ceiling_only(sm.ip_gbps.map(|g| format!("{g:.3}"))),
+                ceiling_only(pps),
+                sm.seg_payload.map_or("–".into(), |p| format!("{p} B")),
+                sm.cpu_client_s_per_gb,
+                sm.cpu_server_s_per_gb,
+                ratios[0],
+                ratios[1],
+            );
+        }
+    }
+    s
 }
 
 fn opt_count(v: Option<f64>) -> String {

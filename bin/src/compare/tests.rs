@@ -34,6 +34,8 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         ooo_placed: None,
         relay_queue_drops: None,
         grant_holds: None,
+        seg_payload: None,
+        path: None,
         latencies: vec![Duration::from_micros(500)],
     }
 }
@@ -204,4 +206,74 @@ fn spraying_cells_are_named_by_paths_and_spread_and_build_a_valid_link() {
         spread_us: 200,
     };
     assert!(bad.link_config(1).is_err());
+}
+
+/// The labels of an SVG's `<text>` elements.
+fn texts(svg: &str) -> Vec<&str> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim()))
+        .collect()
+}
+
+#[test]
+fn the_size_axis_reads_as_people_read_sizes() {
+    let cells = SIZES
+        .into_iter()
+        .map(|s| Cell::new(Workload::Bulk, s, 16, Link::Veth))
+        .collect();
+    let dir = temp_dir("sizes");
+    let files = render::charts(&results_of(cells), &dir).expect("charts");
+    let chart = dir.join("throughput-vs-size.svg");
+    assert!(files.contains(&chart), "{files:?}");
+    assert_both_series(&chart);
+    let svg = std::fs::read_to_string(&chart).expect("chart");
+    let labels = texts(&svg);
+    // A tick at every size measured, and none at plotters' own powers of ten.
+    for want in ["64 B", "4 KiB", "64 KiB", "1 MiB", "16 MiB − 1 B"] {
+        assert!(labels.contains(&want), "{want:?} not in {labels:?}");
+    }
+    for l in &labels {
+        assert!(!l.ends_with("0B") && !l.contains("00000"), "{l:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_mtu_chart_has_the_ceiling_kernel_and_ours_at_each_mtu() {
+    let cells = mtu_plan(&FULL_MTUS, false).cells;
+    let mut runs = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        let g = 1.0 + i as f64;
+        runs.push(fake(c, Stack::Ceiling, 0, 4.0 * g));
+        runs.push(fake(c, Stack::Kernel, 0, 3.0 * g));
+        runs.push(fake(c, Stack::Ours, 0, g));
+    }
+    let plan = Plan {
+        quick: false,
+        runs: 1,
+        cells,
+    };
+    // The sweep's other-MTU cells stay out of the size chart: only the MTU chart.
+    let dir = temp_dir("mtu");
+    let files = render::charts(&summarize(&plan, &runs), &dir).expect("charts");
+    let chart = dir.join("throughput-vs-mtu.svg");
+    assert_eq!(files, std::slice::from_ref(&chart));
+    assert_both_series(&chart);
+    let svg = std::fs::read_to_string(&chart).expect("chart");
+    assert!(
+        svg.contains("ceiling: raw packets, no TCP"),
+        "the ceiling's legend"
+    );
+    let lines = svg.split("<polyline").skip(1);
+    assert!(
+        lines.filter(|l| l.contains("#2CA02C")).count() >= 1,
+        "its line"
+    );
+    assert_eq!(svg.matches("<circle").count(), 3 * FULL_MTUS.len());
+    let labels = texts(&svg);
+    for want in ["1500 B", "4 KiB", "9000 B", "65000 B"] {
+        assert!(labels.contains(&want), "{want:?} not in {labels:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -37,10 +37,21 @@ pub enum Role {
     Connect(SocketAddrV4),
 }
 
+/// Bytes of IPv4 and TCP header without options: what `tcp_bth::Config::mss` leaves out of
+/// the MTU (RFC 6691).
+pub const IPV4_TCP_HEADERS: u32 = 40;
+
+/// Our connections' MSS on a device of MTU `mtu`: MTU − 40 (`tcp_bth::Config::mss`; an IPv6
+/// connection takes 20 more off itself, and the core clamps it to what one IPv4 packet
+/// holds).
+pub fn mss_for_mtu(mtu: u32) -> u16 {
+    u16::try_from(mtu.saturating_sub(IPV4_TCP_HEADERS)).unwrap_or(u16::MAX)
+}
+
 /// A TUN device with its driver and the endpoint it serves: our stack's address behind it.
 /// The endpoint lives as long as the port, so a server listens once for every row and
 /// connection, and connections that arrive before their app is ready wait in its accept
-/// queue.
+/// queue. Every connection on it takes its MSS from the device's MTU ([`mss_for_mtu`]).
 pub struct Port {
     driver: Driver,
     local: Ipv4Addr,
@@ -69,6 +80,11 @@ impl Port {
 
     pub fn local(&self) -> Ipv4Addr {
         self.local
+    }
+
+    /// The device's MTU.
+    pub fn mtu(&self) -> u32 {
+        self.driver.device().mtu()
     }
 
     /// The driver's counters, over every connection run so far.
@@ -103,9 +119,9 @@ pub fn run_one(
 /// Run one connection per app at once (`-q`), all on `port`'s one endpoint and driver, until
 /// every app is done or `limit` has passed. A server hands connections to its apps in the
 /// order they are accepted; a client opens them all at once, each from its own port (`conn`'s
-/// `local_port`, plus the app's index; 0: ephemeral ports). Returns each app's connection as
-/// the driver left it (None: it never opened). `each_turn` sees the apps after every turn
-/// (progress).
+/// `local_port`, plus the app's index; 0: ephemeral ports). `conn`'s MSS is replaced by the
+/// port's ([`mss_for_mtu`] of its device). Returns each app's connection as the driver left it
+/// (None: it never opened). `each_turn` sees the apps after every turn (progress).
 pub fn run_many<A: App>(
     port: &mut Port,
     role: Role,
@@ -114,6 +130,7 @@ pub fn run_many<A: App>(
     apps: &mut [A],
     each_turn: impl FnMut(&[A]),
 ) -> io::Result<Vec<Option<Connection>>> {
+    conn.mss = mss_for_mtu(port.mtu());
     if let Role::Listen = role {
         if port.listening != Some(conn.local_port) {
             port.ep.listen(conn.local_port, conn.clone());

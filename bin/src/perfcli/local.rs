@@ -73,8 +73,11 @@ pub fn run_local(args: &PerfArgs, relay: &RelayArgs, prefix: &str) -> Result<boo
     if let Some(l) = &link {
         say(describe_link(l));
     }
-    let via = if link.is_some() { "relay" } else { "veth" };
-    let mut ns = TwoNs::create(prefix, link).map_err(|e| e.to_string())?;
+    let via = match link {
+        Some(_) => format!("relay, MTU {}", args.mtu),
+        None => format!("veth, MTU {}", args.mtu),
+    };
+    let mut ns = TwoNs::create_mtu(prefix, link, args.mtu).map_err(|e| e.to_string())?;
     let connection = format!(
         "{} -> {}:{} (namespaces {} and {}, {via})",
         topology::B_STACK,

@@ -2,7 +2,8 @@
 //! TUN path) between two network namespaces, interleaved runs, a Markdown table, a JSON file of
 //! every run and SVG charts.
 
-use bth_tools::compare::{self, render, RunRecord, Stack};
+use bth_tools::compare::{self, render, RunRecord};
+use bth_tools::topology::parse_mtu;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -35,8 +36,21 @@ use std::time::Instant;
         endpoint against 8 kernel sockets; --qps runs every cell so) and the same incast over \
         TUN (incast-tun-*: 16 client connections into one server through the relay as a \
         500 Mbit/s bottleneck with a 256 KiB drop-tail queue, ours with admission off and on, \
-        kernel TCP beside it; a table of its own with the relay's queue drops per run). Needs root (CAP_NET_ADMIN) and iproute2, \
-        except with --dry-run; --dry-run lists every cell."
+        kernel TCP beside it; a table of its own with the relay's queue drops per run).\n\n\
+        MTU: every device of a cell's topology (veth or relay, both stacks' TUN devices) has \
+        the cell's MTU (1500 unless its id ends in -mtuN); kernel TCP takes its MSS from it, \
+        ours MTU - 40. The full plan sweeps bulk 1 MiB SEND over veth at MTU 1500, 4096, 9000 \
+        and 65000, and --mtu 1500,9000,65000 runs only that sweep at the MTUs given. Each \
+        sweep cell also measures the path's ceiling in the same topology: the same io_uring \
+        driver on A's stack TUN device writes raw MTU-sized IPv4 packets (protocol 253) as fast \
+        as it can, the kernel forwards them over veth into B's TUN device, B's driver counts \
+        them (1 s after 0.2 s of warm-up; --quick 0.3 s after 0.1 s). Its Gbit/s counts what \
+        our stack would carry in as many packets (MTU - 80 payload bytes each), so it compares \
+        with the stacks' payload Gbit/s; its IP Gbit/s counts whole packets. A table of its own \
+        gives ceiling, kernel and ours per MTU with ours/ceiling and ours/kernel, and \
+        throughput-vs-mtu.svg charts the three.\n\n\
+        Needs root (CAP_NET_ADMIN) and iproute2, except with --dry-run; --dry-run lists every \
+        cell."
 )]
 struct Cli {
     /// A small subset (6 cells, one of them spraying; 2 runs per stack, small byte counts):
@@ -58,6 +72,13 @@ struct Cli {
     /// shared out among them (cell id suffix `-qN`). Works with --quick and --only.
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     qps: Vec<u32>,
+    /// Instead of the plan: the MTU sweep at these MTUs (bytes, 576 to 65535), e.g. `--mtu
+    /// 1500,9000,65000`. Per MTU, every device of the topology at that MTU: the path's
+    /// ceiling (raw packets through the same TUN devices and veth, no TCP), kernel TCP and
+    /// ours, bulk 1 MiB SEND over veth, with ours/ceiling and ours/kernel. Works with
+    /// --quick (fewer bytes, shorter ceiling), --runs, --only and --dry-run.
+    #[arg(long, value_delimiter = ',', value_name = "BYTES,...", value_parser = parse_mtu)]
+    mtu: Vec<u32>,
     /// Where to write the JSON file of every run.
     #[arg(long, default_value = "bth-compare.json")]
     json: PathBuf,
@@ -79,7 +100,11 @@ fn main() -> ExitCode {
         eprintln!("bth-compare: --qps counts start at 1");
         return ExitCode::FAILURE;
     }
-    let mut plan = compare::plan(cli.quick).with_qps(&cli.qps);
+    let plan = match cli.mtu.is_empty() {
+        true => compare::plan(cli.quick),
+        false => compare::mtu_plan(&cli.mtu, cli.quick),
+    };
+    let mut plan = plan.with_qps(&cli.qps);
     if let Some(r) = cli.runs {
         plan.runs = r.max(1);
     }
@@ -131,11 +156,7 @@ fn main() -> ExitCode {
         let res = compare::run_cell(cell, plan.runs, &prefix, cli.seed, |r| {
             bar.inc(1);
             if let Some(e) = &r.error {
-                let who = if r.stack == Stack::Ours {
-                    "ours"
-                } else {
-                    "kernel"
-                };
+                let who = r.stack.name();
                 bar.println(format!("{} run {} ({who}) failed: {e}", r.cell, r.run));
             }
         });
@@ -152,6 +173,13 @@ fn main() -> ExitCode {
     let results = compare::summarize(&plan, &records);
     if results.iter().any(|c| !c.cell.is_incast()) {
         println!("{}", render::markdown(&results));
+    }
+    let mtu = render::mtu_markdown(&results);
+    if !mtu.is_empty() {
+        println!(
+            "path ceiling, kernel TCP and ours per MTU (Gbit/s of payload; the ceiling's: what \
+             ours would carry in as many packets, MTU - 80 bytes each):\n\n{mtu}"
+        );
     }
     let incast = render::incast_markdown(&results);
     if !incast.is_empty() {
@@ -174,7 +202,9 @@ fn main() -> ExitCode {
         }
     }
     // The full run's other rows: the relay's own ceiling, and the incast scenario (simulator).
-    let wanted = |what: &str| !cli.quick && cli.only.as_deref().is_none_or(|f| what.contains(f));
+    let wanted = |what: &str| {
+        !cli.quick && cli.mtu.is_empty() && cli.only.as_deref().is_none_or(|f| what.contains(f))
+    };
     if wanted("relay-ceiling") {
         println!(
             "\n{}",

@@ -1,0 +1,235 @@
+//! The MTU sweep: bulk 1 MiB SEND over veth at each MTU, every device of the topology at that
+//! MTU (`TwoNs::create_mtu`), with the path's ceiling measured in the same topology
+//! ([`path_ceiling`](super::path_ceiling)) — ceiling, kernel TCP and ours side by side, and
+//! ours/ceiling beside ours/kernel (`render::mtu_markdown`, the `throughput-vs-mtu` chart).
+//! `bth-compare --mtu 1500,9000,65000` runs it alone ([`mtu_plan`]); the full plan has it at
+//! [`FULL_MTUS`] ([`sweep_cells`]).
+
+use super::path_ceiling::{measure, payload_per_packet, CeilingSpec};
+use super::{Cell, Link, Plan, RunRecord, Stack, Workload};
+use crate::topology::TwoNs;
+use std::io;
+
+/// The MTUs of the full plan: Ethernet's, RoCE's 4096, jumbo frames, and 65000 (near the
+/// largest IPv4 packet; the cookie MSS table of the core has 64960 = 65000 − 40).
+pub const FULL_MTUS: [u32; 4] = [1500, 4096, 9000, 65_000];
+
+/// The sweep's message size: 1 MiB, bulk.
+pub const MTU_SWEEP_SIZE: u32 = 1 << 20;
+
+/// Messages per run: the full plan's bulk 1 MiB count, and `--quick`'s.
+const COUNT: u64 = 256;
+const QUICK_COUNT: u64 = 32;
+
+/// The ceiling's warm-up and window: 1 s measured after 0.2 s (`--quick`: 0.3 s after 0.1 s).
+const CEILING: CeilingSpec = CeilingSpec {
+    warmup_ms: 200,
+    measure_ms: 1000,
+};
+const QUICK_CEILING: CeilingSpec = CeilingSpec {
+    warmup_ms: 100,
+    measure_ms: 300,
+};
+
+/// The sweep's cells: bulk 1 MiB over veth at each MTU of `mtus` (duplicates run once),
+/// `count` messages a run, the path's ceiling measured in each run.
+pub fn sweep_cells(mtus: &[u32], count: u64, quick: bool) -> Vec<Cell> {
+    let spec = if quick { QUICK_CEILING } else { CEILING };
+    let mut cells: Vec<Cell> = Vec::new();
+    for &mtu in mtus {
+        let c = Cell::new(Workload::Bulk, MTU_SWEEP_SIZE, count, Link::Veth)
+            .with_mtu(mtu)
+            .with_ceiling(spec);
+        if !cells.iter().any(|x| x.id == c.id) {
+            cells.push(c);
+        }
+    }
+    cells
+}
+
+/// `bth-compare --mtu …`: the sweep alone at `mtus` (3 runs, or 2 with `quick`, which also
+/// moves fewer bytes and measures the ceiling for less time).
+pub fn mtu_plan(mtus: &[u32], quick: bool) -> Plan {
+    let count = if quick { QUICK_COUNT } else { COUNT };
+    Plan {
+        quick,
+        runs: if quick { 2 } else { 3 },
+        cells: sweep_cells(mtus, count, quick),
+    }
+}
+
+/// One ceiling run in `ns` (the cell's topology, at its MTU) as a run record: packets as
+/// messages (each checked by length, header and sequence number), payload-equivalent bytes.
+pub(super) fn run_ceiling(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
+    let spec = cell
+        .ceiling
+        .ok_or_else(|| io::Error::other(format!("{} measures no ceiling", cell.id)))?;
+    let c = measure(ns, &spec)?;
+    if c.packets == 0 {
+        return Err(io::Error::other("no packet arrived in the measured window"));
+    }
+    let mut r = RunRecord {
+        messages: c.packets,
+        verified: c.packets,
+        bytes: c.payload_bytes(),
+        elapsed_s: c.elapsed_s,
+        cpu_client_s: c.sender_cpu_s,
+        cpu_server_s: c.receiver_cpu_s,
+        seg_payload: Some(payload_per_packet(c.mtu)),
+        ..RunRecord::empty(cell, Stack::Ceiling, run)
+    };
+    r.fill_rates(Vec::new());
+    r.path = Some(c);
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{plan, summarize, Plan};
+    use super::*;
+    use crate::compare::tests::fake;
+    use crate::compare::PathCeiling;
+
+    #[test]
+    fn the_sweep_has_one_ceiling_cell_per_mtu_and_the_full_plan_has_it() {
+        let p = mtu_plan(&[1500, 9000, 65_000, 9000], false);
+        let ids: Vec<&str> = p.cells.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "bulk-1MiB-veth",
+                "bulk-1MiB-veth-mtu9000",
+                "bulk-1MiB-veth-mtu65000"
+            ]
+        );
+        assert!(p
+            .cells
+            .iter()
+            .all(|c| c.ceiling.is_some() && c.size == 1 << 20));
+        assert_eq!(
+            p.cells.iter().map(|c| c.mtu).collect::<Vec<_>>(),
+            [1500, 9000, 65_000]
+        );
+        assert_eq!(p.total_runs(), 3 * 3 * 3);
+        let d = p.describe();
+        assert!(
+            d.contains("MTU 9000 B") && d.contains("path's ceiling"),
+            "{d}"
+        );
+        let q = mtu_plan(&[4096], true);
+        assert_eq!((q.runs, q.cells[0].count), (2, QUICK_COUNT));
+        assert!(q.describe().contains("MTU 4 KiB"), "{}", q.describe());
+
+        // The full plan: its 1500-byte cell is bulk-1MiB-veth with the ceiling, once.
+        let full = plan(false);
+        for mtu in FULL_MTUS {
+            let c: Vec<&Cell> = full
+                .cells
+                .iter()
+                .filter(|c| c.mtu == mtu && c.ceiling.is_some())
+                .collect();
+            assert_eq!(c.len(), 1, "MTU {mtu}");
+            assert_eq!((c[0].size, c[0].link), (1 << 20, Link::Veth));
+        }
+        assert_eq!(full.ceiling_runs(), FULL_MTUS.len() * full.runs);
+        assert!(full
+            .cells
+            .iter()
+            .any(|c| c.id == "bulk-1MiB-veth" && c.ceiling.is_some()));
+        // `--qps` leaves the ceiling to the one-connection cell.
+        let q = mtu_plan(&[9000], false).with_qps(&[1, 2]);
+        assert_eq!(q.cells.len(), 2);
+        assert!(q.cells[0].ceiling.is_some() && q.cells[1].ceiling.is_none());
+        assert_eq!(q.cells[1].id, "bulk-1MiB-veth-mtu9000-q2");
+    }
+
+    #[test]
+    fn summaries_give_ours_over_ceiling_and_over_kernel() {
+        let cells = mtu_plan(&[1500, 9000], true).cells;
+        let mut runs = Vec::new();
+        for c in &cells {
+            for run in 0..2 {
+                runs.push(fake(c, Stack::Ceiling, run, 8.0));
+                runs.push(fake(c, Stack::Kernel, run, 4.0));
+                runs.push(fake(c, Stack::Ours, run, 2.0));
+            }
+        }
+        let plan = Plan {
+            quick: true,
+            runs: 2,
+            cells,
+        };
+        let r = summarize(&plan, &runs);
+        for c in &r {
+            assert_eq!(c.ceiling.as_ref().map(|s| s.runs_ok), Some(2));
+            assert_eq!(c.ours_over_ceiling, Some(0.25));
+            assert_eq!(c.ours_over_kernel, Some(0.5));
+        }
+        // A cell without the ceiling has no ceiling ratio.
+        let plain = Plan {
+            quick: true,
+            runs: 1,
+            cells: vec![Cell::new(Workload::Bulk, 4096, 1, Link::Veth)],
+        };
+        let one = vec![
+            fake(&plain.cells[0], Stack::Kernel, 0, 4.0),
+            fake(&plain.cells[0], Stack::Ours, 0, 1.0),
+        ];
+        let r = summarize(&plain, &one);
+        assert!(r[0].ceiling.is_none() && r[0].ours_over_ceiling.is_none());
+        assert_eq!(r[0].ratio(), Some(0.25));
+        assert_eq!(crate::compare::render::mtu_markdown(&r), "");
+    }
+
+    #[test]
+    fn the_mtu_table_has_three_rows_per_mtu_and_both_ratios_on_ours() {
+        let cells = mtu_plan(&[1500, 65_000], true).cells;
+        let mut runs = Vec::new();
+        for c in &cells {
+            let mut ceiling = fake(c, Stack::Ceiling, 0, 10.0);
+            ceiling.seg_payload = Some(payload_per_packet(c.mtu));
+            ceiling.path = Some(PathCeiling {
+                mtu: c.mtu,
+                packets: 1000,
+                ip_bytes: 1000 * u64::from(c.mtu),
+                lost: 3,
+                foreign: 0,
+                elapsed_s: 0.001,
+                sender_cpu_s: 0.0,
+                receiver_cpu_s: 0.0,
+            });
+            runs.push(ceiling);
+            runs.push(fake(c, Stack::Kernel, 0, 4.0));
+            let mut ours = fake(c, Stack::Ours, 0, 1.0);
+            ours.seg_payload = Some(c.mtu - 80);
+            runs.push(ours);
+        }
+        let plan = Plan {
+            quick: true,
+            runs: 1,
+            cells,
+        };
+        let t = crate::compare::render::mtu_markdown(&summarize(&plan, &runs));
+        let rows: Vec<&str> = t.lines().collect();
+        assert_eq!(rows.len(), 2 + 3 * 2, "{t}");
+        assert!(rows[0].contains("| ours/ceiling | ours/kernel |"), "{t}");
+        let want = [
+            "| 1500 B | bulk-1MiB-veth | ceiling (raw packets, no TCP) | 1 | 10.000 | 12.000 | 1250 (3) | 1420 B |",
+            "| 1500 B | bulk-1MiB-veth | kernel | 1 | 4.000 | – | – | – |",
+            "| 1500 B | bulk-1MiB-veth | ours | 1 | 1.000 | – | – | 1420 B | 2.00 / 1.00 | 0.10× | 0.25× |",
+            "| 65000 B | bulk-1MiB-veth-mtu65000 | ceiling (raw packets, no TCP) | 1 | 10.000 | 520.000 |",
+            "| 65000 B | bulk-1MiB-veth-mtu65000 | ours | 1 | 1.000 | – | – | 64920 B |",
+        ];
+        for w in want {
+            assert!(rows.iter().any(|r| r.starts_with(w)), "{w}\n{t}");
+        }
+        // The ratios stand on ours's row only.
+        for r in &rows[2..] {
+            assert_eq!(
+                r.matches('×').count(),
+                if r.contains("| ours |") { 2 } else { 0 },
+                "{r}"
+            );
+        }
+    }
+}

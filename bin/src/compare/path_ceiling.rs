@@ -1,0 +1,389 @@
+//! The path's ceiling: how fast the comparison's topology carries MTU-sized packets from our
+//! stack's TUN device in namespace A to the one in B when no TCP is involved — the limit any
+//! stack on this data path can reach at that MTU.
+//!
+//! The same [`TwoNs`] as the stacks' runs, at the cell's MTU, and the same io_uring driver
+//! ([`Driver`], used only through [`PacketIo`]): a thread in A writes raw IPv4 packets of
+//! exactly the MTU (protocol 253, RFC 3692's "for experimentation and testing"; from A's stack
+//! address to B's) into A's stack TUN device as fast as [`PacketIo::can_send`] allows; the
+//! kernel forwards them A-TUN → veth (or relay) → B-TUN, where a thread in B reads and counts
+//! them. The receiver measures: from its first packet it lets a warm-up pass (ARP, queues
+//! filling), then counts the packets that arrive during the measured window on its own clock.
+//! Each packet carries a sequence number, so the receiver also counts the packets the path
+//! dropped in the window (a device queue overflowing when the receiver is the slower side).
+//! Packets are checked by length, IP header and sequence number, not byte by byte: the
+//! ceiling measures the path, not an application.
+//!
+//! **Gbit/s** ([`PathCeiling::gbps`]) is comparable with `bth-compare`'s Gbit/s for the
+//! stacks, which count message payload: packets × [`payload_per_packet`] (MTU − 40 bytes of
+//! IPv4 and TCP header − 40 bytes of `tcp_bth` option area: what one full-MTU data segment of
+//! ours carries). [`PathCeiling::ip_gbps`] counts whole IP packets. Kernel TCP puts MTU − 52
+//! bytes into a segment (timestamps only) and, over veth, hands the path 64 KiB GSO
+//! super-packets, so it can exceed this ceiling: the ceiling is that of one packet per MTU
+//! through TUN devices, which is what our stack sends.
+
+use crate::perf::drive::IPV4_TCP_HEADERS;
+use crate::ready::spawn_set_up;
+use crate::topology::{TwoNs, A_STACK, B_STACK};
+use crate::tunpair::{stack_tun_mtu, thread_cpu};
+use serde::Serialize;
+use std::io;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tcp_bth_io::tun::Driver;
+use tcp_bth_io::turn::PacketIo;
+
+/// IP protocol number of the ceiling's packets (RFC 3692: experimentation and testing).
+pub const PROTOCOL: u8 = 253;
+/// IPv4 header without options.
+const IP_HEADER: usize = 20;
+/// Where the sequence number sits: right after the IP header, 8 bytes big-endian.
+const SEQ_AT: usize = IP_HEADER;
+/// How long the receiver waits for the first packet before giving up.
+const FIRST_PACKET_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long one ceiling measurement runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CeilingSpec {
+    /// From the first packet's arrival to the start of the measured window.
+    pub warmup_ms: u32,
+    /// The measured window.
+    pub measure_ms: u32,
+}
+
+impl CeilingSpec {
+    /// What `--dry-run` says about it.
+    pub fn describe(&self) -> String {
+        format!(
+            "raw packets for {:.1} s after {:.1} s of warm-up",
+            f64::from(self.measure_ms) / 1000.0,
+            f64::from(self.warmup_ms) / 1000.0
+        )
+    }
+}
+
+/// Payload bytes our stack puts in one data segment of a full MTU: the MTU less the IPv4 and
+/// TCP headers (40) and the `tcp_bth` option area (40, `tcp_bth::wire::MAX_OPTIONS_LEN`).
+pub fn payload_per_packet(mtu: u32) -> u32 {
+    mtu.saturating_sub(IPV4_TCP_HEADERS + tcp_bth::wire::MAX_OPTIONS_LEN as u32)
+}
+
+/// What one measurement saw at the receiver during the measured window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathCeiling {
+    pub mtu: u32,
+    /// Intact packets of the sender's that arrived in the window.
+    pub packets: u64,
+    /// Their bytes, IP headers included.
+    pub ip_bytes: u64,
+    /// Sequence numbers sent between the window's first and last arrival that never arrived
+    /// (dropped on the path; the sender never retransmits).
+    pub lost: u64,
+    /// Other packets read from B's device in the window (not the sender's, or not intact).
+    pub foreign: u64,
+    /// Length of the window on the receiver's clock.
+    pub elapsed_s: f64,
+    /// user + system CPU of the sending and the receiving thread over the window.
+    pub sender_cpu_s: f64,
+    pub receiver_cpu_s: f64,
+}
+
+impl PathCeiling {
+    /// Payload-equivalent bytes: what our stack would have delivered in as many packets.
+    pub fn payload_bytes(&self) -> u64 {
+        self.packets * u64::from(payload_per_packet(self.mtu))
+    }
+
+    /// Payload-equivalent Gbit/s ([`payload_per_packet`]), as the stacks' Gbit/s count.
+    pub fn gbps(&self) -> f64 {
+        rate(self.payload_bytes() as f64 * 8.0, self.elapsed_s) / 1e9
+    }
+
+    /// Whole IP packets' Gbit/s.
+    pub fn ip_gbps(&self) -> f64 {
+        rate(self.ip_bytes as f64 * 8.0, self.elapsed_s) / 1e9
+    }
+
+    pub fn packets_per_sec(&self) -> f64 {
+        rate(self.packets as f64, self.elapsed_s)
+    }
+}
+
+fn rate(n: f64, s: f64) -> f64 {
+    if s > 0.0 {
+        n / s
+    } else {
+        0.0
+    }
+}
+
+/// The sender's packet: IPv4, no options, DF, TTL 64, protocol 253, from A's stack address to
+/// B's, `mtu` bytes; the sequence number at [`SEQ_AT`] is written per packet (the header and
+/// its checksum stay the same).
+fn template(mtu: usize) -> Vec<u8> {
+    let mut p = vec![0u8; mtu];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&(mtu as u16).to_be_bytes());
+    p[6] = 0x40; // DF: a packet larger than a link's MTU is refused, not fragmented
+    p[8] = 64;
+    p[9] = PROTOCOL;
+    p[12..16].copy_from_slice(&A_STACK.octets());
+    p[16..20].copy_from_slice(&B_STACK.octets());
+    let sum = header_checksum(&p[..IP_HEADER]);
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    for (i, b) in p[SEQ_AT + 8..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    p
+}
+
+/// The IPv4 header checksum (RFC 791) of `h`, its checksum field taken as zero.
+fn header_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    for (i, w) in h.chunks(2).enumerate() {
+        if i != 5 {
+            sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Whether `p` has `want`'s IPv4 header but for what forwarding changes (the TTL, lowered
+/// once in each namespace, and so the checksum).
+fn same_header(p: &[u8], want: &[u8]) -> bool {
+    p[..8] == want[..8] && p[9] == want[9] && p[12..IP_HEADER] == want[12..IP_HEADER]
+}
+
+/// The measurement's phases, shared by the two threads.
+const WARMING: u8 = 0;
+const MEASURING: u8 = 1;
+/// Set by the receiver when the window has closed, or by either side when it failed.
+const STOP: u8 = 2;
+
+/// Measure the path's ceiling in `ns` at its MTU: a sender on A's stack TUN device, a
+/// receiver on B's (each on a thread of its own, in its namespace). Needs CAP_NET_ADMIN.
+pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
+    let mtu = ns.mtu;
+    let phase = Arc::new(AtomicU8::new(WARMING));
+    let receiver = {
+        let (name, phase, spec) = (ns.b.clone(), phase.clone(), *spec);
+        spawn_set_up(
+            "bth-ceil-rx",
+            move || stack_tun_mtu(&name, false, mtu).and_then(Driver::open),
+            move |mut io| {
+                let r = receive(&mut io, mtu, &spec, &phase);
+                phase.store(STOP, Ordering::Relaxed);
+                r
+            },
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("ceiling receiver: {e}")))?
+    };
+    let sender = {
+        let (name, phase) = (ns.a.clone(), phase.clone());
+        let limit = FIRST_PACKET_WITHIN
+            + Duration::from_millis(u64::from(spec.warmup_ms) + u64::from(spec.measure_ms))
+            + Duration::from_secs(5);
+        std::thread::Builder::new()
+            .name("bth-ceil-tx".into())
+            .spawn(move || {
+                let r = stack_tun_mtu(&name, true, mtu)
+                    .and_then(Driver::open)
+                    .and_then(|mut io| send(&mut io, mtu, &phase, limit));
+                phase.store(STOP, Ordering::Relaxed);
+                r
+            })?
+    };
+    let s = sender
+        .join()
+        .map_err(|_| io::Error::other("ceiling sender panicked"))?;
+    let r = receiver
+        .join()
+        .map_err(|_| io::Error::other("ceiling receiver panicked"))?;
+    // The sender's failure explains the receiver's.
+    let sender_cpu = s.map_err(|e| io::Error::new(e.kind(), format!("ceiling sender: {e}")))?;
+    let mut out = r.map_err(|e| io::Error::new(e.kind(), format!("ceiling receiver: {e}")))?;
+    out.sender_cpu_s = sender_cpu.as_secs_f64();
+    Ok(out)
+}
+
+/// Write packets while the driver has room, until the receiver says stop (or `limit` passes);
+/// returns the thread's CPU over the measured window.
+fn send(io: &mut Driver, mtu: u32, phase: &AtomicU8, limit: Duration) -> io::Result<Duration> {
+    let mut pkt = template(mtu as usize);
+    let mut seq: u64 = 0;
+    let (mut cpu0, mut cpu1) = (None, None);
+    let until = io.now() + limit;
+    loop {
+        match phase.load(Ordering::Relaxed) {
+            MEASURING => {
+                cpu0.get_or_insert_with(thread_cpu);
+            }
+            STOP => {
+                cpu1.get_or_insert_with(thread_cpu);
+                break;
+            }
+            _ => {}
+        }
+        // Reaps the writes that completed (their buffers take packets again); nothing is
+        // expected to arrive here.
+        io.receive(&mut |_| {});
+        while io.can_send() {
+            pkt[SEQ_AT..SEQ_AT + 8].copy_from_slice(&seq.to_be_bytes());
+            io.send(&pkt);
+            seq += 1;
+        }
+        let now = io.now();
+        if now >= until {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the receiver did not finish in time",
+            ));
+        }
+        io.wait(Some(now + Duration::from_millis(1)))?;
+    }
+    let cpu = match (cpu0, cpu1) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => Duration::ZERO,
+    };
+    Ok(cpu)
+}
+
+/// What the receiver has counted so far (cumulative).
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    packets: u64,
+    ip_bytes: u64,
+    foreign: u64,
+    /// Highest sequence number seen, plus one (0: none yet).
+    next_seq: u64,
+    cpu: Duration,
+    at: Duration,
+}
+
+/// Read and count until the window has closed; the figures of the window.
+fn receive(
+    io: &mut Driver,
+    mtu: u32,
+    spec: &CeilingSpec,
+    phase: &AtomicU8,
+) -> io::Result<PathCeiling> {
+    let want = template(mtu as usize);
+    let mut t = Tally::default();
+    let start = io.now();
+    let mut first: Option<Duration> = None;
+    let mut window_start: Option<Tally> = None;
+    let warmup = Duration::from_millis(u64::from(spec.warmup_ms));
+    let window = Duration::from_millis(u64::from(spec.measure_ms));
+    loop {
+        io.receive(&mut |p| {
+            if p.len() == want.len() && same_header(p, &want) {
+                let mut seq = [0u8; 8];
+                seq.copy_from_slice(&p[SEQ_AT..SEQ_AT + 8]);
+                t.packets += 1;
+                t.ip_bytes += p.len() as u64;
+                t.next_seq = t.next_seq.max(u64::from_be_bytes(seq) + 1);
+            } else {
+                t.foreign += 1;
+            }
+        });
+        let now = io.now();
+        if phase.load(Ordering::Relaxed) == STOP {
+            return Err(io::Error::other("the sender stopped"));
+        }
+        if first.is_none() && t.packets > 0 {
+            first = Some(now);
+        }
+        let next = match (first, window_start) {
+            (None, _) if now - start > FIRST_PACKET_WITHIN => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "none of the sender's packets arrived within {FIRST_PACKET_WITHIN:?} \
+                         ({} other packets did; is IPv4 forwarding on in both namespaces?)",
+                        t.foreign
+                    ),
+                ));
+            }
+            (None, _) => now + Duration::from_millis(1),
+            (Some(f), None) if now >= f + warmup => {
+                t.cpu = thread_cpu();
+                t.at = now;
+                window_start = Some(t);
+                phase.store(MEASURING, Ordering::Relaxed);
+                now + window
+            }
+            (Some(f), None) => f + warmup,
+            (Some(_), Some(w)) if now >= w.at + window => {
+                let sent = t.next_seq.saturating_sub(w.next_seq);
+                let packets = t.packets - w.packets;
+                return Ok(PathCeiling {
+                    mtu,
+                    packets,
+                    ip_bytes: t.ip_bytes - w.ip_bytes,
+                    lost: sent.saturating_sub(packets),
+                    foreign: t.foreign - w.foreign,
+                    elapsed_s: (now - w.at).as_secs_f64(),
+                    sender_cpu_s: 0.0,
+                    receiver_cpu_s: thread_cpu().saturating_sub(w.cpu).as_secs_f64(),
+                });
+            }
+            (Some(_), Some(w)) => w.at + window,
+        };
+        io.wait(Some(next))?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_packet_is_an_mtu_sized_ipv4_packet_with_a_valid_header() {
+        for mtu in [576usize, 1500, 9000, 65_535] {
+            let p = template(mtu);
+            assert_eq!(p.len(), mtu);
+            assert_eq!(u16::from_be_bytes([p[2], p[3]]) as usize, mtu);
+            assert_eq!((p[0], p[9]), (0x45, PROTOCOL));
+            // A header whose checksum is right sums to 0xffff, i.e. checks to 0.
+            let mut sum: u32 = p[..IP_HEADER]
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum();
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            assert_eq!(sum, 0xffff, "MTU {mtu}");
+            // Forwarded twice: the TTL and checksum change, the rest stays.
+            let mut fwd = p.clone();
+            fwd[8] -= 2;
+            let sum = header_checksum(&fwd[..IP_HEADER]);
+            fwd[10..12].copy_from_slice(&sum.to_be_bytes());
+            assert!(same_header(&fwd, &p));
+            fwd[15] ^= 1;
+            assert!(!same_header(&fwd, &p), "another source");
+        }
+    }
+
+    #[test]
+    fn payload_per_packet_is_what_a_full_segment_of_ours_carries() {
+        assert_eq!(payload_per_packet(1500), 1420);
+        assert_eq!(payload_per_packet(65_000), 64_920);
+        let c = PathCeiling {
+            mtu: 1500,
+            packets: 1_000_000,
+            ip_bytes: 1_500_000_000,
+            lost: 0,
+            foreign: 0,
+            elapsed_s: 2.0,
+            sender_cpu_s: 1.0,
+            receiver_cpu_s: 1.0,
+        };
+        assert!((c.ip_gbps() - 6.0).abs() < 1e-9);
+        assert!((c.gbps() - 5.68).abs() < 1e-9);
+        assert!((c.packets_per_sec() - 500_000.0).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,69 @@
+//! `bth-compare`'s command line without root: `--help` explains `--mtu`, `--dry-run` lists
+//! the MTU sweep's cells, and an MTU out of range is refused saying the range.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_bth-compare");
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("run bth-compare");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn help_explains_mtu_and_the_ceiling() {
+    let (ok, help, _) = run(&["--help"]);
+    assert!(ok);
+    for want in [
+        "--mtu <BYTES,...>",
+        "576 to 65535",
+        "path's ceiling",
+        "protocol 253",
+        "ours/ceiling",
+        "throughput-vs-mtu.svg",
+        "1500, 4096, 9000",
+    ] {
+        assert!(help.contains(want), "{want:?} not in --help:\n{help}");
+    }
+}
+
+#[test]
+fn dry_run_lists_the_mtu_sweep_with_its_ceiling() {
+    let (ok, plan, err) = run(&["--mtu", "1500,9000,65000", "--dry-run"]);
+    assert!(ok, "{err}");
+    assert!(plan.starts_with("3 cells x 3 runs per stack"), "{plan}");
+    for id in [
+        "bulk-1MiB-veth ",
+        "bulk-1MiB-veth-mtu9000 ",
+        "bulk-1MiB-veth-mtu65000 ",
+    ] {
+        let line = plan.lines().find(|l| l.contains(id)).expect(id);
+        assert!(line.contains("path's ceiling"), "{line}");
+    }
+    assert!(
+        plan.contains("MTU 9000 B") && plan.contains("MTU 65000 B"),
+        "{plan}"
+    );
+    // The full plan has the sweep too.
+    let (ok, full, _) = run(&["--dry-run"]);
+    assert!(ok && full.contains("bulk-1MiB-veth-mtu4096 "), "{full}");
+}
+
+#[test]
+fn an_mtu_out_of_range_is_refused_clearly() {
+    for bad in ["1500,70000", "100", "jumbo"] {
+        let (ok, _, err) = run(&["--mtu", bad, "--dry-run"]);
+        assert!(!ok, "{bad}");
+        assert!(
+            err.contains("expected 576 to 65535 bytes") || err.contains("whole number of bytes"),
+            "{bad}: {err}"
+        );
+    }
+}
