@@ -33,8 +33,8 @@ pub const B_STACK: Ipv4Addr = Ipv4Addr::new(10, 99, 2, 2);
 pub const DEFAULT_MTU: u32 = 1500;
 /// The smallest MTU a topology takes: IPv4's minimum datagram every host must accept.
 pub const MIN_MTU: u32 = 576;
-/// The largest: an IPv4 packet's total length is 16 bits (the io_uring driver's limit too).
-pub const MAX_MTU: u32 = 65_535;
+/// The largest: an IPv4 packet's total length is 16 bits (the io_uring driver's limit).
+pub use tcp_bth_io::tun::MAX_MTU;
 
 /// `mtu` if a topology can run at it, or why not.
 pub fn check_mtu(mtu: u32) -> Result<u32, String> {
@@ -96,11 +96,12 @@ fn sh_in_ns(ns: &str, script: &str) -> io::Result<()> {
 /// The stack-side TUN for namespace `ns` at [`DEFAULT_MTU`]: call from the thread that will
 /// drive it.
 pub fn stack_tun(ns: &str, side_a: bool) -> io::Result<TunDevice> {
-    stack_tun_mtu(ns, side_a, DEFAULT_MTU)
+    stack_tun_mtu(ns, side_a, DEFAULT_MTU, Offload::Checksum)
 }
 
-/// [`stack_tun`] with another MTU (a topology's: [`TwoNs::mtu`]).
-pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32) -> io::Result<TunDevice> {
+/// [`stack_tun`] with another MTU and offload (a topology's: [`TwoNs::mtu`],
+/// [`TwoNs::offload`]).
+pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32, offload: Offload) -> io::Result<TunDevice> {
     enter_netns(ns)?;
     TunDevice::create(&TunConfig {
         name: if side_a { "tbtha" } else { "tbthb" }.into(),
@@ -108,7 +109,7 @@ pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32) -> io::Result<TunDevice> 
         prefix: 24,
         addr6: None,
         mtu,
-        offload: Offload::None,
+        offload,
     })
 }
 
@@ -118,6 +119,9 @@ pub struct TwoNs {
     pub b: String,
     /// The MTU of every device: veth or relay TUN devices, and the stack's TUN devices.
     pub mtu: u32,
+    /// What the stack's TUN devices offload: checksums unless told otherwise
+    /// (`--no-csum-offload`); captures checked with tshark set `Offload::None`.
+    pub offload: Offload,
     relay: Option<(Arc<AtomicBool>, JoinHandle<io::Result<RelayStats>>)>,
     owned: bool,
 }
@@ -129,6 +133,12 @@ impl TwoNs {
         TwoNs::create_mtu(prefix, relay, DEFAULT_MTU)
     }
 
+    /// The stack's TUN devices (made after this) with `offload`.
+    pub fn with_offload(mut self, offload: Offload) -> TwoNs {
+        self.offload = offload;
+        self
+    }
+
     /// [`create`](Self::create) with every device at `mtu` ([`check_mtu`]'s range).
     pub fn create_mtu(prefix: &str, relay: Option<LinkConfig>, mtu: u32) -> io::Result<TwoNs> {
         let mtu = check_mtu(mtu).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -138,6 +148,7 @@ impl TwoNs {
             a: a.clone(),
             b: b.clone(),
             mtu,
+            offload: Offload::Checksum,
             relay: None,
             owned: true,
         };
@@ -202,6 +213,7 @@ impl TwoNs {
             a: format!("{prefix}-a"),
             b: format!("{prefix}-b"),
             mtu,
+            offload: Offload::Checksum,
             relay: None,
             owned: false,
         };
@@ -221,7 +233,8 @@ impl TwoNs {
     /// The stack's TUN device in namespace A (`side_a`) or B at the topology's MTU: call from
     /// the thread that will drive it.
     pub fn stack_tun(&self, side_a: bool) -> io::Result<TunDevice> {
-        stack_tun_mtu(if side_a { &self.a } else { &self.b }, side_a, self.mtu)
+        let ns = if side_a { &self.a } else { &self.b };
+        stack_tun_mtu(ns, side_a, self.mtu, self.offload)
     }
 
     /// Stop the relay (if any) and return what it saw.

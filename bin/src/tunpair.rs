@@ -11,6 +11,7 @@ use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, Mode};
+use tcp_bth_io::tun::Offload;
 
 mod qps;
 pub use qps::{Admission, QpsReport, QpsRun};
@@ -93,10 +94,15 @@ impl Watch {
 /// for a while because the previous run's device (same name) goes away only when the kernel
 /// has torn down that run's io_uring, which it does asynchronously (TUNSETIFF answers EBUSY
 /// until then).
-pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32) -> io::Result<tcp_bth_io::tun::TunDevice> {
+pub fn stack_tun_mtu(
+    ns: &str,
+    side_a: bool,
+    mtu: u32,
+    offload: Offload,
+) -> io::Result<tcp_bth_io::tun::TunDevice> {
     let until = Instant::now() + Duration::from_secs(5);
     loop {
-        match topology::stack_tun_mtu(ns, side_a, mtu) {
+        match topology::stack_tun_mtu(ns, side_a, mtu, offload) {
             Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
             r => return r,
         }
@@ -200,19 +206,22 @@ pub fn run_apps_many<S: App + Send + 'static, C: App + Send + 'static>(
     (client_cfg, client): (Config, Vec<C>),
     limit: Duration,
 ) -> io::Result<(Sides<S>, Sides<C>)> {
-    let mtu = ns.mtu;
+    let (mtu, offload) = (ns.mtu, ns.offload);
     let server = {
         let name = ns.a.clone();
         spawn_set_up(
             "bth-server",
-            move || stack_tun_mtu(&name, true, mtu).and_then(|t| Port::open(t, topology::A_STACK)),
+            move || {
+                stack_tun_mtu(&name, true, mtu, offload)
+                    .and_then(|t| Port::open(t, topology::A_STACK))
+            },
             move |mut port| drive(&mut port, Role::Listen, server_cfg, server, limit),
         )?
     };
     let client = {
         let name = ns.b.clone();
         std::thread::spawn(move || -> io::Result<Sides<C>> {
-            let tun = stack_tun_mtu(&name, false, mtu)?;
+            let tun = stack_tun_mtu(&name, false, mtu, offload)?;
             let mut port = Port::open(tun, topology::B_STACK)?;
             let server = SocketAddrV4::new(topology::A_STACK, client_cfg.remote_port);
             drive(&mut port, Role::Connect(server), client_cfg, client, limit)

@@ -11,6 +11,7 @@ use bth_tools::topology::{self, TwoNs};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use tcp_bth::wire::MsgClass;
+use tcp_bth_io::tun::Offload;
 
 struct Cleanup(std::path::PathBuf);
 impl Drop for Cleanup {
@@ -31,8 +32,10 @@ fn capture_transfer(tag: &str) -> Cleanup {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = RUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let ns =
-        TwoNs::create(&format!("bc{tag}{}x{n}", std::process::id()), None).expect("namespaces");
+    let ns = TwoNs::create(&format!("bc{tag}{}x{n}", std::process::id()), None)
+        .expect("namespaces")
+        // tshark checks every checksum: none may be left partial for a device to finish.
+        .with_offload(Offload::None);
     let file = std::env::temp_dir().join(format!("bth-tun-{tag}-{}-{n}.pcap", std::process::id()));
     let cleanup = Cleanup(file.clone());
     let mut dump = Command::new("ip")

@@ -201,6 +201,9 @@ pub struct Cell {
     /// Each run also measures the path's ceiling at the cell's MTU (raw packets from one
     /// stack TUN device to the other, no TCP: `path_ceiling`), before kernel and ours.
     pub ceiling: Option<CeilingSpec>,
+    /// Ours (and the ceiling's devices): the stack's TUN devices offload TCP checksums
+    /// (`Offload::Checksum`, as kernel TCP over veth); `--no-csum-offload` turns it off.
+    pub csum_offload: bool,
 }
 
 impl Cell {
@@ -228,10 +231,26 @@ impl Cell {
             admit: None,
             mtu: DEFAULT_MTU,
             ceiling: None,
+            csum_offload: true,
         }
     }
 
     /// The same cell at another MTU (id suffix `-mtu{mtu}`; none at 1500).
+    /// The stack's TUN devices without checksum offload (`--no-csum-offload`).
+    pub fn without_csum_offload(mut self) -> Cell {
+        self.csum_offload = false;
+        self
+    }
+
+    /// What the stack's TUN devices offload.
+    pub fn offload(&self) -> tcp_bth_io::tun::Offload {
+        if self.csum_offload {
+            tcp_bth_io::tun::Offload::Checksum
+        } else {
+            tcp_bth_io::tun::Offload::None
+        }
+    }
+
     pub fn with_mtu(mut self, mtu: u32) -> Cell {
         if mtu != self.mtu {
             if self.mtu == DEFAULT_MTU {

@@ -226,7 +226,9 @@ pub fn run_cell(
 ) -> io::Result<Vec<RunRecord>> {
     let link = cell.link.link_config(seed).map_err(io::Error::other)?;
     let shared = match cell.link.per_run_topology() {
-        false => Some(TwoNs::create_mtu(prefix, link.clone(), cell.mtu)?),
+        false => {
+            Some(TwoNs::create_mtu(prefix, link.clone(), cell.mtu)?.with_offload(cell.offload()))
+        }
         true => None,
     };
     let stacks: &[Stack] = match cell.ceiling {
@@ -240,7 +242,8 @@ pub fn run_cell(
                 Some(ns) => run_stack(ns, cell, stack, run),
                 None => {
                     let name = format!("{prefix}{}{run}", &stack.name()[..1]);
-                    let mut ns = TwoNs::create_mtu(&name, link.clone(), cell.mtu)?;
+                    let mut ns = TwoNs::create_mtu(&name, link.clone(), cell.mtu)?
+                        .with_offload(cell.offload());
                     let mut r = run_stack(&ns, cell, stack, run);
                     let relay = ns.stop_relay();
                     r.relay_queue_drops =

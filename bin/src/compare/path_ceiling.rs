@@ -167,13 +167,15 @@ const STOP: u8 = 2;
 /// Measure the path's ceiling in `ns` at its MTU: a sender on A's stack TUN device, a
 /// receiver on B's (each on a thread of its own, in its namespace). Needs CAP_NET_ADMIN.
 pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
-    let mtu = ns.mtu;
+    // The same devices as the stack's: the same MTU and offload (a virtio-net header in
+    // front of every packet when the stack has one).
+    let (mtu, offload) = (ns.mtu, ns.offload);
     let phase = Arc::new(AtomicU8::new(WARMING));
     let receiver = {
         let (name, phase, spec) = (ns.b.clone(), phase.clone(), *spec);
         spawn_set_up(
             "bth-ceil-rx",
-            move || stack_tun_mtu(&name, false, mtu).and_then(Driver::open),
+            move || stack_tun_mtu(&name, false, mtu, offload).and_then(Driver::open),
             move |mut io| {
                 let r = receive(&mut io, mtu, &spec, &phase);
                 phase.store(STOP, Ordering::Relaxed);
@@ -190,7 +192,7 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
         std::thread::Builder::new()
             .name("bth-ceil-tx".into())
             .spawn(move || {
-                let r = stack_tun_mtu(&name, true, mtu)
+                let r = stack_tun_mtu(&name, true, mtu, offload)
                     .and_then(Driver::open)
                     .and_then(|mut io| send(&mut io, mtu, &phase, limit));
                 phase.store(STOP, Ordering::Relaxed);
@@ -230,7 +232,7 @@ fn send(io: &mut Driver, mtu: u32, phase: &AtomicU8, limit: Duration) -> io::Res
         }
         // Reaps the writes that completed (their buffers take packets again); nothing is
         // expected to arrive here.
-        io.receive(&mut |_| {});
+        io.receive(&mut |_, _| {});
         while io.can_send() {
             pkt[SEQ_AT..SEQ_AT + 8].copy_from_slice(&seq.to_be_bytes());
             io.send(&pkt);
@@ -279,7 +281,7 @@ fn receive(
     let warmup = Duration::from_millis(u64::from(spec.warmup_ms));
     let window = Duration::from_millis(u64::from(spec.measure_ms));
     loop {
-        io.receive(&mut |p| {
+        io.receive(&mut |p, _| {
             if p.len() == want.len() && same_header(p, &want) {
                 let mut seq = [0u8; 8];
                 seq.copy_from_slice(&p[SEQ_AT..SEQ_AT + 8]);

@@ -6,6 +6,7 @@ use crate::perf::{PerfConfig, PerfError, PerfOp};
 use crate::topology::{check_mtu, parse_mtu, DEFAULT_MTU};
 use clap::Args;
 use std::time::Duration;
+use tcp_bth_io::tun::Offload;
 use thiserror::Error;
 
 /// Messages per row in bandwidth mode when `-n` is not given (perftest's default).
@@ -86,6 +87,12 @@ pub struct PerfArgs {
     /// the tcp_bth option's 40 bytes less payload.
     #[arg(short = 'm', long, default_value_t = DEFAULT_MTU, value_parser = parse_mtu)]
     pub mtu: u32,
+    /// Open the stack's TUN devices without checksum offload: every TCP checksum is computed
+    /// on send and checked on receive (by default they are left partial, `NEEDS_CSUM`, and
+    /// trusted when the kernel vouches for them, as kernel TCP over veth does). Use it when
+    /// a capture of the path is to be checked with tshark.
+    #[arg(long)]
+    pub no_csum_offload: bool,
     /// Give up on a row (connection) after this many seconds (at least the duration + 60 s).
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub timeout: u64,
@@ -123,6 +130,15 @@ pub struct Plan {
 }
 
 impl PerfArgs {
+    /// What the stack's TUN devices offload (`--no-csum-offload`).
+    pub fn offload(&self) -> Offload {
+        if self.no_csum_offload {
+            Offload::None
+        } else {
+            Offload::Checksum
+        }
+    }
+
     /// The rows to run, or why not.
     pub fn plan(&self) -> Result<Plan, ArgsError> {
         if !(1..=MAX_QPS).contains(&self.qps) {

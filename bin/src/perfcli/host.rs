@@ -98,7 +98,13 @@ impl TunAddr {
 
 /// Create the TUN device `name` in this thread's namespace, its kernel side at `kernel` in
 /// `tun`'s prefix.
-pub fn host_tun(name: &str, tun: &TunAddr, kernel: Ipv4Addr, mtu: u32) -> io::Result<TunDevice> {
+pub fn host_tun(
+    name: &str,
+    tun: &TunAddr,
+    kernel: Ipv4Addr,
+    mtu: u32,
+    offload: Offload,
+) -> io::Result<TunDevice> {
     TunDevice::create(&TunConfig {
         name: name.to_string(),
         addr: kernel,
@@ -107,7 +113,7 @@ pub fn host_tun(name: &str, tun: &TunAddr, kernel: Ipv4Addr, mtu: u32) -> io::Re
         // IPv4 prefix.
         addr6: None,
         mtu,
-        offload: Offload::None,
+        offload,
     })
 }
 

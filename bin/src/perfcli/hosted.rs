@@ -59,7 +59,7 @@ pub fn run_host(
         .kernel_side(host.tun_kernel_addr)
         .map_err(|e| e.to_string())?;
     let forward = IpForward::enable().map_err(|e| e.to_string())?;
-    let dev = host_tun(&host.tun_name, &tun, kernel, args.mtu)
+    let dev = host_tun(&host.tun_name, &tun, kernel, args.mtu, args.offload())
         .map_err(|e| format!("TUN device {}: {e}", host.tun_name))?;
     let mut port = Port::open(dev, tun.addr).map_err(|e| e.to_string())?;
     let printer = Printer::of(args);

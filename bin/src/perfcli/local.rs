@@ -28,7 +28,8 @@ fn side(
         } else {
             topology::B_STACK
         };
-        let port = stack_tun_mtu(&ns, server, args.mtu).and_then(|tun| Port::open(tun, addr));
+        let port = stack_tun_mtu(&ns, server, args.mtu, args.offload())
+            .and_then(|tun| Port::open(tun, addr));
         let mut port = match (port, ready) {
             (Ok(p), Some(tx)) => {
                 let _ = tx.send(Ok(()));

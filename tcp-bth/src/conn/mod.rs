@@ -213,8 +213,9 @@ const IPV6_EXTRA_HEADER: u16 = 20;
 /// The smallest MSS a connection uses (RFC 9293's 536 is for IPv4 without options; this
 /// leaves room for the 40 bytes of BTH options and some payload).
 const MIN_MSS: u16 = 128;
-/// 65,535 − 20 (IPv4) − 20 (TCP) − 40 (options).
-const MAX_MSS: u16 = 65_455;
+/// 65,535 − 20 (IPv4) − 20 (TCP header). The MSS counts options and payload alike (RFC 6691):
+/// a data segment's payload leaves room for the 40 bytes of options (`payload_mss`).
+const MAX_MSS: u16 = 65_495;
 
 pub struct Connection {
     cfg: Config,
@@ -268,8 +269,8 @@ impl Connection {
             // longer, so the same MTU holds 20 fewer bytes of segment.
             cfg.mss = cfg.mss.saturating_sub(IPV6_EXTRA_HEADER).max(MIN_MSS);
         }
-        // A segment (header, 40 bytes of options, payload) must fit an IPv4 packet's 16-bit
-        // total length with its 20-byte header.
+        // A segment (20-byte header, then options and payload within the MSS) must fit an
+        // IPv4 packet's 16-bit total length with its 20-byte header.
         cfg.mss = cfg.mss.min(MAX_MSS);
         let ts_offset =
             crate::isn::ts_offset(&cfg.isn_key, cfg.ip, cfg.local_port, cfg.remote_port);

@@ -79,6 +79,12 @@ struct Cli {
     /// --quick (fewer bytes, shorter ceiling), --runs, --only and --dry-run.
     #[arg(long, value_delimiter = ',', value_name = "BYTES,...", value_parser = parse_mtu)]
     mtu: Vec<u32>,
+    /// Our stack's TUN devices (and the ceiling's) without checksum offload: every TCP
+    /// checksum computed on send and checked on receive. By default they are left partial
+    /// (`NEEDS_CSUM`) and trusted when the kernel vouches for them, as kernel TCP over veth
+    /// does.
+    #[arg(long)]
+    no_csum_offload: bool,
     /// Where to write the JSON file of every run.
     #[arg(long, default_value = "bth-compare.json")]
     json: PathBuf,
@@ -105,6 +111,13 @@ fn main() -> ExitCode {
         false => compare::mtu_plan(&cli.mtu, cli.quick),
     };
     let mut plan = plan.with_qps(&cli.qps);
+    if cli.no_csum_offload {
+        plan.cells = plan
+            .cells
+            .into_iter()
+            .map(|c| c.without_csum_offload())
+            .collect();
+    }
     if let Some(r) = cli.runs {
         plan.runs = r.max(1);
     }
