@@ -19,7 +19,12 @@ pub(crate) struct RecvPool {
     want: u64,
     posted: u64,
     used: u64,
+    /// Buffers of completed receives, to post again.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most spare buffers kept (beyond what stays posted, spares only come from completions).
+const SPARE_MAX: u16 = 64;
 
 impl RecvPool {
     /// For the client (`client`) or the server of a run of `cfg`.
@@ -45,6 +50,7 @@ impl RecvPool {
             want: CTRL_SLOTS + data_slots,
             posted: 0,
             used: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -53,11 +59,21 @@ impl RecvPool {
         self.used += 1;
     }
 
+    /// A completed receive's buffer, done with: posted again by the next top-up instead of a
+    /// fresh allocation (its old bytes need no clearing: placement overwrites what a message
+    /// fills, and a completion says how many bytes that is).
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.len() == self.buf_len && self.spare.len() < usize::from(SPARE_MAX) {
+            self.spare.push(buf);
+        }
+    }
+
     /// Post buffers until `want` are outstanding; true if any was posted.
     pub fn top_up(&mut self, c: &mut Connection) -> Result<bool, PerfError> {
         let mut fresh = false;
         while self.posted - self.used < self.want {
-            match c.post_recv(self.posted, vec![0u8; self.buf_len]) {
+            let buf = self.spare.pop().unwrap_or_else(|| vec![0u8; self.buf_len]);
+            match c.post_recv(self.posted, buf) {
                 Ok(()) => {}
                 // The stack's limit of posted receives (`Config::max_posted_recvs`): the rest
                 // is posted as these complete.

@@ -151,7 +151,12 @@ impl Side {
         }
         let reply = self.client && self.cfg.op == PerfOp::SendRecv && comp.op == WcOp::Recv;
         match (incoming && !reply, &mut self.req, &mut self.resp) {
-            (true, _, Some(resp)) => resp.on_data(c, &comp, now, report),
+            (true, _, Some(resp)) => {
+                resp.on_data(c, &comp, now, report);
+                if let (Some(p), Some(buf)) = (self.pool.as_mut(), comp.buf) {
+                    p.recycle(buf);
+                }
+            }
             (true, _, None) => report
                 .errors
                 .push(PerfError::UnexpectedControl { what: "data" }),
