@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+mod byte_ranges;
 mod complete;
 mod coverage;
 mod cqe;

@@ -189,14 +189,19 @@ impl Placement {
             self.books.counters.after_flush += 1;
             return PlaceOutcome::Dropped(DropReason::Flushed);
         }
-        let out = match seg.class {
+        // Each class completes what a segment finished: the front of a window can only change
+        // when one of its messages finishes (or when the owner polls, flushes or fails a READ,
+        // which complete what they free themselves).
+        match seg.class {
             MsgClass::Send => self.place_send(seg),
             MsgClass::Write => self.place_write(seg),
-            MsgClass::ReadRequest => self.place_read_request(seg),
+            MsgClass::ReadRequest => {
+                let out = self.place_read_request(seg);
+                self.drain(MsgClass::ReadRequest, false);
+                out
+            }
             MsgClass::ReadResponse => self.place_read_response(seg),
-        };
-        self.drain(seg.class, false);
-        out
+        }
     }
 
     fn out_of_window(&mut self) -> PlaceOutcome {
@@ -213,6 +218,9 @@ impl Placement {
                     let out =
                         place_segment(&mut p.track, seg, Dest::Buffer(&mut p.buf), &mut self.books);
                     self.recv_unfilled.placed(before, p.track.cov.covered());
+                    if p.track.finished {
+                        self.drain(MsgClass::Send, false);
+                    }
                     out
                 }
                 None => self.out_of_window(),
@@ -243,12 +251,16 @@ impl Placement {
         match self.write.entries.get_mut(k) {
             Some(slot) => {
                 let track = slot.get_or_insert_with(Box::default);
-                place_segment(
+                let out = place_segment(
                     track,
                     seg,
                     Dest::Region(&mut self.regions, reth),
                     &mut self.books,
-                )
+                );
+                if track.finished {
+                    self.drain(MsgClass::Write, false);
+                }
+                out
             }
             None => self.out_of_window(),
         }
@@ -315,6 +327,9 @@ impl Placement {
                         &mut self.books,
                     );
                     self.sink_unfilled.placed(before, r.track.cov.covered());
+                    if r.track.finished {
+                        self.drain(MsgClass::ReadResponse, false);
+                    }
                     out
                 }
                 None => self.unknown_read(),
