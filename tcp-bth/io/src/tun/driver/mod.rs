@@ -167,22 +167,29 @@ impl Driver {
         // after the ring (field order) and after every operation has been reaped (Drop).
         unsafe { ring.submitter().register_buffers(&region.iovecs())? };
         let bufring = BufRing::new(RX as u16)?;
+        // The multishot read needs Linux 6.7 (provided-buffer rings, 5.19): a kernel without
+        // it gets one fixed read per receive buffer, as before.
+        let mut probe = io_uring::Probe::new();
+        let multishot = ring.submitter().register_probe(&mut probe).is_ok()
+            && probe.is_supported(opcode::ReadMulti::CODE);
         // SAFETY: the entries live in `bufring`, freed only after the ring (field order), which
         // unregisters them when it is dropped, and leaked with the region if a shutdown cannot
-        // reap every operation.
-        let registered = unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                bufring.addr(),
-                bufring.entries(),
-                BGID,
-                0,
-            )
-        };
+        // reap every operation. Not registered at all without multishot reads.
+        let registered = multishot
+            && unsafe {
+                ring.submitter().register_buf_ring_with_flags(
+                    bufring.addr(),
+                    bufring.entries(),
+                    BGID,
+                    0,
+                )
+            }
+            .is_ok();
         let mut d = Driver {
             ring,
             tun,
             region,
-            bufring: registered.is_ok().then_some(bufring),
+            bufring: registered.then_some(bufring),
             buf,
             vnet,
             tx_free: (RX as u16..(RX + TX) as u16).rev().collect(),
