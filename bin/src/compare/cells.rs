@@ -244,11 +244,7 @@ impl Cell {
 
     /// What the stack's TUN devices offload.
     pub fn offload(&self) -> tcp_bth_io::tun::Offload {
-        if self.csum_offload {
-            tcp_bth_io::tun::Offload::Checksum
-        } else {
-            tcp_bth_io::tun::Offload::None
-        }
+        tcp_bth_io::tun::Offload::checksum_if(self.csum_offload)
     }
 
     pub fn with_mtu(mut self, mtu: u32) -> Cell {

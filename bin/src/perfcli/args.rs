@@ -132,11 +132,7 @@ pub struct Plan {
 impl PerfArgs {
     /// What the stack's TUN devices offload (`--no-csum-offload`).
     pub fn offload(&self) -> Offload {
-        if self.no_csum_offload {
-            Offload::None
-        } else {
-            Offload::Checksum
-        }
+        Offload::checksum_if(!self.no_csum_offload)
     }
 
     /// The rows to run, or why not.

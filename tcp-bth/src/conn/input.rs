@@ -28,14 +28,19 @@ fn allow(last: &mut Option<Duration>, now: Duration, interval: Duration) -> bool
 impl Connection {
     /// Process one received TCP segment (header + payload, no IP header).
     pub fn handle_segment(&mut self, now: Duration, bytes: &[u8]) {
-        self.on_segment(now, bytes, false);
-        self.note_events();
+        self.handle_segment_checked(now, bytes, false)
     }
 
     /// [`handle_segment`](Self::handle_segment) for a segment whose TCP checksum the data
     /// path has already vouched for (checksum offload): the checksum pass is skipped.
     pub fn handle_verified_segment(&mut self, now: Duration, bytes: &[u8]) {
-        self.on_segment(now, bytes, true);
+        self.handle_segment_checked(now, bytes, true)
+    }
+
+    /// One of the two above, as `verified` says (the endpoint passes on what its driver told
+    /// it).
+    pub(crate) fn handle_segment_checked(&mut self, now: Duration, bytes: &[u8], verified: bool) {
+        self.on_segment(now, bytes, verified);
         self.note_events();
     }
 

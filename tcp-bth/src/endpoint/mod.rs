@@ -377,11 +377,7 @@ impl Endpoint {
         let ours = ip.reversed();
         if let Some(h) = self.table.find(ours, view.dst_port(), view.src_port()) {
             if let Some(c) = self.table.touch(h) {
-                if verified {
-                    c.handle_verified_segment(now, tcp);
-                } else {
-                    c.handle_segment(now, tcp);
-                }
+                c.handle_segment_checked(now, tcp, verified);
             }
             self.after_input(now, h);
             return;
@@ -488,11 +484,7 @@ impl Endpoint {
             now,
         );
         if let Some(c) = self.table.touch(h) {
-            if verified {
-                c.handle_verified_segment(now, raw);
-            } else {
-                c.handle_segment(now, raw);
-            }
+            c.handle_segment_checked(now, raw, verified);
         }
         self.after_input(now, h);
         true
@@ -574,7 +566,8 @@ impl Endpoint {
         fill: ChecksumFill,
     ) -> Option<Transmit> {
         let (ip, seg_len) = match self.tx.pop_front() {
-            // The endpoint's own segments (RSTs, cookie SYN-ACKs): a header, no payload.
+            // The endpoint's own segments (RSTs, cookie SYN-ACKs: a header only) and what a
+            // released connection still had to send (which may carry payload).
             Some((ip, seg)) => {
                 let at = ip::header_len(ip);
                 let Some(dst) = buf.get_mut(at..at + seg.len()) else {
@@ -582,7 +575,7 @@ impl Endpoint {
                     return None;
                 };
                 dst.copy_from_slice(&seg);
-                let payload = TcpRepr::parse(dst, None).map_or(0, |s| s.payload.len());
+                let payload = TcpSegment::new_checked(&*dst).map_or(0, |s| s.payload().len());
                 self.stats.tx_payload_copied += payload as u64;
                 // Built with a full checksum; a partial one is asked for all alike.
                 if checksum::fill(ip, dst, fill).is_err() {

@@ -60,6 +60,17 @@ pub enum Offload {
     Segmentation,
 }
 
+impl Offload {
+    /// The stack's choice: checksum offload when `on`, none otherwise (`--no-csum-offload`).
+    pub fn checksum_if(on: bool) -> Offload {
+        if on {
+            Offload::Checksum
+        } else {
+            Offload::None
+        }
+    }
+}
+
 /// An open, configured, up TUN interface in the calling thread's network namespace.
 #[derive(Debug)]
 pub struct TunDevice {
