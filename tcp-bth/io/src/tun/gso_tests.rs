@@ -379,7 +379,48 @@ fn vnet_header_round_trips() {
     assert_eq!(v.to_bytes()[4..6], 1448u16.to_le_bytes());
 }
 
+#[test]
+fn our_packets_tell_the_kernel_their_headers() {
+    // TCP over IPv4 and IPv6: IP header plus TCP header with its 12 bytes of options.
+    let data = payload(3000);
+    for (buf, ip_len) in [(gso_v4(1000, &data, false), 20), (gso_v6(1000, &data), 40)] {
+        let pkt = &buf[VNET_HDR_LEN..];
+        let headers = ip_len + 32;
+        assert_eq!(usize::from(linear_hint(pkt)), headers);
+        let h = VnetHdr::for_packet(pkt, Some(ip_len));
+        assert_eq!((h.flags, h.gso_type), (F_NEEDS_CSUM, GSO_NONE));
+        assert_eq!((h.csum_start, h.csum_offset), (ip_len as u16, 16));
+        assert_eq!(usize::from(h.hdr_len), headers);
+        let whole = VnetHdr::for_packet(pkt, None);
+        assert_eq!(whole.flags, 0);
+        assert_eq!(usize::from(whole.hdr_len), headers);
+        // Cut inside the TCP header: only the IP header is whole.
+        assert_eq!(usize::from(linear_hint(&pkt[..ip_len + 20])), ip_len);
+    }
+    // Not TCP (the ceiling's protocol 253): the IP header.
+    let mut raw = gso_v4(1000, &data, false)[VNET_HDR_LEN..].to_vec();
+    raw[9] = 253;
+    assert_eq!(linear_hint(&raw), 20);
+    // Nothing that parses: the kernel's default.
+    // (Empty, a cut IPv4 header, IHL 15 in 30 bytes, IHL 1, version 1.)
+    for junk in [
+        &[][..],
+        &[0x45, 0, 0][..],
+        &[0x4f; 30][..],
+        &[0x41; 64][..],
+        &[0x10; 64][..],
+    ] {
+        assert_eq!(linear_hint(junk), 0, "{junk:?}");
+    }
+}
+
 proptest! {
+    /// Any bytes: the hint is 0 or within the packet.
+    #[test]
+    fn the_linear_hint_stays_inside_the_packet(pkt in proptest::collection::vec(any::<u8>(), 0..200)) {
+        prop_assert!(usize::from(linear_hint(&pkt)) <= pkt.len());
+    }
+
     /// Any payload length, gso_size and set of cuts: the runs check out and add up.
     #[test]
     fn any_split_adds_up(

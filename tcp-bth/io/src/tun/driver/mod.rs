@@ -37,7 +37,6 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tcp_bth::wire::checksum::TCP_CHECKSUM_OFFSET;
 use tcp_bth::wire::ChecksumFill;
 
 const RX: usize = 128;
@@ -474,8 +473,10 @@ impl PacketIo for Driver {
         let i = usize::from(idx);
         // SAFETY: buffer i is free (its last write completed), so nothing else uses it.
         let b = unsafe { self.region.slice_mut(i, hdr + packet.len()) };
-        // A zero virtio-net header: no offload asked for, the checksum is whole.
-        b[..hdr].fill(0);
+        // No offload asked for (the checksum is whole); only the kernel's hint of the headers.
+        if self.vnet {
+            b[..hdr].copy_from_slice(&VnetHdr::for_packet(packet, None).to_bytes());
+        }
         b[hdr..].copy_from_slice(packet);
         self.stats.bytes_copied += packet.len() as u64;
         self.submit_write(idx, hdr + packet.len());
@@ -497,17 +498,8 @@ impl PacketIo for Driver {
             return false;
         };
         if self.vnet {
-            let h = match t.checksum {
-                // csum_start and csum_offset: where the device's sum starts (the TCP header)
-                // and where in it the result goes.
-                ChecksumFill::Partial => VnetHdr {
-                    flags: F_NEEDS_CSUM,
-                    csum_start: t.tcp_offset as u16,
-                    csum_offset: TCP_CHECKSUM_OFFSET as u16,
-                    ..VnetHdr::default()
-                },
-                ChecksumFill::Full => VnetHdr::default(),
-            };
+            let partial = (t.checksum == ChecksumFill::Partial).then_some(t.tcp_offset);
+            let h = VnetHdr::for_packet(&b[hdr..hdr + t.len], partial);
             b[..hdr].copy_from_slice(&h.to_bytes());
             self.stats.csum_offloaded += u64::from(t.checksum == ChecksumFill::Partial);
         }
