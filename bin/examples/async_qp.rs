@@ -49,7 +49,9 @@ async fn run(client: AsyncEndpoint, server: AsyncEndpoint, cfg: Config) -> Resul
 async fn over_tun() -> Result<(), String> {
     let ns = TwoNs::create("asyncqp", None).map_err(|e| format!("namespaces: {e}"))?;
     let mut server_ep = Endpoint::new(EndpointConfig::default());
-    server_ep.listen(PORT, Config::default());
+    server_ep
+        .listen(PORT, Config::default())
+        .map_err(|e| format!("listen: {e}"))?;
     let da = tun_driver(ns.a.clone(), true).map_err(|e| format!("server TUN: {e}"))?;
     let db = tun_driver(ns.b.clone(), false).map_err(|e| format!("client TUN: {e}"))?;
     let (server, _server_thread) = tun_endpoint(da, server_ep);

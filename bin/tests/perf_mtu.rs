@@ -96,6 +96,21 @@ fn local_send_at_mtu_9000_through_the_relay_is_verified() {
     verified_send_at(9000, true);
 }
 
+/// The plain byte stream at MTU 8182, whose packet and virtio-net header fill two pages
+/// exactly. The driver's buffers used to be exactly that, shorter than the longest segment a
+/// plain connection with timestamps may build (MSS + 48 bytes of TCP); the connection refused
+/// to build even its SYN and the client reported "no answer to 4 SYNs". Buffers now have room
+/// for the longest TCP header, and a too-short one ends the connection with its reason.
+fn local_plain_send_at_an_mtu_that_fills_whole_pages_is_verified() {
+    let out = local(&[
+        "--plain", "--op", "send", "-s", "65536", "-n", "50", "--verify", "--json", "--mtu", "8182",
+    ]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(&out)));
+    assert_eq!(v["server"]["rows"][0]["verified"], 50, "{v}");
+}
+
 /// An MTU outside 576..=65535 is refused before anything is set up, saying the range.
 fn an_mtu_out_of_range_is_refused_clearly() {
     for m in ["575", "65536", "100000"] {
@@ -122,5 +137,6 @@ bth_tests::test_main!(
     local_send_at_mtu_9000_over_veth_is_verified[NetAdmin],
     local_send_at_mtu_65000_over_veth_is_verified[NetAdmin],
     local_send_at_mtu_9000_through_the_relay_is_verified[NetAdmin],
+    local_plain_send_at_an_mtu_that_fills_whole_pages_is_verified[NetAdmin],
     an_mtu_out_of_range_is_refused_clearly,
 );

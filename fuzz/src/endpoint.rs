@@ -62,7 +62,8 @@ impl World {
             ..EndpointConfig::default()
         });
         let mut b = Endpoint::new(server_cfg());
-        b.listen(PORT, conn_cfg(IpPair::V4 { src: B4, dst: a4 }, 0, PORT));
+        b.listen(PORT, conn_cfg(IpPair::V4 { src: B4, dst: a4 }, 0, PORT))
+            .expect("listen");
         let now = Duration::from_secs(1);
         let ip = IpPair::V4 { src: a4, dst: B4 };
         let real_a = a.connect(now, conn_cfg(ip, PORT, REAL_PORT)).unwrap();

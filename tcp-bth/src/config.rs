@@ -106,3 +106,16 @@ impl Default for Config {
         }
     }
 }
+
+impl Config {
+    /// The longest IP packet a connection with this configuration may build, in either
+    /// family: the MSS (capped at the largest an IPv4 packet holds) with the longest TCP
+    /// header (60 bytes) and a 20-byte IPv4 header. An IPv6 connection's header is 20 bytes
+    /// longer and its MSS 20 bytes shorter (`Connection` lowers it), so the same bound holds.
+    /// [`Endpoint::connect`](crate::Endpoint::connect) and
+    /// [`listen`](crate::Endpoint::listen) refuse a configuration whose packets would not fit
+    /// the data path's [`EndpointConfig::max_packet`](crate::EndpointConfig::max_packet).
+    pub fn largest_packet(&self) -> usize {
+        20 + crate::wire::TCP_HEADER_MAX + usize::from(self.mss.min(crate::conn::MAX_MSS))
+    }
+}

@@ -821,7 +821,7 @@ fn endpoint_expires_half_open_connections() {
 /// An endpoint listening on B_PORT with `template` for its connections.
 fn endpoint(template: tcp_bth::Config, cfg: EndpointConfig) -> Endpoint {
     let mut e = Endpoint::new(cfg);
-    e.listen(B_PORT, template);
+    e.listen(B_PORT, template).expect("listen");
     e
 }
 

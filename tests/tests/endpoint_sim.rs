@@ -26,7 +26,7 @@ fn thousand_qps(link: LinkConfig, b: impl FnOnce(&mut EndpointConfig)) -> Net {
     let (ca, cb) = net_conn_configs(SEED);
     let mut net = Net::new(ea, eb, link);
     net.driver = Some(DriverModel::TUN);
-    net.b.listen(B_PORT, cb);
+    net.b.listen(B_PORT, cb).expect("listen");
 
     let ctl = Control::new(SEED, QPS);
     let start = net.now;

@@ -39,7 +39,7 @@ fn syn_flood_keeps_the_endpoint_bounded_and_a_real_client_connects_through_a_coo
     let (a_cfg, b_cfg) = pair_configs(60);
     let lcfg = EndpointConfig::default();
     let mut l = Endpoint::new(lcfg.clone());
-    l.listen(B_PORT, b_cfg.clone());
+    l.listen(B_PORT, b_cfg.clone()).expect("listen");
     let mut client_ep = Endpoint::new(EndpointConfig::default());
     let mut buf = Vec::new();
     let b_addr = match b_cfg.ip {

@@ -33,7 +33,7 @@ fn over(v6: bool) {
         local: b_addrs.locals(),
         ..EndpointConfig::default()
     });
-    eb.listen(PORT, Config::default());
+    eb.listen(PORT, Config::default()).expect("listen");
     let (a, thread_a) = tun_endpoint(driver(na, A), ea);
     let (b, thread_b) = tun_endpoint(driver(nb, B), eb);
     let cfg = Config {

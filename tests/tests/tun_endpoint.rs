@@ -54,8 +54,9 @@ fn start<T: App + Send + 'static>(ns: &DualNs, side_a: bool, spec: Spec<T>) -> S
         };
         // Listening before the peer may send its first SYN.
         let mut ep = Endpoint::new(ep_cfg);
+        ep.set_max_packet(d.max_packet());
         if let Some(template) = listen {
-            ep.listen(PORT, template);
+            ep.listen(PORT, template).expect("listen");
         }
         let _ = ready_tx.send(Ok(()));
         go_rx.recv().expect("go");

@@ -67,13 +67,15 @@ impl Port {
             src: local.octets(),
             dst: local.octets(),
         };
+        let driver = Driver::open(tun)?;
         Ok(Port {
-            driver: Driver::open(tun)?,
             local,
             ep: tcp_bth::Endpoint::new(EndpointConfig {
                 local: vec![me],
+                max_packet: driver.max_packet(),
                 ..EndpointConfig::default()
             }),
+            driver,
             listening: None,
         })
     }
@@ -133,7 +135,9 @@ pub fn run_many<A: App>(
     conn.mss = mss_for_mtu(port.mtu());
     if let Role::Listen = role {
         if port.listening != Some(conn.local_port) {
-            port.ep.listen(conn.local_port, conn.clone());
+            port.ep
+                .listen(conn.local_port, conn.clone())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
             port.listening = Some(conn.local_port);
         }
     }

@@ -39,6 +39,12 @@ pub trait PacketIo {
     /// Push out what was queued and wait until a packet arrives or `deadline` passes (never
     /// past it; `None`: the driver's own bound).
     fn wait(&mut self, deadline: Option<Duration>) -> io::Result<()>;
+    /// The longest IP packet the data path carries (what its buffers hold); no limit by
+    /// default. A driver loop gives it to the endpoint
+    /// ([`Endpoint::set_max_packet`](tcp_bth::Endpoint::set_max_packet)).
+    fn max_packet(&self) -> usize {
+        usize::MAX
+    }
     /// Packets queued and not yet handed to the network (0 when everything has left).
     fn in_flight(&self) -> usize {
         0

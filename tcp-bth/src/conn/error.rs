@@ -48,6 +48,12 @@ pub enum ConnectionError {
     /// [`Connection::abort`](super::Connection::abort) was called.
     #[error("aborted locally")]
     LocallyAborted,
+    /// The driver offered a transmit buffer shorter than the longest segment this connection
+    /// may build ([`max_segment_len`](super::Connection::max_segment_len)): it could never
+    /// send, so it ends at once instead of stalling. `Config::mss` is larger than the data
+    /// path's packets (set it from the device's MTU, less 40).
+    #[error("transmit buffer of {buffer} bytes is shorter than the {needed}-byte segments this connection may build: Config::mss is larger than the data path carries")]
+    TransmitBufferShort { needed: usize, buffer: usize },
 }
 
 impl ConnectionError {
@@ -56,7 +62,11 @@ impl ConnectionError {
     pub(super) fn sent_rst(&self) -> bool {
         !matches!(
             self,
-            ConnectionError::Refused | ConnectionError::Reset | ConnectionError::PeerNak(_)
+            ConnectionError::Refused
+                | ConnectionError::Reset
+                | ConnectionError::PeerNak(_)
+                // No buffer to build it in.
+                | ConnectionError::TransmitBufferShort { .. }
         )
     }
 }

@@ -215,7 +215,7 @@ const IPV6_EXTRA_HEADER: u16 = 20;
 const MIN_MSS: u16 = 128;
 /// 65,535 − 20 (IPv4) − 20 (TCP header). The MSS counts options and payload alike (RFC 6691):
 /// a data segment's payload leaves room for the 40 bytes of options (`payload_mss`).
-const MAX_MSS: u16 = 65_495;
+pub(crate) const MAX_MSS: u16 = 65_495;
 
 pub struct Connection {
     cfg: Config,

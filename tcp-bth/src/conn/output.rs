@@ -46,8 +46,10 @@ impl Connection {
     }
 
     /// Write the next segment to send, if any, into `buf` (at least
-    /// [`max_segment_len`](Self::max_segment_len) bytes, else nothing is built and
-    /// `Stats::tx_buffer_short` counts it) and return its length. The payload is copied
+    /// [`max_segment_len`](Self::max_segment_len) bytes, else nothing is built,
+    /// `Stats::tx_buffer_short` counts it and the connection ends with
+    /// [`ConnectionError::TransmitBufferShort`]: a buffer that short would never carry its
+    /// segments) and return its length. The payload is copied
     /// once, from the application's buffer straight into `buf` (`Stats::tx_payload_copied`).
     pub fn poll_transmit_into(
         &mut self,
@@ -57,6 +59,12 @@ impl Connection {
     ) -> Option<usize> {
         if buf.len() < self.max_segment_len() {
             self.stats.tx_buffer_short += 1;
+            if self.error.is_none() {
+                self.fail(ConnectionError::TransmitBufferShort {
+                    needed: self.max_segment_len(),
+                    buffer: buf.len(),
+                });
+            }
             return None;
         }
         let n = self.next_segment(now, &mut Out { buf, fill });

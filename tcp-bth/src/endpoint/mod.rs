@@ -66,6 +66,11 @@ pub struct EndpointConfig {
     pub key: IsnKey,
     /// Our addresses; packets to others are dropped and counted. Empty: any.
     pub local: Vec<IpPair>,
+    /// The longest IP packet the data path carries (a driver's transmit buffer: the TUN
+    /// driver's `max_packet`). `connect` and `listen` refuse a `Config` whose
+    /// [`largest_packet`](Config::largest_packet) is longer, rather than let its connections
+    /// stall. Default: no limit (`usize::MAX`).
+    pub max_packet: usize,
 }
 
 impl Default for EndpointConfig {
@@ -80,6 +85,7 @@ impl Default for EndpointConfig {
             max_tx_queue: 4096,
             key: IsnKey::random(),
             local: Vec::new(),
+            max_packet: usize::MAX,
         }
     }
 }
@@ -133,6 +139,10 @@ pub enum ConnectError {
     NoPort,
     #[error("the endpoint holds its maximum number of connections")]
     TooManyConnections,
+    /// `Config::mss` asks for longer packets than the data path carries
+    /// (`EndpointConfig::max_packet`).
+    #[error("Config::mss {mss} needs IP packets of up to {needs} bytes, but the data path carries {max}: set the MSS to at most {}", max.saturating_sub(80))]
+    MssTooLarge { mss: u16, needs: usize, max: usize },
 }
 
 /// A packet [`Endpoint::poll_transmit`] wrote.
@@ -191,8 +201,10 @@ impl Endpoint {
     }
 
     /// Accept connections on `port`; each gets a copy of `template` with its addresses and
-    /// the peer's port.
-    pub fn listen(&mut self, port: u16, template: Config) {
+    /// the peer's port. Refused (nothing changes) when the template's packets would be longer
+    /// than the data path carries ([`ConnectError::MssTooLarge`]).
+    pub fn listen(&mut self, port: u16, template: Config) -> Result<(), ConnectError> {
+        self.check_packet_size(&template)?;
         self.largest_mss = self.largest_mss.max(template.mss);
         self.listeners.insert(
             port,
@@ -201,6 +213,19 @@ impl Endpoint {
                 ..template
             },
         );
+        Ok(())
+    }
+
+    fn check_packet_size(&self, cfg: &Config) -> Result<(), ConnectError> {
+        let needs = cfg.largest_packet();
+        if needs > self.cfg.max_packet {
+            return Err(ConnectError::MssTooLarge {
+                mss: cfg.mss,
+                needs,
+                max: self.cfg.max_packet,
+            });
+        }
+        Ok(())
     }
 
     /// Stop accepting connections on `port`: SYNs to it are answered with an RST again.
@@ -216,6 +241,12 @@ impl Endpoint {
 
     pub fn config(&self) -> &EndpointConfig {
         &self.cfg
+    }
+
+    /// Set [`EndpointConfig::max_packet`] (a driver that serves an endpoint made elsewhere
+    /// does, from its buffers). Connections and listeners already made are not checked again.
+    pub fn set_max_packet(&mut self, max: usize) {
+        self.cfg.max_packet = max;
     }
 
     /// Connections held (of every phase).
@@ -252,6 +283,7 @@ impl Endpoint {
         if self.table.len() >= self.cfg.max_connections {
             return Err(ConnectError::TooManyConnections);
         }
+        self.check_packet_size(&cfg)?;
         if cfg.local_port == 0 {
             cfg.local_port = self.free_port(cfg.ip, cfg.remote_port)?;
         } else if self

@@ -25,7 +25,8 @@ fn endpoint(n: u8, f: impl FnOnce(&mut EndpointConfig)) -> Endpoint {
 
 fn server() -> Endpoint {
     let mut s = endpoint(2, |_| {});
-    s.listen(PORT, conn_cfg(IpPair::V4 { src: B, dst: A }, 0));
+    s.listen(PORT, conn_cfg(IpPair::V4 { src: B, dst: A }, 0))
+        .expect("listen");
     s
 }
 
@@ -450,7 +451,8 @@ fn ipv6_connections_work_and_released_handles_go_stale() {
     let b6 = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
     let mut a = endpoint(1, |_| {});
     let mut b = endpoint(2, |_| {});
-    b.listen(PORT, conn_cfg(IpPair::V6 { src: b6, dst: a6 }, 0));
+    b.listen(PORT, conn_cfg(IpPair::V6 { src: b6, dst: a6 }, 0))
+        .expect("listen");
     let mut now = Duration::from_millis(1);
     let h = a
         .connect(now, conn_cfg(IpPair::V6 { src: a6, dst: b6 }, PORT))
@@ -548,7 +550,7 @@ fn cookies_work_when_the_listener_negotiates_less_than_the_syn_offers() {
         let mut template = conn_cfg(IpPair::V4 { src: B, dst: A }, 0);
         template.bth = listener_bth;
         template.timestamps = listener_ts;
-        b.listen(PORT, template);
+        b.listen(PORT, template).expect("listen");
         let mut now = Duration::from_millis(1);
         let (ip, syn) = flood_syn(1);
         b.handle_segment(now, ip, &syn);
@@ -565,4 +567,52 @@ fn cookies_work_when_the_listener_negotiates_less_than_the_syn_offers() {
         assert_eq!(b.conn(s).unwrap().mode(), crate::Mode::Plain);
         assert_eq!(a.conn(h).unwrap().state(), State::Established);
     }
+}
+
+/// `max_packet`: a configuration whose longest packet (MSS + 80) does not fit the data path
+/// is refused at `connect` and `listen`, nothing kept; one that fits exactly is taken.
+#[test]
+fn an_mss_larger_than_the_data_path_is_refused_at_connect_and_listen() {
+    let mut a = endpoint(1, |c| c.max_packet = 1540);
+    let fits = Config {
+        mss: 1460,
+        ..client_cfg()
+    };
+    assert_eq!(fits.largest_packet(), 1540);
+    let big = Config {
+        mss: 1461,
+        ..client_cfg()
+    };
+    let err = ConnectError::MssTooLarge {
+        mss: 1461,
+        needs: 1541,
+        max: 1540,
+    };
+    assert_eq!(a.connect(Duration::ZERO, big.clone()), Err(err));
+    assert!(err.to_string().contains("at most 1460"), "{err}");
+    assert_eq!(a.listen(PORT, big), Err(err));
+    assert!(a.is_empty());
+    // Not listening: a SYN to the port gets an RST.
+    let mut b = endpoint(2, |_| {});
+    b.connect(
+        Duration::ZERO,
+        conn_cfg(IpPair::V4 { src: B, dst: A }, PORT),
+    )
+    .unwrap();
+    let mut syn = Vec::new();
+    b.poll_transmit(Duration::ZERO, &mut syn).unwrap();
+    a.handle(Duration::ZERO, &syn);
+    assert_eq!(a.stats().rst_sent, 1);
+    // What fits is taken, both ways, and an IPv6 connection at the same MSS too.
+    a.listen(PORT, fits.clone()).expect("listen");
+    a.connect(Duration::ZERO, fits).expect("connect");
+    let v6 = conn_cfg(
+        IpPair::V6 {
+            src: [1; 16],
+            dst: [2; 16],
+        },
+        PORT,
+    );
+    a.connect(Duration::ZERO, Config { mss: 1460, ..v6 })
+        .expect("connect over IPv6");
 }

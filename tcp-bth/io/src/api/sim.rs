@@ -47,7 +47,9 @@ pub fn sim_endpoints(
         ..EndpointConfig::default()
     };
     let mut net = Net::new(ea, eb, link);
-    net.b.listen(b_cfg.local_port, b_cfg);
+    net.b
+        .listen(b_cfg.local_port, b_cfg)
+        .expect("the simulated link sets no packet limit");
     let wake = Arc::new(NotifyWake(Notify::new()));
     let (app_a, ha) = ApiApp::new(wake.clone());
     let (app_b, hb) = ApiApp::new(wake.clone());

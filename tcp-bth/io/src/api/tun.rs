@@ -69,6 +69,8 @@ pub fn tun_endpoint<I: PacketIo + Send + 'static>(
         io: io.waker(),
     });
     let (mut app, handle) = ApiApp::new(wake.clone());
+    // Connections opened through the handle are checked against what the data path carries.
+    ep.set_max_packet(io.max_packet().min(ep.config().max_packet));
     let woken = io.waker().is_some();
     let w = wake.clone();
     let join = std::thread::spawn(move || {

@@ -15,7 +15,7 @@ fn connected(n: usize, link: LinkConfig) -> (Net, Vec<ConnectionHandle>, Vec<Con
     let (ea, eb) = net_configs(7);
     let (ca, cb) = net_conn_configs(7);
     let mut net = Net::new(ea, eb, link);
-    net.b.listen(B_PORT, cb);
+    net.b.listen(B_PORT, cb).expect("listen");
     let now = net.now;
     let a: Vec<_> = (0..n)
         .map(|_| net.a.connect(now, ca.clone()).expect("connect"))
@@ -175,7 +175,7 @@ fn the_ip_tap_writes_a_clean_capture() {
     let (ca, cb) = net_conn_configs(4);
     let mut net = Net::new(ea, eb, LinkConfig::default());
     net.tap = Some(tap);
-    net.b.listen(B_PORT, cb);
+    net.b.listen(B_PORT, cb).expect("listen");
     net.a.connect(net.now, ca.clone()).unwrap();
     net.a.connect(net.now, ca).unwrap();
     net.run_until(Duration::from_millis(10), |net| {

@@ -4,6 +4,7 @@
 
 mod ack;
 mod admission;
+mod buffer;
 mod coalesce;
 mod events;
 mod isn;

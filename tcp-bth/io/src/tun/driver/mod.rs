@@ -43,6 +43,10 @@ const RX: usize = 128;
 const TX: usize = 256;
 /// Smallest buffer; a device's buffers are its MTU rounded up to whole pages ([`buf_size`]).
 const MIN_BUF: usize = 4096;
+/// Room beyond the MTU in every buffer: a connection asks its transmit buffer for the
+/// longest TCP header (60 bytes) on top of its MSS (MTU − 40), 40 bytes more than any segment
+/// it sends at that MSS needs (`Config::largest_packet`).
+const HEADER_SLACK: usize = 40;
 /// Largest MTU the driver takes: an IPv4 or IPv6 packet is at most 65,535 bytes (IPv6's
 /// payload length excludes its 40-byte header, but nothing here sends jumbograms).
 pub const MAX_MTU: u32 = 65_535;
@@ -159,7 +163,8 @@ impl Driver {
                 format!("MTU {} above the largest IP packet ({MAX_MTU})", tun.mtu()),
             ));
         }
-        let buf = buf_size(tun.mtu() as usize + if vnet { VNET_HDR_LEN } else { 0 });
+        let vnet_len = if vnet { VNET_HDR_LEN } else { 0 };
+        let buf = buf_size(tun.mtu() as usize + HEADER_SLACK + vnet_len);
         let ring = IoUring::new(RING)?;
         let region = Region::new(RX + TX, buf)?;
         // SAFETY: the iovecs point into `region`, which is never resized and is freed only
@@ -249,6 +254,13 @@ impl Driver {
 
     pub fn stats(&self) -> DriverStats {
         self.stats
+    }
+
+    /// The longest IP packet the driver writes: its buffers less the virtio-net header. An
+    /// endpoint it drives gets it as `EndpointConfig::max_packet`, so a connection whose MSS
+    /// does not fit is refused at `connect`/`listen`.
+    pub fn max_packet(&self) -> usize {
+        self.buf - self.vnet_len()
     }
 
     pub fn device(&self) -> &TunDevice {
@@ -440,6 +452,10 @@ impl Driver {
 impl PacketIo for Driver {
     fn now(&self) -> Duration {
         Driver::now(self)
+    }
+
+    fn max_packet(&self) -> usize {
+        Driver::max_packet(self)
     }
 
     fn receive(&mut self, f: &mut dyn FnMut(&[u8], bool)) {

@@ -38,6 +38,7 @@ impl Driver {
                 })
                 .into_iter()
                 .collect(),
+            max_packet: self.max_packet(),
             ..EndpointConfig::default()
         });
         let mut handle: Option<ConnectionHandle> = None;
@@ -51,7 +52,8 @@ impl Driver {
             }
             Endpoint::Listen(cfg) => {
                 listening = Some(cfg.local_port);
-                ep.listen(cfg.local_port, cfg);
+                ep.listen(cfg.local_port, cfg)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
             }
         }
         let mut one = |ep: &mut tcp_bth::Endpoint, now: Duration| {
