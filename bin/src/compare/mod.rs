@@ -17,6 +17,7 @@ mod mtu;
 mod ours;
 pub mod path_ceiling;
 pub mod render;
+pub mod simulated;
 pub mod sizes;
 
 pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};

@@ -36,7 +36,11 @@ use std::time::Instant;
         endpoint against 8 kernel sockets; --qps runs every cell so) and the same incast over \
         TUN (incast-tun-*: 16 client connections into one server through the relay as a \
         500 Mbit/s bottleneck with a 256 KiB drop-tail queue, ours with admission off and on, \
-        kernel TCP beside it; a table of its own with the relay's queue drops per run).\n\n\
+        kernel TCP beside it; a table of its own with the relay's queue drops per run). \
+        Every bulk relay cell of ours that ran (MTU 1500, one connection, tcp_bth) is run \
+        again in the deterministic simulator on the same link (seed, delay, loss, reordering, \
+        paths) with the same messages and TUN-like driver turns, in a table of real against \
+        simulated Gbit/s: whether the simulator reproduces the real path.\n\n\
         MTU: every device of a cell's topology (veth or relay, both stacks' TUN devices) has \
         the cell's MTU (1500 unless its id ends in -mtuN); kernel TCP takes its MSS from it, \
         ours MTU - 40. The full plan sweeps bulk 1 MiB SEND over veth at MTU 1500, 4096, 9000 \
@@ -213,6 +217,11 @@ fn main() -> ExitCode {
             eprintln!("bth-compare: charts: {e}");
             return ExitCode::FAILURE;
         }
+    }
+    // Every relay cell of ours that ran, again in the simulator on the same link.
+    let simulated = compare::simulated::section(&results, cli.seed);
+    if !simulated.is_empty() {
+        println!("{simulated}");
     }
     // The full run's other rows: the relay's own ceiling, and the incast scenario (simulator).
     let wanted = |what: &str| {
