@@ -17,7 +17,16 @@ struct Cleanup(std::path::PathBuf);
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(self.0.with_extension("stderr"));
     }
+}
+
+/// What tcpdump said it lost ("N packets dropped by kernel"), from its closing statistics.
+fn dropped_by_kernel(stderr: &str) -> Option<u64> {
+    stderr
+        .lines()
+        .find(|l| l.ends_with("packets dropped by kernel"))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
 }
 
 const SIZE: u32 = 20_000;
@@ -52,14 +61,18 @@ fn capture_transfer(tag: &str) -> Cleanup {
             "-i",
             "bthv0",
             "-U",
+            // In immediate mode libpcap's ring has one frame per packet, each as long as the
+            // snapshot length: with `-s 0` (256 KiB) the 32 MiB buffer held 128 packets, and a
+            // burst longer than that was dropped ("packets dropped by kernel") once the stack
+            // got fast enough to send one. Every packet here fits 2 KiB (MTU 1500).
             "-s",
-            "0",
+            "2048",
             "-w",
         ])
         .arg(&file)
         .arg("tcp")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(file.with_extension("stderr")).expect("stderr file"))
         .spawn()
         .expect("tcpdump");
     // tcpdump needs a moment to open the interface before traffic starts.
@@ -93,6 +106,13 @@ fn capture_transfer(tag: &str) -> Cleanup {
     // SIGTERM lets tcpdump flush and close the file.
     let _ = Command::new("kill").arg(dump.id().to_string()).status();
     let _ = dump.wait();
+    // A capture tcpdump lost packets from cannot show every message: say so, not a count.
+    let said = std::fs::read_to_string(file.with_extension("stderr")).unwrap_or_default();
+    assert_eq!(
+        dropped_by_kernel(&said),
+        Some(0),
+        "tcpdump did not report a complete capture: {said}"
+    );
     cleanup
 }
 
