@@ -59,7 +59,7 @@ pub use recovery::Recovery;
 pub use report::{percentile, LatencyStats, PerfReport, Timeline, BUCKET, PEAK_WINDOW};
 pub use server::{Server, ServerRole};
 
-use tcp_bth_io::sim::workload::fill;
+use tcp_bth_io::sim::workload::{filled, matches_fill};
 
 /// Length of the server's reply in [`PerfOp::SendRecv`].
 pub const REPLY_LEN: usize = 8;
@@ -104,11 +104,16 @@ fn nth_of(cfg: &PerfConfig, op: MsgOp, n: u64) -> u64 {
 
 /// Which pattern bytes message `i` carries (READ data comes from the server's region).
 fn payload(cfg: &PerfConfig, i: u64) -> Vec<u8> {
-    let mut v = vec![0u8; cfg.size as usize];
     if cfg.verify {
-        fill(cfg.seed, i, &mut v);
+        filled(cfg.seed, i, cfg.size as usize)
+    } else {
+        vec![0u8; cfg.size as usize]
     }
-    v
+}
+
+/// Whether `got` is what [`payload`] gave message `i`.
+fn is_payload(cfg: &PerfConfig, i: u64, got: &[u8]) -> bool {
+    got.len() == cfg.size as usize && matches_fill(cfg.seed, i, got)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use crate::tunpair::thread_cpu;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
-use tcp_bth_io::sim::workload::fill;
+use tcp_bth_io::sim::workload::{fill, matches_fill};
 use tcp_bth_io::tun::enter_netns;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -169,9 +169,7 @@ async fn serve(mut s: TcpStream, peer: u16, rr: bool) -> io::Result<ServerOut> {
         out.arrived.push(Instant::now());
         // Every byte checked, as our server checks each SEND (`verify`).
         let i = out.arrived.len() as u64 - 1;
-        let mut want = vec![0u8; n];
-        fill(PATTERN_SEED, i, &mut want);
-        if msg == want {
+        if matches_fill(PATTERN_SEED, i, &msg) {
             out.verified += 1;
         } else {
             out.differs.get_or_insert(i);

@@ -5,13 +5,13 @@
 //! one; the client too with `-b`.
 
 use super::ctrl::Regions;
-use super::{nth_of, payload, MsgOp, PerfConfig, PerfError, PerfOp, PerfReport, REPLY_LEN};
+use super::{is_payload, nth_of, MsgOp, PerfConfig, PerfError, PerfOp, PerfReport, REPLY_LEN};
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::Access;
 use bytes::Bytes;
 use std::time::Duration;
 use tcp_bth::{Completion, Connection, WcOp};
-use tcp_bth_io::sim::workload::fill;
+use tcp_bth_io::sim::workload::{fill, matches_fill};
 
 pub(crate) struct Responder {
     cfg: PerfConfig,
@@ -126,14 +126,18 @@ impl Responder {
         if !self.cfg.verify || !in_order {
             return;
         }
-        let want = payload(&self.cfg, i);
+        let len = self.cfg.size as usize;
         let ok = match comp.op {
-            WcOp::Recv => comp.buf.as_deref().and_then(|b| b.get(..want.len())) == Some(&want[..]),
+            WcOp::Recv => comp
+                .buf
+                .as_deref()
+                .and_then(|b| b.get(..len))
+                .is_some_and(|got| is_payload(&self.cfg, i, got)),
             _ => {
                 let at = self.cfg.write_offset(i) as usize;
                 c.mr_bytes(self.write_rkey)
-                    .and_then(|r| r.get(at..at + want.len()))
-                    .is_some_and(|got| got == &want[..])
+                    .and_then(|r| r.get(at..at + len))
+                    .is_some_and(|got| is_payload(&self.cfg, i, got))
             }
         };
         if ok {
@@ -218,11 +222,12 @@ impl Responder {
             return;
         }
         let region = c.mr_bytes(self.write_rkey).unwrap_or_default();
-        let mut want = vec![0u8; size];
         for i in 0..count {
-            fill(self.cfg.seed, i, &mut want);
             let at = self.cfg.write_offset(i) as usize;
-            if region.get(at..at + size) == Some(&want[..]) {
+            if region
+                .get(at..at + size)
+                .is_some_and(|got| matches_fill(self.cfg.seed, i, got))
+            {
                 report.verified += 1;
             } else {
                 report.errors.push(PerfError::MessageDiffers { msg: i });

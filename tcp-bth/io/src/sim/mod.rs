@@ -5,6 +5,7 @@ mod incast_work;
 pub mod link;
 pub mod net;
 pub mod pair;
+pub mod pattern;
 mod spray;
 pub mod workload;
 pub use capture::{pcap_ip_tap, pcap_tap};

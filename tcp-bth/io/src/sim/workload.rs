@@ -4,6 +4,7 @@
 
 use super::link::LinkConfig;
 use super::pair::{pair_configs, DriverModel, Pair};
+pub use super::pattern::{fill, filled, matches_fill};
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::{Access, WcStatus};
 use bytes::Bytes;
@@ -187,41 +188,6 @@ fn mismatch(kind: Kind, i: usize) -> String {
         Kind::Send => format!("SEND message {i} differs from what was sent"),
         Kind::WriteImm => format!("WRITE message {i} differs from what was sent"),
         Kind::Read => format!("READ {i} returned different bytes"),
-    }
-}
-
-/// Words of one block of [`fill`]'s pattern.
-const FILL_BLOCK_WORDS: usize = 512;
-
-/// Deterministic payload bytes for message `i`: a 4 KiB block of the splitmix64 stream seeded
-/// by `seed` and `i`, repeated with block `b` XORed with a word derived from `b`, so every byte
-/// depends on the message and on its offset (a segment placed in another message or at another
-/// offset does not match) while the cost per byte is a copy and an XOR, not two 64-bit
-/// multiplications: checking every byte of a run at 64 KiB MTU took a third of its CPU with
-/// the splitmix stream itself.
-pub fn fill(seed: u64, i: u64, buf: &mut [u8]) {
-    let mut x = seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut block = [0u64; FILL_BLOCK_WORDS];
-    for w in &mut block {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        *w = z ^ (z >> 31);
-    }
-    for (b, chunk) in buf.chunks_mut(FILL_BLOCK_WORDS * 8).enumerate() {
-        let salt = (b as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-        let last = (chunk.len() / 8) % FILL_BLOCK_WORDS;
-        let mut words = chunk.chunks_exact_mut(8);
-        for (dst, w) in (&mut words).zip(&block) {
-            dst.copy_from_slice(&(w ^ salt).to_le_bytes());
-        }
-        let tail = words.into_remainder();
-        let n = tail.len();
-        if n > 0 {
-            let w = block[last] ^ salt;
-            tail.copy_from_slice(&w.to_le_bytes()[..n]);
-        }
     }
 }
 
@@ -511,8 +477,7 @@ fn check_b(
             sent: p.size,
         });
     }
-    let mut want = vec![0u8; p.size as usize];
-    fill(seed, i as u64, &mut want);
+    let ok = |got: &[u8]| matches_fill(seed, i as u64, got);
     match c.op {
         WcOp::Recv => {
             if let Some(prev) = *last_recv_msn {
@@ -522,7 +487,7 @@ fn check_b(
             }
             *last_recv_msn = Some(c.msn);
             let buf = c.buf.as_ref().ok_or(WorkloadError::NoRecvBuffer)?;
-            if buf[..p.size as usize] != want[..] {
+            if !ok(&buf[..p.size as usize]) {
                 return Err(WorkloadError::Mismatch {
                     kind: Kind::Send,
                     message: i,
@@ -534,7 +499,7 @@ fn check_b(
                 .mr_bytes(target_rkey)
                 .ok_or(WorkloadError::TargetVanished)?;
             let at = p.offset as usize;
-            if region[at..at + p.size as usize] != want[..] {
+            if !ok(&region[at..at + p.size as usize]) {
                 return Err(WorkloadError::Mismatch {
                     kind: Kind::WriteImm,
                     message: i,
@@ -572,36 +537,5 @@ fn capture_error(path: &std::path::Path, source: io::Error) -> WorkloadError {
     WorkloadError::Capture {
         path: path.to_owned(),
         source,
-    }
-}
-
-#[cfg(test)]
-mod fill_tests {
-    use super::fill;
-
-    #[test]
-    fn fill_depends_on_the_message_and_the_offset() {
-        let mut a = vec![0u8; 3 * 4096 + 5];
-        fill(7, 3, &mut a);
-        // The same call gives the same bytes; a prefix is the same as a shorter fill.
-        let mut again = vec![0u8; a.len()];
-        fill(7, 3, &mut again);
-        assert_eq!(a, again);
-        let mut short = vec![0u8; 4096 + 3];
-        fill(7, 3, &mut short);
-        assert_eq!(short[..], a[..short.len()]);
-        // Another message, another seed: other bytes, word for word.
-        for (seed, i) in [(7, 4), (8, 3)] {
-            let mut b = vec![0u8; a.len()];
-            fill(seed, i, &mut b);
-            assert!(a.chunks(8).zip(b.chunks(8)).all(|(x, y)| x != y));
-        }
-        // Another offset: no 4 KiB block repeats another, nor does any 1448-byte segment.
-        for (k, blk) in a.chunks(4096).enumerate().skip(1) {
-            assert_ne!(blk, &a[..blk.len()], "block {k}");
-        }
-        for off in (1448..a.len() - 1448).step_by(1448) {
-            assert_ne!(a[off..off + 1448], a[..1448], "offset {off}");
-        }
     }
 }
