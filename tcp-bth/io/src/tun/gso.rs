@@ -30,7 +30,7 @@ pub const GSO_NONE: u8 = 0;
 pub const GSO_TCPV4: u8 = 1;
 pub const GSO_TCPV6: u8 = 4;
 /// Offset of the checksum in a TCP header: what `csum_offset` must be.
-const TCP_CSUM_OFFSET: u16 = 16;
+const TCP_CSUM_OFFSET: u16 = checksum::TCP_CHECKSUM_OFFSET as u16;
 
 /// `struct virtio_net_hdr`, little-endian (the relay sets `TUNSETVNETLE`, so the byte order
 /// does not depend on the host).

@@ -46,7 +46,7 @@ const MIN_BUF: usize = 4096;
 /// Room beyond the MTU in every buffer: a connection asks its transmit buffer for the
 /// longest TCP header (60 bytes) on top of its MSS (MTU − 40), 40 bytes more than any segment
 /// it sends at that MSS needs (`Config::largest_packet`).
-const HEADER_SLACK: usize = 40;
+const HEADER_SLACK: usize = tcp_bth::wire::TCP_HEADER_MAX - tcp_bth::wire::TCP_HEADER_MIN;
 /// Largest MTU the driver takes: an IPv4 or IPv6 packet is at most 65,535 bytes (IPv6's
 /// payload length excludes its 40-byte header, but nothing here sends jumbograms).
 pub const MAX_MTU: u32 = 65_535;
