@@ -157,6 +157,11 @@ fn one_copy_per_byte(name: &str, s: &Served<Side>) {
         d.csum_offloaded > 0 && d.csum_trusted > 0,
         "{name}: checksum offload unused: {d:?}"
     );
+    // Writes on one io-wq worker leave in order (Linux 5.15's IORING_REGISTER_IOWQ_MAX_WORKERS).
+    assert!(
+        d.ordered_writes,
+        "{name}: writes may leave out of order: {d:?}"
+    );
 }
 
 /// Both sides' errors at once: the first failure usually ends the other side's run too.
