@@ -5,9 +5,9 @@
 //! The same [`TwoNs`] as the stacks' runs, at the cell's MTU, and the same io_uring driver
 //! ([`Driver`], used only through [`PacketIo`]): a thread in A writes raw IPv4 packets of
 //! exactly the MTU (protocol 253, RFC 3692's "for experimentation and testing"; from A's stack
-//! address to B's) into A's stack TUN device as fast as [`PacketIo::can_send`] allows; the
-//! kernel forwards them A-TUN → veth (or relay) → B-TUN, where a thread in B reads and counts
-//! them. The receiver measures: from its first packet it lets a warm-up pass (ARP, queues
+//! address to B's) into A's stack TUN device as fast as [`PacketIo::can_send`] allows and at
+//! most `IN_FLIGHT` (256) packets ahead of the highest the receiver has read; the kernel forwards
+//! them A-TUN → veth (or relay) → B-TUN, where a thread in B reads and counts them. The receiver measures: from its first packet it lets a warm-up pass (ARP, queues
 //! filling), then counts the packets that arrive during the measured window on its own clock.
 //! Each packet carries a sequence number, so the receiver also counts the packets the path
 //! dropped in the window (a device queue overflowing when the receiver is the slower side).
@@ -28,7 +28,7 @@ use crate::topology::{TwoNs, A_STACK, B_STACK};
 use crate::tunpair::{stack_tun_mtu, thread_cpu};
 use serde::Serialize;
 use std::io;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tcp_bth_io::tun::Driver;
@@ -158,6 +158,15 @@ fn same_header(p: &[u8], want: &[u8]) -> bool {
     p[..8] == want[..8] && p[9] == want[9] && p[12..IP_HEADER] == want[12..IP_HEADER]
 }
 
+/// Packets the sender may have sent beyond the highest one the receiver has read: the probe
+/// is flow-controlled, like any stack, so it measures what the path delivers rather than how
+/// fast the sender can overrun the receiving device's queue (500 packets) and have the kernel
+/// forward packets it then drops. Without it, at MTU 65000 most of what was sent was lost on
+/// the path and the probe measured less than our stack moves.
+const IN_FLIGHT: u64 = 256;
+/// How long the sender waits for the receiver when `IN_FLIGHT` is reached.
+const HELD_PAUSE: Duration = Duration::from_micros(20);
+
 /// The measurement's phases, shared by the two threads.
 const WARMING: u8 = 0;
 const MEASURING: u8 = 1;
@@ -171,13 +180,14 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
     // front of every packet when the stack has one).
     let (mtu, offload) = (ns.mtu, ns.offload);
     let phase = Arc::new(AtomicU8::new(WARMING));
+    let arrived = Arc::new(AtomicU64::new(0));
     let receiver = {
-        let (name, phase, spec) = (ns.b.clone(), phase.clone(), *spec);
+        let (name, phase, spec, arrived) = (ns.b.clone(), phase.clone(), *spec, arrived.clone());
         spawn_set_up(
             "bth-ceil-rx",
             move || stack_tun_mtu(&name, false, mtu, offload).and_then(Driver::open),
             move |mut io| {
-                let r = receive(&mut io, mtu, &spec, &phase);
+                let r = receive(&mut io, mtu, &spec, &phase, &arrived);
                 phase.store(STOP, Ordering::Relaxed);
                 r
             },
@@ -185,7 +195,7 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
         .map_err(|e| io::Error::new(e.kind(), format!("ceiling receiver: {e}")))?
     };
     let sender = {
-        let (name, phase) = (ns.a.clone(), phase.clone());
+        let (name, phase, arrived) = (ns.a.clone(), phase.clone(), arrived.clone());
         let limit = FIRST_PACKET_WITHIN
             + Duration::from_millis(u64::from(spec.warmup_ms) + u64::from(spec.measure_ms))
             + Duration::from_secs(5);
@@ -194,7 +204,7 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
             .spawn(move || {
                 let r = stack_tun_mtu(&name, true, mtu, offload)
                     .and_then(Driver::open)
-                    .and_then(|mut io| send(&mut io, mtu, &phase, limit));
+                    .and_then(|mut io| send(&mut io, mtu, &phase, &arrived, limit));
                 phase.store(STOP, Ordering::Relaxed);
                 r
             })?
@@ -214,7 +224,13 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
 
 /// Write packets while the driver has room, until the receiver says stop (or `limit` passes);
 /// returns the thread's CPU over the measured window.
-fn send(io: &mut Driver, mtu: u32, phase: &AtomicU8, limit: Duration) -> io::Result<Duration> {
+fn send(
+    io: &mut Driver,
+    mtu: u32,
+    phase: &AtomicU8,
+    arrived: &AtomicU64,
+    limit: Duration,
+) -> io::Result<Duration> {
     let mut pkt = template(mtu as usize);
     let mut seq: u64 = 0;
     let (mut cpu0, mut cpu1) = (None, None);
@@ -233,7 +249,12 @@ fn send(io: &mut Driver, mtu: u32, phase: &AtomicU8, limit: Duration) -> io::Res
         // Reaps the writes that completed (their buffers take packets again); nothing is
         // expected to arrive here.
         io.receive(&mut |_, _| {});
+        let mut held = false;
         while io.can_send() {
+            if seq.saturating_sub(arrived.load(Ordering::Relaxed)) >= IN_FLIGHT {
+                held = true;
+                break;
+            }
             pkt[SEQ_AT..SEQ_AT + 8].copy_from_slice(&seq.to_be_bytes());
             io.send(&pkt);
             seq += 1;
@@ -245,7 +266,12 @@ fn send(io: &mut Driver, mtu: u32, phase: &AtomicU8, limit: Duration) -> io::Res
                 "the receiver did not finish in time",
             ));
         }
-        io.wait(Some(now + Duration::from_millis(1)))?;
+        let pause = if held {
+            HELD_PAUSE
+        } else {
+            Duration::from_millis(1)
+        };
+        io.wait(Some(now + pause))?;
     }
     let cpu = match (cpu0, cpu1) {
         (Some(a), Some(b)) => b.saturating_sub(a),
@@ -272,6 +298,7 @@ fn receive(
     mtu: u32,
     spec: &CeilingSpec,
     phase: &AtomicU8,
+    arrived: &AtomicU64,
 ) -> io::Result<PathCeiling> {
     let want = template(mtu as usize);
     let mut t = Tally::default();
@@ -292,6 +319,7 @@ fn receive(
                 t.foreign += 1;
             }
         });
+        arrived.store(t.next_seq, Ordering::Relaxed);
         let now = io.now();
         if phase.load(Ordering::Relaxed) == STOP {
             return Err(io::Error::other("the sender stopped"));
