@@ -6,8 +6,9 @@
 //! ([`Driver`], used only through [`PacketIo`]): a thread in A writes raw IPv4 packets of
 //! exactly the MTU (protocol 253, RFC 3692's "for experimentation and testing"; from A's stack
 //! address to B's) into A's stack TUN device as fast as [`PacketIo::can_send`] allows and at
-//! most `IN_FLIGHT` (256) packets ahead of the highest the receiver has read; the kernel forwards
-//! them A-TUN → veth (or relay) → B-TUN, where a thread in B reads and counts them. The receiver measures: from its first packet it lets a warm-up pass (ARP, queues
+//! most `IN_FLIGHT` (256) packets ahead of the highest the receiver has read; the kernel
+//! forwards them A-TUN → veth (or relay) → B-TUN, where a thread in B reads and counts them.
+//! The receiver measures: from its first packet it lets a warm-up pass (ARP, queues
 //! filling), then counts the packets that arrive during the measured window on its own clock.
 //! Each packet carries a sequence number, so the receiver also counts the packets the path
 //! dropped in the window (a device queue overflowing when the receiver is the slower side).
