@@ -24,6 +24,21 @@ fn samples() -> [(&'static str, Bth); 2] {
     [("16B", small), ("40B", large)]
 }
 
+/// The benchmarks' segment: fixed ports and numbers, ACK set, these options and payload.
+fn ack_segment(options: TcpOptions, payload: &[u8]) -> TcpRepr<'_> {
+    TcpRepr {
+        src_port: 1,
+        dst_port: 2,
+        seq: 3,
+        ack: 4,
+        flags: TcpFlags::ACK,
+        window: 5,
+        urgent: 0,
+        options,
+        payload,
+    }
+}
+
 fn codec(c: &mut Criterion) {
     let mut g = c.benchmark_group("bth_option");
     for (name, b) in samples() {
@@ -45,20 +60,13 @@ fn codec(c: &mut Criterion) {
     let payload = vec![0xA5u8; 1448];
     let mut data = samples()[1].1;
     data.seal(&payload);
-    let seg = TcpRepr {
-        src_port: 1,
-        dst_port: 2,
-        seq: 3,
-        ack: 4,
-        flags: TcpFlags::ACK,
-        window: 5,
-        urgent: 0,
-        options: TcpOptions {
+    let seg = ack_segment(
+        TcpOptions {
             bth: Some(data),
             ..Default::default()
         },
-        payload: &payload,
-    };
+        &payload,
+    );
     let wire = seg.to_vec(ip).unwrap();
     let mut g = c.benchmark_group("tcp_segment_1448B");
     g.bench_function("parse_with_checksum", |b| {
@@ -98,17 +106,7 @@ fn acks(c: &mut Criterion, ip: IpPair) {
     };
     let mut g = c.benchmark_group("pure_ack");
     for (name, options) in [("plain_3sack", plain), ("bth", bth)] {
-        let seg = TcpRepr {
-            src_port: 1,
-            dst_port: 2,
-            seq: 3,
-            ack: 4,
-            flags: TcpFlags::ACK,
-            window: 5,
-            urgent: 0,
-            options,
-            payload: &[],
-        };
+        let seg = ack_segment(options, &[]);
         let len = seg.header_len();
         let mut buf = [0u8; 60];
         g.bench_function(format!("build_{name}"), |b| {
