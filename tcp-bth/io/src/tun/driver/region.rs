@@ -15,10 +15,12 @@ use std::alloc::{self, Layout};
 use std::io;
 use std::ptr::NonNull;
 
-/// Buffers of `buf` bytes each, page-aligned.
+/// Buffers of `buf` bytes each, `stride` bytes apart and `offset` bytes into their stride.
 pub(super) struct Region {
     ptr: NonNull<u8>,
     layout: Layout,
+    stride: usize,
+    offset: usize,
     buf: usize,
     count: usize,
     leaked: bool,
@@ -29,10 +31,21 @@ pub(super) struct Region {
 unsafe impl Send for Region {}
 
 impl Region {
-    /// `count` zeroed buffers of `buf` bytes.
+    /// `count` zeroed buffers of `buf` bytes, page-aligned.
     pub fn new(count: usize, buf: usize) -> io::Result<Region> {
+        Region::with_offset(count, buf, 0)
+    }
+
+    /// `count` zeroed buffers, `stride` bytes apart (a whole number of pages keeps them all
+    /// at the same offset in their page), each starting `offset` bytes into its stride and
+    /// `stride - offset` bytes long.
+    pub fn with_offset(count: usize, stride: usize, offset: usize) -> io::Result<Region> {
+        let buf = stride
+            .checked_sub(offset)
+            .filter(|&b| b > 0)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset past the stride"))?;
         let size = count
-            .checked_mul(buf)
+            .checked_mul(stride)
             .filter(|&s| s > 0)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty buffer region"))?;
         let layout = Layout::from_size_align(size, 4096)
@@ -43,6 +56,8 @@ impl Region {
         Ok(Region {
             ptr,
             layout,
+            stride,
+            offset,
             buf,
             count,
             leaked: false,
@@ -62,8 +77,8 @@ impl Region {
     /// Start of buffer `i` (`i` < count), for the kernel.
     pub fn ptr_of(&self, i: usize) -> *mut u8 {
         assert!(i < self.count, "buffer {i} of {}", self.count);
-        // SAFETY: i < count, so the offset stays inside the allocation.
-        unsafe { self.ptr.as_ptr().add(i * self.buf) }
+        // SAFETY: i < count and offset + buf = stride, so buffer i stays inside the allocation.
+        unsafe { self.ptr.as_ptr().add(i * self.stride + self.offset) }
     }
 
     /// The first `len` bytes of buffer `i`.
@@ -99,6 +114,33 @@ impl Drop for Region {
         if !self.leaked {
             // SAFETY: allocated in `new` with this layout, freed once (here).
             unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_start_at_the_offset_in_their_pages_and_end_at_the_next_stride() {
+        let r = Region::with_offset(3, 8192, 64).expect("region");
+        let base = r.ptr_of(0) as usize - 64;
+        assert_eq!(base % 4096, 0, "the allocation is page-aligned");
+        for i in 0..3 {
+            assert_eq!(r.ptr_of(i) as usize, base + i * 8192 + 64);
+            assert_eq!(r.iovecs()[i].iov_len, 8192 - 64);
+        }
+        // A slice is clamped to its buffer.
+        // SAFETY: nothing is in flight on a region no ring has seen.
+        assert_eq!(unsafe { r.slice(2, 1 << 20) }.len(), 8192 - 64);
+        assert_eq!(
+            Region::new(2, 4096).expect("plain").ptr_of(1) as usize % 4096,
+            0
+        );
+        for bad in [8192, 9000] {
+            let e = Region::with_offset(1, 8192, bad).err().expect("refused");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         }
     }
 }
