@@ -4,6 +4,7 @@
 use crate::message::{Kind, Message};
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
+use tcp_bth_wire::copy::copy_payload;
 use tcp_bth_wire::{
     Bth, Extension, MessageKind, MsgClass, Opcode, Position, Reth, ZERO_LENGTH_MBO,
 };
@@ -118,7 +119,7 @@ impl SegmentDesc {
         for s in &self.payload {
             let Some(dst) = out.get_mut(at..) else { break };
             let n = s.len().min(dst.len());
-            dst[..n].copy_from_slice(&s[..n]);
+            copy_payload(&mut dst[..n], &s[..n]);
             at += n;
         }
         at

@@ -6,6 +6,7 @@ use crate::coverage::Coverage;
 use crate::cqe::WcStatus;
 use crate::mr::MemoryRegions;
 use crate::outcome::{Counters, DropReason, PlaceOutcome};
+use tcp_bth_wire::copy::copy_payload;
 use tcp_bth_wire::{Inbound, MsgClass, Reth};
 
 /// What one message has received so far.
@@ -107,7 +108,7 @@ struct CopyMeter {
 
 impl CopyMeter {
     fn copy(&mut self, dst: &mut [u8], src: &[u8]) {
-        dst.copy_from_slice(src);
+        copy_payload(dst, src);
         self.bytes += src.len() as u64;
     }
 

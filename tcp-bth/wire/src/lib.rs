@@ -10,6 +10,7 @@
 pub mod ack;
 pub mod bth;
 pub mod checksum;
+pub mod copy;
 pub mod message;
 pub mod opcode;
 pub mod segment;

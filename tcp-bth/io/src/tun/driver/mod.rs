@@ -37,6 +37,7 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tcp_bth::wire::copy::copy_payload;
 use tcp_bth::wire::ChecksumFill;
 
 const RX: usize = 128;
@@ -533,7 +534,7 @@ impl PacketIo for Driver {
         if self.vnet {
             b[..hdr].copy_from_slice(&VnetHdr::for_packet(packet, None).to_bytes());
         }
-        b[hdr..].copy_from_slice(packet);
+        copy_payload(&mut b[hdr..], packet);
         self.stats.bytes_copied += packet.len() as u64;
         self.submit_write(idx, hdr + packet.len());
     }
