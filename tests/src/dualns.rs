@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::IpPair;
-use tcp_bth_io::tun::{enter_netns, Driver, Offload, TunConfig, TunDevice};
+use tcp_bth_io::tun::{enter_netns, Driver, Features, Offload, TunConfig, TunDevice};
 
 /// One side's addresses.
 #[derive(Debug, Clone, Copy)]
@@ -144,6 +144,12 @@ impl DualNs {
 /// and checksum offload (what the tools use unless told otherwise).
 /// Call it from the thread that will run the driver: it moves that thread into `ns`.
 pub fn open_driver(ns: &str, me: &Side) -> io::Result<Driver> {
+    open_driver_with(ns, me, Features::ALL)
+}
+
+/// [`open_driver`] using only the io_uring `features` given (the others' fallbacks, as on an
+/// older kernel).
+pub fn open_driver_with(ns: &str, me: &Side, features: Features) -> io::Result<Driver> {
     enter_netns(ns)?;
     let tun = TunDevice::create(&TunConfig {
         name: "tep0".into(),
@@ -153,7 +159,7 @@ pub fn open_driver(ns: &str, me: &Side) -> io::Result<Driver> {
         mtu: 1500,
         offload: Offload::Checksum,
     })?;
-    Driver::open(tun)
+    Driver::open_with(tun, features)
 }
 
 /// Wait until `veth` has its IPv6 link-local address. Neighbour solicitations go out from it:

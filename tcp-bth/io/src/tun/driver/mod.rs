@@ -113,9 +113,53 @@ pub struct DriverStats {
     /// provided buffers run out, `ENOBUFS`, or on an error).
     pub read_rearms: u64,
     /// The kernel took the ring's io-wq worker limit (one worker), so packets leave in the
-    /// order they were queued (false on a kernel that refused it: several io-wq workers may
-    /// reorder the writes they are handed).
+    /// order they were queued (false on a kernel that refused it, or with
+    /// [`Features::iowq_limit`] off: several io-wq workers may reorder the writes they are
+    /// handed).
     pub ordered_writes: bool,
+    /// Reads are one multishot read over provided buffers (false: one `READ_FIXED` per
+    /// receive buffer, on a kernel without it or with [`Features::multishot_read`] off).
+    pub multishot_read: bool,
+    /// The ring runs completions cooperatively (false: on a kernel without it or with
+    /// [`Features::coop_taskrun`] off).
+    pub coop_taskrun: bool,
+}
+
+/// The io_uring features the driver uses when the kernel has them. Each has a fallback for
+/// an older kernel, and each can be turned off here to run that fallback on a kernel that has
+/// the feature (`tests/tests/tun_endpoint.rs` does); [`DriverStats`] says what was used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// One multishot read over a provided-buffer ring (Linux 6.7); without it, one
+    /// `READ_FIXED` per receive buffer, posted again as each completes.
+    pub multishot_read: bool,
+    /// `IORING_SETUP_COOP_TASKRUN` with `TASKRUN_FLAG` (Linux 5.19); without it the kernel
+    /// interrupts the thread to run each completion.
+    pub coop_taskrun: bool,
+    /// `IORING_REGISTER_IOWQ_MAX_WORKERS` (Linux 5.15); without it the kernel's default,
+    /// under which this kernel handed writes to several io-wq workers that reordered them.
+    pub iowq_limit: bool,
+}
+
+impl Features {
+    /// Everything the kernel has: what [`Driver::open`] uses.
+    pub const ALL: Features = Features {
+        multishot_read: true,
+        coop_taskrun: true,
+        iowq_limit: true,
+    };
+    /// None of them: the path of a kernel older than 5.15.
+    pub const NONE: Features = Features {
+        multishot_read: false,
+        coop_taskrun: false,
+        iowq_limit: false,
+    };
+}
+
+impl Default for Features {
+    fn default() -> Features {
+        Features::ALL
+    }
 }
 
 /// The io_uring driver of one TUN device. See the module documentation.
@@ -159,8 +203,14 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// Set up the ring on `tun`, register its buffers and post the reads.
+    /// Set up the ring on `tun`, register its buffers and post the reads, with every
+    /// feature the kernel has ([`Features::ALL`]).
     pub fn open(tun: TunDevice) -> io::Result<Driver> {
+        Driver::open_with(tun, Features::ALL)
+    }
+
+    /// [`open`](Self::open) using only the features in `want` that the kernel has.
+    pub fn open_with(tun: TunDevice, want: Features) -> io::Result<Driver> {
         if tun.offload() == Offload::Segmentation {
             // Super-packets would have to be cut into segments here, each with its own BTH:
             // the stack sends and takes real segments only.
@@ -184,11 +234,21 @@ impl Driver {
         // 10 % of a profile, in irqentry_exit_to_user_mode under our own copies and CRC.
         // Cooperative task running (Linux 5.19) leaves it for the thread's next kernel entry,
         // which the turn makes every pass (`wait`); a thread asleep in `wait` is still woken.
-        let ring = IoUring::builder()
-            .setup_coop_taskrun()
-            .setup_taskrun_flag()
-            .build(RING)
-            .or_else(|_| IoUring::new(RING))?;
+        let coop = want
+            .coop_taskrun
+            .then(|| {
+                IoUring::builder()
+                    .setup_coop_taskrun()
+                    .setup_taskrun_flag()
+                    .build(RING)
+                    .ok()
+            })
+            .flatten();
+        let coop_taskrun = coop.is_some();
+        let ring = match coop {
+            Some(ring) => ring,
+            None => IoUring::new(RING)?,
+        };
         // Without this call io_uring handed almost every TUN write to its io-wq worker threads
         // (224,378 of 225,067 in one `bth-perf local` run, `perf stat -e
         // io_uring:io_uring_queue_async_work`), and several workers sent packets in another
@@ -200,10 +260,11 @@ impl Driver {
         // itself; why was not established. Should a kernel still hand writes over, one worker
         // keeps them in order. A kernel without the call (before 5.15) keeps its default,
         // which `DriverStats::ordered_writes` says.
-        let ordered_writes = ring
-            .submitter()
-            .register_iowq_max_workers(&mut [1, 1])
-            .is_ok();
+        let ordered_writes = want.iowq_limit
+            && ring
+                .submitter()
+                .register_iowq_max_workers(&mut [1, 1])
+                .is_ok();
         let region = Region::with_offset(RX + TX, stride, BUF_OFFSET)?;
         // SAFETY: the iovecs point into `region`, which is never resized and is freed only
         // after the ring (field order) and after every operation has been reaped (Drop).
@@ -212,7 +273,8 @@ impl Driver {
         // The multishot read needs Linux 6.7 (provided-buffer rings, 5.19): a kernel without
         // it gets one fixed read per receive buffer, as before.
         let mut probe = io_uring::Probe::new();
-        let multishot = ring.submitter().register_probe(&mut probe).is_ok()
+        let multishot = want.multishot_read
+            && ring.submitter().register_probe(&mut probe).is_ok()
             && probe.is_supported(opcode::ReadMulti::CODE);
         // SAFETY: the entries live in `bufring`, freed only after the ring (field order), which
         // unregisters them when it is dropped, and leaked with the region if a shutdown cannot
@@ -246,6 +308,8 @@ impl Driver {
             wake: Arc::new(eventfd()?),
             stats: DriverStats {
                 ordered_writes,
+                multishot_read: registered,
+                coop_taskrun,
                 ..DriverStats::default()
             },
         };
