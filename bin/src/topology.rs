@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use tcp_bth_io::sim::LinkConfig;
-use tcp_bth_io::tun::{enter_netns, Offload, Relay, RelayStats, TunConfig, TunDevice};
+use tcp_bth_io::tun::{devstats, enter_netns, Offload, Relay, RelayStats, TunConfig, TunDevice};
 
 pub const A_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 pub const B_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
@@ -235,6 +235,25 @@ impl TwoNs {
     pub fn stack_tun(&self, side_a: bool) -> io::Result<TunDevice> {
         let ns = if side_a { &self.a } else { &self.b };
         stack_tun_mtu(ns, side_a, self.mtu, self.offload)
+    }
+
+    /// Packets the network devices of both namespaces have dropped so far (receive and
+    /// transmit, every device but `lo`: [`devstats::namespace_drops`], read from a thread in
+    /// each namespace); None if either could not be read. Devices that a run opened and closed
+    /// (our stacks' TUN devices) are gone by the end of it: their threads read their own.
+    pub fn device_drops(&self) -> Option<u64> {
+        let read = |ns: String| {
+            std::thread::spawn(move || {
+                enter_netns(&ns)?;
+                devstats::namespace_drops()
+            })
+            .join()
+            .ok()
+            .and_then(Result::ok)
+        };
+        read(self.a.clone())
+            .zip(read(self.b.clone()))
+            .map(|(a, b)| a + b)
     }
 
     /// Stop the relay (if any) and return what it saw.

@@ -181,6 +181,10 @@ pub struct Sides<A> {
     pub conns: Vec<Option<Connection>>,
     /// user + system CPU of the side's thread while it drove all the connections.
     pub cpu: Duration,
+    /// Packets the side's TUN device dropped (receive and transmit; transmit drops are
+    /// packets toward this side that found the device's queue full), read when the run
+    /// ended; None if they could not be read.
+    pub device_drops: Option<u64>,
 }
 
 impl<A> Sides<A> {
@@ -246,7 +250,14 @@ fn drive<A: App>(
     let cpu0 = thread_cpu();
     let conns = run_many(port, role, cfg, limit, &mut apps, |_| {})?;
     let cpu = thread_cpu() - cpu0;
-    Ok(Sides { apps, conns, cpu })
+    // This thread is in the device's namespace, and the device still exists.
+    let device_drops = port.device_drops().ok().map(|d| d.total());
+    Ok(Sides {
+        apps,
+        conns,
+        cpu,
+        device_drops,
+    })
 }
 
 /// A perf app with the bookkeeping of [`Watch`] around each turn.

@@ -93,6 +93,7 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
         ooo_placed: (stack == Stack::Ours).then_some(7),
         relay_queue_drops: None,
+        device_drops: Some(0),
         grant_holds: None,
         seg_payload: None,
         path: None,
@@ -244,6 +245,14 @@ fn assert_all_verified(runs: &[RunRecord], messages: u64) {
         assert_eq!(r.error, None, "{} {:?}", r.cell, r.stack);
         assert_eq!(r.messages, messages, "{} {:?}", r.cell, r.stack);
         assert_eq!(r.verified, r.messages, "{} {:?}", r.cell, r.stack);
+        // Read around the run (and, for ours, by each side's thread before its TUN device
+        // closed).
+        assert!(
+            r.device_drops.is_some(),
+            "{} {:?}: device drops not read",
+            r.cell,
+            r.stack
+        );
         assert!(
             r.gbps > 0.0 && r.p99_us.is_some(),
             "{} {:?}",

@@ -578,6 +578,35 @@ fn closing_a_driver_reaps_every_read_and_write() {
     assert!(s.cancelled >= 1, "the read was cancelled: {s:?}");
 }
 
+/// A TUN device nobody reads: what the kernel routes into it fills its queue (500 packets),
+/// and the rest shows as the device's transmit drops, as `TunDevice::drops` reads them from
+/// the namespace (what `bth-compare` records per run).
+fn a_device_with_no_reader_counts_what_it_drops() {
+    let ns = Netns::new("dd").expect("namespace");
+    let name = ns.name.clone();
+    let t = std::thread::spawn(move || {
+        let d = open_driver_with(&name, &A, Features::NONE).expect("driver");
+        let tun = d.device();
+        let before = tun.drops().expect("drops");
+        // UDP datagrams to an address the kernel routes into the device; the driver's reads
+        // are posted but never reaped, so once its 128 buffers are full the device queues,
+        // then drops.
+        let sock = std::net::UdpSocket::bind((A.tun4, 0)).expect("bind");
+        let to = (A.stack4, 9);
+        for _ in 0..2000 {
+            sock.send_to(&[0u8; 64], to).expect("send");
+        }
+        let after = tun.drops().expect("drops");
+        (before, after)
+    });
+    let (before, after) = t.join().expect("thread");
+    println!("drops before {before:?}, after {after:?}");
+    assert!(
+        after.tx >= before.tx + 1000,
+        "2000 datagrams into 128 reads and a queue of 500: {before:?} -> {after:?}"
+    );
+}
+
 bth_tests::test_main!(
     eight_qps_each_way_over_ipv4[NetAdmin],
     ipv6_and_ipv4_qps_share_one_driver[NetAdmin],
@@ -585,4 +614,5 @@ bth_tests::test_main!(
     an_established_qp_is_served_through_a_syn_flood[NetAdmin],
     closing_a_driver_reaps_every_read_and_write[NetAdmin],
     the_fallbacks_for_older_kernels_carry_verified_traffic[NetAdmin],
+    a_device_with_no_reader_counts_what_it_drops[NetAdmin],
 );

@@ -107,6 +107,11 @@ pub struct RunRecord {
     /// Ours only: how often the senders held data back for the receiver's grant
     /// (`Stats::grant_holds` of the client's connections, summed).
     pub grant_holds: Option<u64>,
+    /// Packets the network devices dropped during this run (`/proc/net/dev` receive and
+    /// transmit drops, every device but `lo`, both namespaces): the topology's veth or relay
+    /// TUN devices, and for ours the stacks' own TUN devices, whose transmit drops are
+    /// packets toward a receiver that found its queue full. None if they could not be read.
+    pub device_drops: Option<u64>,
     /// Payload bytes in one full data segment from the client: kernel, `tcpi_snd_mss` (its
     /// MSS less the options it sends); ours, `Config::mss` less the `tcp_bth` option area
     /// (tcp_bth runs only); the ceiling, [`path_ceiling::payload_per_packet`].
@@ -157,6 +162,7 @@ impl RunRecord {
             ooo_placed: None,
             relay_queue_drops: None,
             grant_holds: None,
+            device_drops: None,
             seg_payload: None,
             path: None,
             latencies: Vec::new(),
@@ -240,12 +246,21 @@ pub fn run_cell(
     for run in 0..runs {
         for &stack in stacks {
             let r = match &shared {
-                Some(ns) => run_stack(ns, cell, stack, run),
+                Some(ns) => {
+                    let before = ns.device_drops();
+                    let mut r = run_stack(ns, cell, stack, run);
+                    let during = before
+                        .zip(ns.device_drops())
+                        .map(|(b, a)| a.saturating_sub(b));
+                    r.device_drops = add_drops(r.device_drops, during, stack);
+                    r
+                }
                 None => {
                     let name = format!("{prefix}{}{run}", &stack.name()[..1]);
                     let mut ns = TwoNs::create_mtu(&name, link.clone(), cell.mtu)?
                         .with_offload(cell.offload());
                     let mut r = run_stack(&ns, cell, stack, run);
+                    r.device_drops = add_drops(r.device_drops, ns.device_drops(), stack);
                     let relay = ns.stop_relay();
                     r.relay_queue_drops =
                         relay.map(|s| s.a_to_b.dropped_queue + s.b_to_a.dropped_queue);
@@ -258,6 +273,15 @@ pub fn run_cell(
     }
     drop(shared);
     Ok(out)
+}
+
+/// A run's device drops: the topology's (`topology`, read around the run) and, for ours,
+/// the stacks' own TUN devices (`stacks`, read by their threads); None if a part is missing.
+fn add_drops(stacks: Option<u64>, topology: Option<u64>, stack: Stack) -> Option<u64> {
+    match stack {
+        Stack::Ours => stacks.zip(topology).map(|(s, t)| s + t),
+        _ => topology,
+    }
 }
 
 /// Figures of one stack in one cell, over its successful runs.
@@ -293,6 +317,8 @@ pub struct Summary {
     /// our senders' grant holds.
     pub relay_queue_drops: Option<f64>,
     pub grant_holds: Option<f64>,
+    /// Median over runs of the packets the network devices dropped.
+    pub device_drops: Option<f64>,
     /// Payload bytes per full data segment (the first successful run's; they all agree).
     pub seg_payload: Option<u32>,
     /// Ceiling only, medians over runs: IP-level Gbit/s and packets lost on the path.
@@ -401,6 +427,7 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         kernel_max_inq: ok.iter().filter_map(|r| r.kernel_max_inq).max(),
         relay_queue_drops: median_of(&ok, |r| r.relay_queue_drops),
         grant_holds: median_of(&ok, |r| r.grant_holds),
+        device_drops: median_of(&ok, |r| r.device_drops),
         seg_payload: ok.iter().find_map(|r| r.seg_payload),
         ip_gbps: path_median(&ok, PathCeiling::ip_gbps),
         lost: path_median(&ok, |p| p.lost as f64),

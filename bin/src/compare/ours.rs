@@ -93,6 +93,9 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> 
     rec.server_recovery = Some(sr);
     rec.ooo_placed = Some(ooo);
     rec.grant_holds = Some(r.grant_holds);
+    // The stacks' own TUN devices (gone when the run ends, so read by each side's thread);
+    // `run_cell` adds the topology's devices.
+    rec.device_drops = r.device_drops;
     // A tcp_bth data segment carries the MSS less the option area.
     let option_area = tcp_bth::wire::MAX_OPTIONS_LEN as u32;
     rec.seg_payload = (!cell.plain)

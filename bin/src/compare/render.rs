@@ -59,7 +59,7 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
         None => bytes(s.rx_held_max),
     };
     format!(
-        "| {} | {name} | {runs} | {:.3} | {:.0} | {} | {} | {} | {:.2} / {:.2} | {held} | {retrans} | {detections} | {ratio} |\n",
+        "| {} | {name} | {runs} | {:.3} | {:.0} | {} | {} | {} | {:.2} / {:.2} | {held} | {retrans} | {detections} | {} | {ratio} |\n",
         c.cell.id,
         s.gbps,
         s.msgs_per_sec,
@@ -68,6 +68,7 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
         opt_us(s.p999_us),
         s.cpu_client_s_per_gb,
         s.cpu_server_s_per_gb,
+        opt_count(s.device_drops),
     )
 }
 
@@ -75,11 +76,12 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
 /// incast cells are left to [`incast_markdown`].
 /// Retransmissions are shown as the median total, then each side's median (what the client
 /// and what the server sent again: in request/response the server's are replies); our RACK
-/// loss detections, RTOs and tail loss probes are both sides' together.
+/// loss detections, RTOs and tail loss probes are both sides' together. "Dropped by devices"
+/// is the median of the packets the network devices dropped in a run (`RunRecord::device_drops`).
 pub fn markdown(results: &[CellResult]) -> String {
     let mut s = String::from(
-        "| cell | stack | runs | Gbit/s | msg/s | p50 | p99 | p99.9 | CPU s/GB client / server | rx held outside posted buffers (max) | retrans (client / server) | RACK / RTO / TLP | ours/kernel Gbit/s |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| cell | stack | runs | Gbit/s | msg/s | p50 | p99 | p99.9 | CPU s/GB client / server | rx held outside posted buffers (max) | retrans (client / server) | RACK / RTO / TLP | dropped by devices | ours/kernel Gbit/s |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in results.iter().filter(|c| !c.cell.is_incast()) {
         s += &row(c, &c.kernel, String::new());

@@ -33,6 +33,7 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         kernel_max_inq: None,
         ooo_placed: None,
         relay_queue_drops: None,
+        device_drops: None,
         grant_holds: None,
         seg_payload: None,
         path: None,

@@ -84,6 +84,11 @@ impl Port {
         self.local
     }
 
+    /// The TUN device's drops ([`TunDevice::drops`]); from the thread that opened the port.
+    pub fn device_drops(&self) -> io::Result<tcp_bth_io::tun::devstats::Drops> {
+        self.driver.device().drops()
+    }
+
     /// The device's MTU.
     pub fn mtu(&self) -> u32 {
         self.driver.device().mtu()

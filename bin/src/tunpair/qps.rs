@@ -62,6 +62,9 @@ pub struct QpsReport {
     /// How often the clients' connections held data back for the server's grant
     /// (`Stats::grant_holds`, summed): zero when admission did not limit them.
     pub grant_holds: u64,
+    /// Packets both sides' TUN devices dropped (`Sides::device_drops`), None if either side's
+    /// could not be read.
+    pub device_drops: Option<u64>,
 }
 
 impl QpsRun {
@@ -112,6 +115,7 @@ impl QpsRun {
             client_cpu: c.cpu,
             server_cpu: s.cpu,
             grant_holds: 0,
+            device_drops: c.device_drops.zip(s.device_drops).map(|(c, s)| c + s),
         };
         for ((app, conn), server) in c.apps.into_iter().zip(c.conns).zip(served) {
             let conn = conn.ok_or_else(|| io::Error::other("a client connection never opened"))?;

@@ -10,6 +10,7 @@
 //! the impairment relay opts in ([`TunConfig::offload`]), to carry the kernel's GSO
 //! super-packets ([`gso`]).
 
+pub mod devstats;
 mod driver;
 pub mod gso;
 mod relay;
@@ -178,6 +179,13 @@ impl TunDevice {
 
     pub fn mtu(&self) -> u32 {
         self.mtu
+    }
+
+    /// The packets the kernel dropped at this device ([`devstats`]); call from a thread in
+    /// the device's namespace (the one that created it). Transmit drops are packets toward
+    /// our reader that found the device's queue full.
+    pub fn drops(&self) -> io::Result<devstats::Drops> {
+        devstats::device_drops(&self.name)
     }
 
     pub fn raw_fd(&self) -> RawFd {
