@@ -322,8 +322,12 @@ impl Connection {
         self.encode(flags, seq, ack, window, opts, seg)
     }
 
-    /// A D-SACK block first (RFC 2883 §4), then the most recent out-of-order range (RFC 2018
-    /// §4), then the others, as many as the budget allows.
+    /// A D-SACK block first (RFC 2883 §4), then the most recent out-of-order range, then the
+    /// ranges our recent ACKs reported first, most recent first (RFC 2018 §4: each range is
+    /// repeated in the ACKs after the one that first reported it, so losing that ACK loses
+    /// nothing; with the lowest ranges there instead, a range between holes whose first
+    /// reports were lost was never reported again, and the sender retransmitted it
+    /// needlessly), then the others, as many as the budget allows.
     fn add_sack_blocks(&mut self, opts: &mut TcpOptions) {
         let room = opts.sack_room();
         if room == 0 {
@@ -339,19 +343,33 @@ impl Connection {
         if room == 0 || self.rcv.ooo.is_empty() {
             return;
         }
-        let first = self
-            .rcv
-            .latest
-            .and_then(|at| self.rcv.ooo.range_containing(at));
-        let others = self.rcv.ooo.iter().filter(|r| Some(*r) != first);
-        for (s, e) in first.into_iter().chain(others).take(room) {
-            if s < self.rcv.nxt {
-                continue;
+        let rcv = &self.rcv;
+        let first = rcv.latest.and_then(|at| rcv.ooo.range_containing(at));
+        let recent = rcv
+            .reported
+            .iter()
+            .filter_map(|&at| rcv.ooo.range_containing(at));
+        // At most four blocks fit in any option area (RFC 2018 §3): no allocation per ACK.
+        let mut chosen = [(0u64, 0u64); 4];
+        let mut n = 0;
+        for r in first.into_iter().chain(recent).chain(rcv.ooo.iter()) {
+            if n == room.min(chosen.len()) {
+                break;
             }
+            if r.0 >= rcv.nxt && !chosen[..n].contains(&r) {
+                chosen[n] = r;
+                n += 1;
+            }
+        }
+        let chosen = &chosen[..n];
+        for &(s, e) in chosen {
             opts.sack.push(SackBlock {
                 left: self.rcv.seq_of(s),
                 right: self.rcv.seq_of(e),
             });
+        }
+        if let Some(&(s, _)) = chosen.first() {
+            self.rcv.note_reported(s);
         }
     }
 

@@ -4,6 +4,11 @@
 
 use super::*;
 use crate::ranges::RangeSet;
+use std::collections::VecDeque;
+
+/// First-reported ranges remembered: the blocks after the first are at most three (two
+/// after a D-SACK block), and one more covers a range the next first block repeats.
+const REPORTED: usize = 4;
 
 /// How long `ts_recent` stays comparable: 2^31 µs, half the TSval cycle at 1 µs per tick.
 const PAWS_IDLE: Duration = Duration::from_micros(1 << 31);
@@ -16,6 +21,10 @@ pub(super) struct RecvState {
     pub ooo: RangeSet,
     /// Where the most recent out-of-order arrival starts (its range is SACKed first).
     pub latest: Option<u64>,
+    /// Starts of the ranges our recent ACKs reported first, most recent first: the SACK
+    /// blocks after the first repeat these (RFC 2018 §4), so a range whose first reports were
+    /// lost is still reported by the ACKs that follow.
+    pub reported: VecDeque<u64>,
     /// Offset of the peer's FIN, once seen.
     pub peer_fin: Option<u64>,
     pub ts_recent: Option<u32>,
@@ -32,6 +41,7 @@ impl RecvState {
             nxt: 0,
             ooo: RangeSet::new(),
             latest: None,
+            reported: VecDeque::with_capacity(REPORTED + 1),
             peer_fin: None,
             ts_recent: None,
             ts_recent_at: Duration::ZERO,
@@ -63,6 +73,14 @@ impl RecvState {
         self.latest = Some(start);
         if let Some(e) = self.ooo.take_from(self.nxt) {
             self.nxt = e;
+        }
+    }
+
+    /// Our ACK reported the range starting at `start` first.
+    pub fn note_reported(&mut self, start: u64) {
+        if self.reported.front() != Some(&start) {
+            self.reported.push_front(start);
+            self.reported.truncate(REPORTED);
         }
     }
 

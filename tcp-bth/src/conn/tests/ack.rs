@@ -137,6 +137,57 @@ fn holes_are_reported_with_three_sack_blocks_and_only_losses_are_retransmitted()
     assert_eq!(rec.rto_losses, 0, "{rec:?}");
 }
 
+/// Five holes, and the two ACKs that first reported one of the ranges between them are lost:
+/// the ACKs after them still carry that range, because SACK blocks after the first repeat
+/// the most recently reported ones (RFC 2018 §4), so the sender learns it was delivered and
+/// retransmits only the five lost segments. When the later blocks were the lowest ranges
+/// instead, the range after the third hole was never reported again and both its segments
+/// were retransmitted needlessly.
+#[test]
+fn sack_blocks_repeat_the_most_recently_reported_ranges() {
+    let mut d = established(true);
+    sends(&mut d, 1, 64 << 10);
+    let mut data = 0;
+    let (mut tenth, mut thirteenth) = (None, None);
+    // The SACK blocks of each ACK B sent whose first block is the range from the 13th segment.
+    let mut after: Vec<Vec<u32>> = Vec::new();
+    run_to_completion(&mut d, 1, 64 << 10, |dir, _, p| {
+        let seg = TcpRepr::parse(&p, None).unwrap();
+        if dir == Direction::AtoB && !seg.payload.is_empty() {
+            data += 1;
+            match data {
+                10 => tenth = Some(seg.seq),
+                13 => thirteenth = Some(seg.seq),
+                3 | 6 | 9 | 12 | 15 => return None,
+                _ => {}
+            }
+        }
+        if dir == Direction::BtoA && seg.payload.is_empty() {
+            match seg.options.sack.first().map(|b| b.left) {
+                // The ACKs that first report the range from the 10th segment are lost.
+                Some(left) if Some(left) == tenth => return None,
+                Some(left) if Some(left) == thirteenth => {
+                    after.push(seg.options.sack.iter().map(|b| b.left).collect());
+                }
+                _ => {}
+            }
+        }
+        Some(p)
+    });
+    let tenth = tenth.expect("ten segments sent");
+    assert!(!after.is_empty(), "the 13th segment's range was reported");
+    for blocks in &after {
+        assert_eq!(
+            blocks.get(1),
+            Some(&tenth),
+            "second block: the range reported just before ({blocks:?})"
+        );
+    }
+    let rec = d.a.recovery_stats();
+    assert_eq!(rec.retransmits, 5, "{rec:?}");
+    assert_eq!(rec.spurious_retransmits, 0, "{rec:?}");
+}
+
 /// A segment the network delivers twice is reported with a D-SACK block; the sender counts
 /// it, widens its reorder window, and does not mistake it for one of its retransmissions.
 #[test]
