@@ -6,7 +6,7 @@
 //! ([`Client::for_qp`]) and sums their reports ([`aggregate`]).
 //!
 //! Protocol (control messages: [`ctrl`]): once connected, each side posts its receive buffers
-//! ([`rq`]) and registers the regions its peer may WRITE to and READ from (the server always,
+//! (`rq`) and registers the regions its peer may WRITE to and READ from (the server always,
 //! the client with `-b`). The client SENDs a hello with its options and regions; the server
 //! compares the options with its own ([`check`]) and answers with an accept carrying its
 //! regions, or a refusal naming every option that differs. Then the client's requester (and

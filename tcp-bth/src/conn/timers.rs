@@ -10,7 +10,7 @@ impl Connection {
         self.timers.next()
     }
 
-    /// Handle every timer that has expired at `now`, in [`Timer::VALUES`] order.
+    /// Handle every timer that has expired at `now`, in `Timer::VALUES` order.
     pub fn handle_timeout(&mut self, now: Duration) {
         self.fire_timers(now);
         self.note_events();

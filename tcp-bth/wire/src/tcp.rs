@@ -318,7 +318,7 @@ pub enum ChecksumFill {
     #[default]
     Full,
     /// The pseudo-header sum only, for a device that finishes it (checksum offload:
-    /// [`checksum::partial`](crate::checksum::partial)).
+    /// [`checksum::partial`]).
     Partial,
 }
 

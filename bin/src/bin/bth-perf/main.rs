@@ -82,7 +82,7 @@ struct ClientArgs {
 
 #[derive(Args)]
 struct LocalArgs {
-    /// Namespace name prefix: <PREFIX>-a (server) and <PREFIX>-b (client).
+    /// Namespace name prefix: PREFIX-a (server) and PREFIX-b (client).
     #[arg(long, default_value = "bthperf")]
     prefix: String,
     #[command(flatten)]

@@ -2,7 +2,7 @@
 //! futures that resolve with their completions.
 //!
 //! A driver (a thread on the io_uring TUN data path, a task over the simulated link) owns the
-//! sans-IO [`Endpoint`] and runs the one driver turn ([`crate::turn`]); its application part is
+//! sans-IO [`tcp_bth::Endpoint`] and runs the one driver turn ([`crate::turn`]); its application part is
 //! [`ApiApp`], which takes the commands of [`AsyncEndpoint`] and [`AsyncQp`] handles from a
 //! channel and answers them from the connections' completions. The same application code
 //! runs over both data paths: [`tun_endpoint`] and [`sim_endpoints`] both hand out

@@ -132,8 +132,8 @@ impl SimLink {
     }
 
     /// Hand `packet` to the far end of `dir` at `arrival`: one delivery of a fate from
-    /// [`decide`](Self::decide). `segments` and `wire_bytes` are what [`LinkStats::delivered`]
-    /// and [`LinkStats::bytes_delivered`] count when it is polled: 1 and its length for a plain
+    /// [`decide`](Self::decide). `segments` and `wire_bytes` are what [`LinkStats::delivered`](crate::sim::LinkStats::delivered)
+    /// and [`LinkStats::bytes_delivered`](crate::sim::LinkStats::bytes_delivered) count when it is polled: 1 and its length for a plain
     /// packet, the number of segments and their bytes as separate packets for a buffer that
     /// carries several.
     pub fn schedule(
