@@ -237,23 +237,25 @@ impl TwoNs {
         stack_tun_mtu(ns, side_a, self.mtu, self.offload)
     }
 
-    /// Packets the network devices of both namespaces have dropped so far (receive and
-    /// transmit, every device but `lo`: [`devstats::namespace_drops`], read from a thread in
-    /// each namespace); None if either could not be read. Devices that a run opened and closed
-    /// (our stacks' TUN devices) are gone by the end of it: their threads read their own.
-    pub fn device_drops(&self) -> Option<u64> {
+    /// The drop counters of every network device of both namespaces (receive and transmit,
+    /// every device but `lo`: [`devstats::namespace_drops`], read from a thread in each
+    /// namespace, names prefixed with the namespace's); None if either could not be read.
+    /// [`devstats::drops_between`] turns two readings into what was dropped in between.
+    pub fn device_drops(&self) -> Option<Vec<(String, u64)>> {
         let read = |ns: String| {
             std::thread::spawn(move || {
                 enter_netns(&ns)?;
-                devstats::namespace_drops()
+                let devs = devstats::namespace_drops()?;
+                let named = devs.into_iter().map(|(d, n)| (format!("{ns}/{d}"), n));
+                Ok::<_, io::Error>(named.collect::<Vec<_>>())
             })
             .join()
             .ok()
             .and_then(Result::ok)
         };
-        read(self.a.clone())
-            .zip(read(self.b.clone()))
-            .map(|(a, b)| a + b)
+        let (mut a, b) = (read(self.a.clone())?, read(self.b.clone())?);
+        a.extend(b);
+        Some(a)
     }
 
     /// Stop the relay (if any) and return what it saw.

@@ -303,12 +303,14 @@ fn the_fallbacks_for_older_kernels_carry_verified_traffic() {
         verified(name, s, 2, plan);
         one_copy_per_byte(name, s);
         let d = &s.driver;
+        // What the driver says it set up (these follow from what it asked for)...
         assert!(
             !d.multishot_read && !d.coop_taskrun && !d.ordered_writes,
             "{name}: a feature was used though turned off: {d:?}"
         );
+        // ... and what shows it ran the fallback reads: one fixed read per receive buffer,
+        // each cancelled and reaped at the end, and no multishot read to re-arm.
         assert_eq!(d.read_rearms, 0, "{name}: no multishot read to re-arm");
-        // One fixed read per receive buffer, each cancelled and reaped at the end.
         assert!(s.shutdown.reads > 1, "{name}: {:?}", s.shutdown);
     }
 }

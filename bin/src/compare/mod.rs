@@ -34,6 +34,7 @@ use crate::topology::TwoNs;
 use serde::Serialize;
 use std::io;
 use std::time::Duration;
+use tcp_bth_io::tun::devstats;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -108,9 +109,11 @@ pub struct RunRecord {
     /// (`Stats::grant_holds` of the client's connections, summed).
     pub grant_holds: Option<u64>,
     /// Packets the network devices dropped during this run (`/proc/net/dev` receive and
-    /// transmit drops, every device but `lo`, both namespaces): the topology's veth or relay
-    /// TUN devices, and for ours the stacks' own TUN devices, whose transmit drops are
-    /// packets toward a receiver that found its queue full. None if they could not be read.
+    /// transmit drops, every device but `lo`, both namespaces, read just before and just after
+    /// the run, devices present in both readings): the topology's veth or relay TUN devices,
+    /// and for ours the stacks' own TUN devices (read by their threads as the run ends),
+    /// whose transmit drops are packets toward a receiver that found its queue full. None if
+    /// they could not be read.
     pub device_drops: Option<u64>,
     /// Payload bytes in one full data segment from the client: kernel, `tcpi_snd_mss` (its
     /// MSS less the options it sends); ours, `Config::mss` less the `tcp_bth` option area
@@ -246,21 +249,12 @@ pub fn run_cell(
     for run in 0..runs {
         for &stack in stacks {
             let r = match &shared {
-                Some(ns) => {
-                    let before = ns.device_drops();
-                    let mut r = run_stack(ns, cell, stack, run);
-                    let during = before
-                        .zip(ns.device_drops())
-                        .map(|(b, a)| a.saturating_sub(b));
-                    r.device_drops = add_drops(r.device_drops, during, stack);
-                    r
-                }
+                Some(ns) => run_counting_drops(ns, cell, stack, run),
                 None => {
                     let name = format!("{prefix}{}{run}", &stack.name()[..1]);
                     let mut ns = TwoNs::create_mtu(&name, link.clone(), cell.mtu)?
                         .with_offload(cell.offload());
-                    let mut r = run_stack(&ns, cell, stack, run);
-                    r.device_drops = add_drops(r.device_drops, ns.device_drops(), stack);
+                    let mut r = run_counting_drops(&ns, cell, stack, run);
                     let relay = ns.stop_relay();
                     r.relay_queue_drops =
                         relay.map(|s| s.a_to_b.dropped_queue + s.b_to_a.dropped_queue);
@@ -275,8 +269,22 @@ pub fn run_cell(
     Ok(out)
 }
 
+/// [`run_stack`], with the packets the topology's devices dropped during the run added to
+/// the record's device drops ([`add_drops`]).
+fn run_counting_drops(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunRecord {
+    let before = ns.device_drops();
+    let mut r = run_stack(ns, cell, stack, run);
+    let during = before
+        .zip(ns.device_drops())
+        .map(|(b, a)| devstats::drops_between(&b, &a));
+    r.device_drops = add_drops(r.device_drops, during, stack);
+    r
+}
+
 /// A run's device drops: the topology's (`topology`, read around the run) and, for ours,
-/// the stacks' own TUN devices (`stacks`, read by their threads); None if a part is missing.
+/// the stacks' own TUN devices (`stacks`, read by their threads, which the topology's
+/// readings do not see: those devices open and close with the run); None if a part is
+/// missing.
 fn add_drops(stacks: Option<u64>, topology: Option<u64>, stack: Stack) -> Option<u64> {
     match stack {
         Stack::Ours => stacks.zip(topology).map(|(s, t)| s + t),

@@ -278,3 +278,13 @@ fn the_mtu_chart_has_the_ceiling_kernel_and_ours_at_each_mtu() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_runs_device_drops_add_the_stacks_own_devices_to_the_topologys_for_ours_only() {
+    assert_eq!(add_drops(Some(7), Some(5), Stack::Ours), Some(12));
+    assert_eq!(add_drops(None, Some(5), Stack::Kernel), Some(5));
+    assert_eq!(add_drops(None, Some(5), Stack::Ceiling), Some(5));
+    // A part that could not be read makes the whole unknown, not smaller.
+    assert_eq!(add_drops(None, Some(5), Stack::Ours), None);
+    assert_eq!(add_drops(Some(7), None, Stack::Ours), None);
+}

@@ -322,18 +322,20 @@ impl Connection {
         self.encode(flags, seq, ack, window, opts, seg)
     }
 
-    /// A D-SACK block first (RFC 2883 §4), then the most recent out-of-order range, then the
-    /// ranges our recent ACKs reported first, most recent first (RFC 2018 §4: each range is
-    /// repeated in the ACKs after the one that first reported it, so losing that ACK loses
-    /// nothing; with the lowest ranges there instead, a range between holes whose first
-    /// reports were lost was never reported again, and the sender retransmitted it
-    /// needlessly), then the others, as many as the budget allows.
+    /// A D-SACK block first (RFC 2883 §4), then the out-of-order range holding the duplicate
+    /// (RFC 2883 §4 again) or else the most recent out-of-order range, then the ranges our
+    /// recent ACKs reported first, most recent first (RFC 2018 §4: each range is repeated in
+    /// the ACKs after the one that first reported it, so losing that ACK loses nothing; with
+    /// the lowest ranges there instead, a range between holes whose first reports were lost
+    /// was never reported again, and the sender retransmitted it needlessly), then the
+    /// others, as many as the budget allows.
     fn add_sack_blocks(&mut self, opts: &mut TcpOptions) {
         let room = opts.sack_room();
         if room == 0 {
             return;
         }
-        if let Some((s, e)) = self.ack.dsack.take() {
+        let dsack = self.ack.dsack.take();
+        if let Some((s, e)) = dsack {
             opts.sack.push(SackBlock {
                 left: self.rcv.seq_of(s),
                 right: self.rcv.seq_of(e),
@@ -344,7 +346,9 @@ impl Connection {
             return;
         }
         let rcv = &self.rcv;
-        let first = rcv.latest.and_then(|at| rcv.ooo.range_containing(at));
+        let first = dsack
+            .and_then(|(s, _)| rcv.ooo.range_containing(s))
+            .or_else(|| rcv.latest.and_then(|at| rcv.ooo.range_containing(at)));
         let recent = rcv
             .reported
             .iter()
@@ -368,8 +372,8 @@ impl Connection {
                 right: self.rcv.seq_of(e),
             });
         }
-        if let Some(&(s, _)) = chosen.first() {
-            self.rcv.note_reported(s);
+        if let Some(&first) = chosen.first() {
+            self.rcv.note_reported(first);
         }
     }
 

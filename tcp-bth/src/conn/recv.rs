@@ -76,12 +76,13 @@ impl RecvState {
         }
     }
 
-    /// Our ACK reported the range starting at `start` first.
-    pub fn note_reported(&mut self, start: u64) {
-        if self.reported.front() != Some(&start) {
-            self.reported.push_front(start);
-            self.reported.truncate(REPORTED);
-        }
+    /// Our ACK reported the out-of-order range `[start, end)` first: it moves to the front,
+    /// and entries now inside it (the same range reported before, or ranges that merged into
+    /// it) go, so each remembered entry is a range of its own.
+    pub fn note_reported(&mut self, (start, end): (u64, u64)) {
+        self.reported.retain(|&at| at < start || at >= end);
+        self.reported.push_front(start);
+        self.reported.truncate(REPORTED);
     }
 
     /// Data beyond a hole is held: `mark` keeps only ranges at or beyond `nxt` (it advances
@@ -119,5 +120,31 @@ impl RecvState {
     pub fn ts_recent_valid(&self, now: Duration) -> Option<u32> {
         self.ts_recent
             .filter(|_| now.saturating_sub(self.ts_recent_at) < PAWS_IDLE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reported_ranges_are_remembered_once_each_most_recent_first() {
+        let mut r = RecvState::new(0);
+        // Alternating first blocks keep two entries, not four copies of two.
+        for _ in 0..3 {
+            r.note_reported((100, 200));
+            r.note_reported((300, 400));
+        }
+        assert_eq!(Vec::from(r.reported.clone()), vec![300, 100]);
+        // Ranges that merged into the one reported now are dropped with it.
+        r.note_reported((500, 600));
+        r.note_reported((90, 450));
+        assert_eq!(Vec::from(r.reported.clone()), vec![90, 500]);
+        // At most REPORTED entries.
+        for k in 0..10 {
+            r.note_reported((1000 + 10 * k, 1005 + 10 * k));
+        }
+        assert_eq!(r.reported.len(), REPORTED);
+        assert_eq!(r.reported.front(), Some(&1090));
     }
 }

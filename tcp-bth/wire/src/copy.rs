@@ -12,7 +12,9 @@
 //! a copy of up to 2 KiB (every segment at MTU 1500) is one call, as before.
 //! (`docs/datapath.md`, "Where each payload byte is copied".)
 
-/// The largest piece copied by one `memcpy` call: below glibc's `rep movsb` threshold.
+/// The largest piece copied by one `memcpy` call: at or below glibc's default `rep movsb`
+/// threshold on x86-64 (2 KiB with SSE2, more with AVX2; glibc switches above it, and the
+/// tunable `glibc.cpu.x86_rep_movsb_threshold` can move it).
 pub const PIECE: usize = 2048;
 
 /// Copy `src` into `dst` (of the same length, as `copy_from_slice`; panics otherwise), in

@@ -34,13 +34,28 @@ pub fn device_drops(name: &str) -> io::Result<Drops> {
     })
 }
 
-/// Drops of every device but `lo` in the calling thread's namespace, summed.
-pub fn namespace_drops() -> io::Result<u64> {
+/// Drops of every device but `lo` in the calling thread's namespace, by device name.
+pub fn namespace_drops() -> io::Result<Vec<(String, u64)>> {
     let text = std::fs::read_to_string(PROC_NET_DEV)?;
     Ok(parse(&text)
         .filter(|(dev, _)| *dev != "lo")
-        .map(|(_, d)| d.total())
-        .sum())
+        .map(|(dev, d)| (dev.to_string(), d.total()))
+        .collect())
+}
+
+/// What the devices dropped between two readings of [`namespace_drops`]: the differences of
+/// the devices present in both. A device that came or went in between is left out (its
+/// counters started or ended with it), so a device a run opened and closed is counted by
+/// whoever owned it, and one a previous run left behind for a moment does not count against
+/// this one.
+pub fn drops_between(before: &[(String, u64)], after: &[(String, u64)]) -> u64 {
+    after
+        .iter()
+        .filter_map(|(dev, a)| {
+            let (_, b) = before.iter().find(|(d, _)| d == dev)?;
+            Some(a.saturating_sub(*b))
+        })
+        .sum()
 }
 
 /// Each device line of `/proc/net/dev`: `name: rx bytes packets errs drop fifo frame
@@ -95,5 +110,17 @@ bthv0:     100       2    0    1    0     0          0         0      200       
             io::ErrorKind::NotFound
         );
         namespace_drops().expect("readable");
+    }
+
+    #[test]
+    fn drops_between_counts_only_devices_present_in_both_readings() {
+        let dev = |n: &str, d: u64| (n.to_string(), d);
+        let before = [dev("bthv0", 10), dev("old-tun", 500)];
+        let after = [dev("bthv0", 15), dev("new-tun", 40)];
+        // bthv0 dropped 5; the device that went and the one that came are not counted.
+        assert_eq!(drops_between(&before, &after), 5);
+        // A counter that went back (a device re-created under the same name) adds nothing.
+        assert_eq!(drops_between(&[dev("x", 9)], &[dev("x", 2)]), 0);
+        assert_eq!(drops_between(&[], &after), 0);
     }
 }

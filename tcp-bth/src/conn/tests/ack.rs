@@ -137,7 +137,7 @@ fn holes_are_reported_with_three_sack_blocks_and_only_losses_are_retransmitted()
     assert_eq!(rec.rto_losses, 0, "{rec:?}");
 }
 
-/// Five holes, and the two ACKs that first reported one of the ranges between them are lost:
+/// Five holes, and every ACK whose first block is one of the ranges between them is lost:
 /// the ACKs after them still carry that range, because SACK blocks after the first repeat
 /// the most recently reported ones (RFC 2018 §4), so the sender learns it was delivered and
 /// retransmits only the five lost segments. When the later blocks were the lowest ranges
@@ -228,6 +228,80 @@ fn a_duplicated_segment_is_reported_with_dsack() {
     let rec = d.a.recovery_stats();
     assert_eq!(rec.dsack_spurious, 0, "not a retransmission: {rec:?}");
     assert_eq!(rec.reo_wnd_mult, 2, "{rec:?}");
+}
+
+/// A duplicate of a segment held beyond a hole, arriving after a later range was reported
+/// first: the D-SACK block names it, and the block after it is the out-of-order range that
+/// holds it (RFC 2883 §4), not the latest one. (The plain byte stream drops such a duplicate
+/// before recording it, so the latest range is elsewhere; before the rule it came second.)
+#[test]
+fn a_duplicate_beyond_a_hole_is_followed_by_the_range_holding_it() {
+    let mut d = established(false);
+    let total = 40_000;
+    let mut bufs = pattern(9, total);
+    let copy = RefCell::new(None);
+    let data = std::cell::Cell::new(0);
+    let (mut third, mut fourth) = (None, None);
+    let mut pairs = Vec::new();
+    let mut injected = false;
+    let mut got = 0;
+    let ok = d.run(
+        Duration::from_secs(1),
+        |dir, _, p| {
+            let seg = TcpRepr::parse(&p, None).unwrap();
+            if dir == Direction::AtoB && !seg.payload.is_empty() {
+                data.set(data.get() + 1);
+                match data.get() {
+                    2 | 6 => return None,
+                    3 => third = Some(seg.seq),
+                    4 => {
+                        fourth = Some(seg.seq);
+                        *copy.borrow_mut() = Some(p.clone());
+                    }
+                    _ => {}
+                }
+            }
+            if dir == Direction::BtoA && seg.options.sack.len() >= 2 {
+                let b = &seg.options.sack;
+                pairs.push(((b[0].left, b[0].right), (b[1].left, b[1].right)));
+            }
+            Some(p)
+        },
+        |d| {
+            if !bufs.is_empty() {
+                let n = d.a.send_bytes(&bufs).unwrap_or(0);
+                bufs.drain(..n);
+            }
+            // Once the range beyond the second hole was reported first.
+            if !injected && data.get() >= 8 {
+                if let Some(p) = copy.borrow_mut().take() {
+                    injected = true;
+                    d.inject(d.now + Duration::from_micros(5), Direction::AtoB, p);
+                }
+            }
+            let mut buf = [0u8; 65536];
+            loop {
+                let n = d.b.recv_bytes(&mut buf);
+                if n == 0 {
+                    break;
+                }
+                got += n;
+            }
+            got == total
+        },
+    );
+    assert!(ok, "{got} of {total}: {:?}", d.b.stats());
+    assert!(d.b.stats().dsacks_sent >= 1, "{:?}", d.b.stats());
+    let (third, fourth) = (third.unwrap(), fourth.unwrap());
+    let reported = pairs.iter().find(|(dup, _)| dup.0 == fourth);
+    let Some(&(dup, held)) = reported else {
+        panic!("no ACK reported the duplicate first: {pairs:?}");
+    };
+    assert_eq!(
+        held.0, third,
+        "the range from the 3rd segment holds it: {pairs:?}"
+    );
+    assert!(held.1 >= dup.1, "{pairs:?}");
 }
 
 /// Reordering deeper than the reorder window: one segment arrives late, after RACK declared

@@ -42,7 +42,8 @@ use tcp_bth::wire::ChecksumFill;
 
 const RX: usize = 128;
 const TX: usize = 256;
-/// Smallest buffer; a device's buffers are its MTU rounded up to whole pages ([`buf_size`]).
+/// Smallest buffer stride; a device's buffers are whole pages apart, room for its MTU and
+/// [`BUF_OFFSET`] ([`buf_size`]), each `stride - BUF_OFFSET` bytes long.
 const MIN_BUF: usize = 4096;
 /// Where each buffer starts in its pages. Not 0: the kernel reads a large packet out of page
 /// fragments that start at a page boundary, and when the destination lies less than 32 bytes

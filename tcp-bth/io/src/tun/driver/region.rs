@@ -31,7 +31,8 @@ pub(super) struct Region {
 unsafe impl Send for Region {}
 
 impl Region {
-    /// `count` zeroed buffers of `buf` bytes, page-aligned.
+    /// `count` zeroed buffers of `buf` bytes, back to back from a page boundary (each
+    /// page-aligned when `buf` is a whole number of pages).
     pub fn new(count: usize, buf: usize) -> io::Result<Region> {
         Region::with_offset(count, buf, 0)
     }
@@ -43,7 +44,14 @@ impl Region {
         let buf = stride
             .checked_sub(offset)
             .filter(|&b| b > 0)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset past the stride"))?;
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("buffers of {stride} bytes cannot start {offset} bytes in"),
+                )
+            })?;
+        // The offset is meant within a page: buffers a whole number of pages apart all have it.
+        debug_assert!(offset == 0 || stride.is_multiple_of(4096), "stride {stride}");
         let size = count
             .checked_mul(stride)
             .filter(|&s| s > 0)
