@@ -51,7 +51,10 @@ impl Region {
                 )
             })?;
         // The offset is meant within a page: buffers a whole number of pages apart all have it.
-        debug_assert!(offset == 0 || stride.is_multiple_of(4096), "stride {stride}");
+        debug_assert!(
+            offset == 0 || stride.is_multiple_of(4096),
+            "stride {stride}"
+        );
         let size = count
             .checked_mul(stride)
             .filter(|&s| s > 0)
