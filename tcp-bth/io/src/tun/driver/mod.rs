@@ -235,16 +235,14 @@ impl Driver {
         // 10 % of a profile, in irqentry_exit_to_user_mode under our own copies and CRC.
         // Cooperative task running (Linux 5.19) leaves it for the thread's next kernel entry,
         // which the turn makes every pass (`wait`); a thread asleep in `wait` is still woken.
-        let coop = want
-            .coop_taskrun
-            .then(|| {
-                IoUring::builder()
-                    .setup_coop_taskrun()
-                    .setup_taskrun_flag()
-                    .build(RING)
-                    .ok()
-            })
-            .flatten();
+        let coop = match want.coop_taskrun {
+            true => IoUring::builder()
+                .setup_coop_taskrun()
+                .setup_taskrun_flag()
+                .build(RING)
+                .ok(),
+            false => None,
+        };
         let coop_taskrun = coop.is_some();
         let ring = match coop {
             Some(ring) => ring,
