@@ -295,8 +295,9 @@ impl CongestionControl for Cubic {
         };
         self.s.cwnd_prior = cwnd;
         let flight = self.w.flight_size(bytes_in_flight);
-        // §4.6: ssthresh = flight_size * β_cubic, at least 2 SMSS; cwnd = max(ssthresh, 2).
-        self.w.ssthresh = self.loss_ssthresh(flight);
+        // §4.6: ssthresh = cwnd * β_cubic (`Window::reduction_base`), at least 2 SMSS;
+        // cwnd = max(ssthresh, 2).
+        self.w.ssthresh = self.loss_ssthresh(self.w.reduction_base());
         self.w.cwnd = self.w.ssthresh;
         self.s.epoch = None;
         self.s.after_rto = false;
@@ -544,12 +545,14 @@ mod tests {
         assert_eq!(cc.cwnd(), 14 * MSS);
         assert_eq!(cc.w_max(), 20 * MSS);
         assert!(!cc.in_slow_start());
-        // Part of the window in flight: ssthresh from FlightSize.
+        // Part of the window left in flight when the loss is found (the ACK that revealed it
+        // acknowledged the rest): ssthresh from cwnd all the same, as Linux.
         let mut cc = Cubic::new(MSS as u32);
-        cc.on_congestion_event(ms(1), 6 * MSS);
-        assert_eq!(cc.ssthresh(), 4200);
+        cc.on_congestion_event(ms(1), 3 * MSS);
+        assert_eq!(cc.ssthresh(), 10 * MSS * 7 / 10);
         // Floor of 2 MSS.
         let mut cc = Cubic::new(MSS as u32);
+        cc.w.cwnd = 2 * MSS;
         cc.on_congestion_event(ms(1), MSS);
         assert_eq!(cc.ssthresh(), 2 * MSS);
         assert_eq!(cc.cwnd(), 2 * MSS);

@@ -80,7 +80,8 @@ impl CongestionControl for NewReno {
         }
         self.undo = Some((self.w.cwnd, self.w.ssthresh));
         let flight = self.w.flight_size(bytes_in_flight);
-        self.w.ssthresh = self.loss_ssthresh(flight);
+        // RFC 5681 §3.1 halves FlightSize; cwnd stands for it (`Window::reduction_base`).
+        self.w.ssthresh = self.loss_ssthresh(self.w.reduction_base());
         self.w.cwnd = self.w.ssthresh;
         self.ca_acked = 0;
         self.w.enter_fast_recovery(flight);
@@ -192,38 +193,41 @@ mod tests {
     }
 
     #[test]
-    fn congestion_event_halves_flight() {
+    fn congestion_event_halves_cwnd() {
         let mut cc = NewReno::new(MSS as u32);
         let mut now = Duration::ZERO;
         for _ in 0..3 {
             now = round_trip(&mut cc, now, ms(50), MSS);
         }
         assert_eq!(cc.cwnd(), 80 * MSS);
+        // 60 of the 80 segments still in flight when the loss is found: cwnd is what halves.
         cc.on_congestion_event(now, 60 * MSS);
-        assert_eq!(cc.ssthresh(), 30 * MSS);
-        assert_eq!(cc.cwnd(), 30 * MSS);
+        assert_eq!(cc.ssthresh(), 40 * MSS);
+        assert_eq!(cc.cwnd(), 40 * MSS);
         assert!(cc.in_recovery());
         assert!(!cc.in_slow_start());
         // A second loss in the same episode is no new reduction.
         cc.on_congestion_event(now, 30 * MSS);
-        assert_eq!(cc.ssthresh(), 30 * MSS);
+        assert_eq!(cc.ssthresh(), 40 * MSS);
         // No growth during recovery.
         cc.on_ack(now, 10 * MSS, Some(ms(50)), 30 * MSS);
-        assert_eq!(cc.cwnd(), 30 * MSS);
+        assert_eq!(cc.cwnd(), 40 * MSS);
         cc.on_recovery_end(now);
         assert!(!cc.in_recovery());
         // A new episode reduces again.
         cc.on_congestion_event(now, 30 * MSS);
-        assert_eq!(cc.ssthresh(), 15 * MSS);
+        assert_eq!(cc.ssthresh(), 20 * MSS);
     }
 
     #[test]
     fn ssthresh_floor_two_segments() {
         let mut cc = NewReno::new(MSS as u32);
+        cc.w.cwnd = 3 * MSS;
         cc.on_congestion_event(ms(1), MSS);
         assert_eq!(cc.ssthresh(), 2 * MSS);
         assert_eq!(cc.cwnd(), 2 * MSS);
         let mut cc = NewReno::new(MSS as u32);
+        cc.w.cwnd = 1;
         cc.on_congestion_event(ms(1), 0);
         assert_eq!(cc.ssthresh(), 2 * MSS);
     }
@@ -233,6 +237,9 @@ mod tests {
         let mut cc = NewReno::new(MSS as u32);
         cc.on_congestion_event(ms(1), u64::MAX);
         assert_eq!(cc.ssthresh(), 5 * MSS);
+        // The episode ends by itself after at most a cwnd's worth of ACKs.
+        cc.on_ack(ms(2), 10 * MSS, Some(ms(1)), 0);
+        assert!(!cc.in_recovery());
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub struct Sent {
     pub sacked: bool,
     /// Marked lost and not yet retransmitted.
     pub lost: bool,
+    /// Marked lost by an RTO, which presumes everything outstanding lost and forgets what was
+    /// SACKed: its delivery later says nothing about reordering (it may have arrived long
+    /// before the timeout), so it is no false loss.
+    pub timed_out: bool,
 }
 
 impl Sent {
@@ -201,6 +205,7 @@ impl Recovery {
             retransmitted: false,
             sacked: false,
             lost: false,
+            timed_out: false,
         });
     }
 
@@ -239,6 +244,7 @@ impl Recovery {
             self.pipe += s.len();
         }
         s.lost = false;
+        s.timed_out = false;
         s.retransmitted = true;
         s.xmit = now;
         s.tsval = tsval;
@@ -360,12 +366,17 @@ impl Recovery {
         if retransmitted && min_rtt.is_some_and(|m| rtt < m) {
             return;
         }
-        self.rack_rtt = rtt;
+        // RACK.rtt is the round trip of the most recently *sent* segment delivered, as Linux's
+        // `tcp_rack_advance` keeps it. Taken from every delivered segment, a cumulative ACK
+        // that also covers old segments (delivered long ago, their ACKs lost, or forgotten by
+        // an RTO) set it to their age: 200 ms after a timeout, and every later loss then
+        // waited that long to be declared.
         let newer = match self.rack_xmit {
             None => true,
             Some(x) => xmit > x || (xmit == x && end > self.rack_end),
         };
         if newer {
+            self.rack_rtt = rtt;
             self.rack_xmit = Some(xmit);
             self.rack_end = end;
         }
@@ -394,7 +405,7 @@ impl Recovery {
             if !s.sacked && !s.lost {
                 self.pipe -= s.len();
             }
-            if s.lost && !s.sacked {
+            if s.lost && !s.sacked && !s.timed_out {
                 r.false_losses += 1;
                 self.measure_reordering(now.saturating_sub(s.xmit));
             }
@@ -463,17 +474,18 @@ impl Recovery {
                 if s.sacked || s.start < l || s.end > rgt {
                     continue;
                 }
-                let (xmit, end, retransmitted, lost, len) =
-                    (s.xmit, s.end, s.retransmitted, s.lost, s.len());
+                let (xmit, end, retransmitted, lost, timed_out, len) =
+                    (s.xmit, s.end, s.retransmitted, s.lost, s.timed_out, s.len());
                 if !lost {
                     self.pipe -= len;
                 }
-                if lost {
+                if lost && !timed_out {
                     r.false_losses += 1;
                     self.measure_reordering(now.saturating_sub(xmit));
                 }
                 self.sent[i].sacked = true;
                 self.sent[i].lost = false;
+                self.sent[i].timed_out = false;
                 self.update_rack(xmit, end, retransmitted, now, min_rtt);
                 if !retransmitted {
                     r.rtt_sample = Some(now.saturating_sub(xmit));
@@ -569,6 +581,7 @@ impl Recovery {
             // (it would never be retransmitted: the connection would stall until it timed out).
             s.sacked = false;
             s.lost = true;
+            s.timed_out = true;
             self.lost_q.push_back(self.base + i as u64);
         }
         self.pipe = 0;
@@ -593,6 +606,15 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    /// A scoreboard with `n` segments of 100 bytes from offset 0, all sent at `at`.
+    fn sent_at(n: u64, at: Duration) -> Recovery {
+        let mut r = Recovery::new();
+        for i in 0..n {
+            r.on_send(i * 100, (i + 1) * 100, at, 0);
+        }
+        r
     }
 
     #[test]
@@ -680,6 +702,58 @@ mod tests {
         }
         assert_eq!(resent, vec![0, 100, 200]);
         assert_eq!(r.pipe(), 300);
+    }
+
+    /// After an RTO the segments it presumed lost are delivered (they arrived long before; the
+    /// timeout forgot their SACKs). That is not reordering: the reorder window stays as it
+    /// was, and the next loss is declared a round trip after it, as before the timeout. It
+    /// used to count each of them as a segment 200 ms late, so the window went to 100 ms for
+    /// the next 16 episodes (on the relay at 1 % loss, 16 stalls of about 90 ms after each
+    /// RTO), and RACK's RTT became their age.
+    #[test]
+    fn segments_an_rto_presumed_lost_are_no_reordering_when_they_turn_out_delivered() {
+        let mut r = sent_at(10, ms(0));
+        let rtt = Some(ms(1));
+        // [0, 100) lost, the rest SACKed; then the RTO (its retransmission lost too).
+        r.on_ack(0, &[(100, 1000)], None, None, ms(1), rtt);
+        r.on_rto();
+        r.start_episode();
+        let (s, _) = r.next_lost().expect("everything is presumed lost");
+        assert_eq!(s, 0);
+        r.on_retransmit(0, ms(200), 200);
+        // The receiver still had [100, 1000): one cumulative ACK covers it all.
+        let a = r.on_ack(1000, &[], None, Some(200), ms(201), rtt);
+        assert_eq!(a.false_losses, 0, "{a:?}");
+        assert!(!a.undo, "{a:?}");
+        assert_eq!(r.stats.false_losses, 0);
+        assert_eq!(r.stats.reo_measured, Duration::ZERO);
+        assert!(r.is_empty());
+        // The next loss: [1000, 1100) lost, a later segment SACKed 1 ms after they were sent.
+        r.on_send(1000, 1100, ms(210), 210);
+        r.on_send(1100, 1200, ms(210), 210);
+        r.on_ack(1000, &[(1100, 1200)], None, None, ms(211), rtt);
+        let (lost, _) = r.detect_losses(ms(213), rtt, rtt);
+        assert_eq!(
+            lost, 100,
+            "declared after RTT + min_rtt/4, not 100 ms later"
+        );
+    }
+
+    /// RACK's RTT is that of the most recently sent segment delivered (Linux's
+    /// `tcp_rack_advance`): a cumulative ACK that also covers an old segment, whose own ACK
+    /// was lost, does not make it the old segment's age.
+    #[test]
+    fn rack_rtt_follows_the_newest_segment_delivered_not_the_oldest() {
+        let mut r = sent_at(3, ms(0));
+        let rtt = Some(ms(1));
+        r.on_send(300, 400, ms(49), 49);
+        // [0, 100) is retransmitted at 50 ms; one ACK at 51 ms covers the retransmission and
+        // [100, 200), whose own ACK was lost (sent at 0: 51 ms old).
+        r.on_retransmit(0, ms(50), 50);
+        r.on_ack(200, &[], None, None, ms(51), rtt);
+        // RACK RTT 1 ms: [200, 300) (sent at 0) and [300, 400) (sent at 49, before the
+        // delivered retransmission) are overdue. With RACK RTT 51 ms neither would be.
+        assert_eq!(r.detect_losses(ms(51), rtt, rtt), (200, None));
     }
 
     /// Per-ACK cost does not grow with the window: 20,000 segments in flight, the first one
