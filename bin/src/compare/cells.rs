@@ -389,6 +389,28 @@ pub const REORDER_DEPTH_SWEEP_RATE: f64 = 0.10;
 /// [`SPRAY_SPREAD_US`]. One path is the impairment sweep's 0 % relay cell.
 pub const SPRAY_PATHS: [u32; 4] = [2, 4, 8, 16];
 
+/// The relay cells again at these MTUs ([`JUMBO_RELAY_LINKS`]): at MTU 1500 the relay's
+/// per-packet cost bounds both stacks (its thread is a core, and ours crosses it one segment
+/// at a time where kernel TCP's 64 KiB GSO packets make a 45th of the packets); at 9000 it
+/// carries a sixth of the packets per byte, at 65000 a 43rd, so recovery shows with that cost
+/// mostly out of the way.
+pub const JUMBO_RELAY_MTUS: [u32; 2] = [9000, 65000];
+
+/// The links of the jumbo relay cells: the clean relay, 10 % reordering, 1 % loss and 4-path
+/// spraying, each as its MTU-1500 cell.
+pub fn jumbo_relay_links() -> [Link; 4] {
+    [
+        Link::relay(0.0, 0.0),
+        Link::relay(0.10, 0.0),
+        Link::relay(0.0, 0.01),
+        Link::spray(4),
+    ]
+}
+
+/// Messages of the jumbo relay cells: four times the MTU-1500 cells' (512 MiB), so a run
+/// at 10–20 Gbit/s still lasts a few hundred ms.
+const JUMBO_RELAY_COUNT: u64 = 4 * RELAY_BULK_COUNT;
+
 /// Delay spread of the spraying cells: the slowest path is this much longer than the fastest
 /// (20 × the relay's one-way delay), so a packet can be overtaken by everything sent in the
 /// next 200 µs.
@@ -427,7 +449,8 @@ const RELAY_BULK_COUNT: u64 = 128;
 /// over veth at [`FULL_MTUS`](super::FULL_MTUS), each with the path's ceiling; its 1500-byte
 /// cell is the size sweep's bulk-1MiB-veth), the impairment sweep over the relay (bulk 1 MiB
 /// and request/response 4 KiB), the reordering-depth sweep and the spraying sweep (bulk
-/// 1 MiB). `quick` is a small subset.
+/// 1 MiB), and the jumbo relay cells (bulk 1 MiB at [`JUMBO_RELAY_MTUS`]). `quick` is a small
+/// subset.
 pub fn plan(quick: bool) -> Plan {
     use Workload::*;
     let relay = |(reorder, loss): (f64, f64)| Link::relay(reorder, loss);
@@ -495,6 +518,11 @@ pub fn plan(quick: bool) -> Plan {
     for paths in SPRAY_PATHS {
         let link = Link::spray(paths);
         cells.push(Cell::new(Bulk, RELAY_BULK_SIZE, RELAY_BULK_COUNT, link));
+    }
+    for mtu in JUMBO_RELAY_MTUS {
+        for link in jumbo_relay_links() {
+            cells.push(Cell::new(Bulk, RELAY_BULK_SIZE, JUMBO_RELAY_COUNT, link).with_mtu(mtu));
+        }
     }
     // Our fallback byte stream beside BTH, in order and with holes: what staging costs.
     cells.push(Cell::new(Bulk, 1 << 20, 256, Link::Veth).plain());

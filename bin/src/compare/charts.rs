@@ -114,7 +114,7 @@ fn line_chart(
 /// Plain-mode cells are our fallback, not the proposal: kept out of the charts; so are cells
 /// of several connections, which would put a second point at the x of their one-connection
 /// cell, and cells at another MTU than 1500 (the MTU chart's alone).
-fn charted(c: &CellResult) -> bool {
+pub(super) fn charted(c: &CellResult) -> bool {
     !c.cell.plain && c.cell.qps == 1 && c.cell.mtu == DEFAULT_MTU
 }
 

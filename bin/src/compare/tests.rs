@@ -209,6 +209,31 @@ fn spraying_cells_are_named_by_paths_and_spread_and_build_a_valid_link() {
     assert!(bad.link_config(1).is_err());
 }
 
+#[test]
+fn the_relay_cells_run_again_at_jumbo_mtus_with_their_own_ids() {
+    let full = plan(false);
+    for mtu in JUMBO_RELAY_MTUS {
+        for link in jumbo_relay_links() {
+            let id = format!("bulk-1MiB-{}-mtu{mtu}", link.id());
+            let cell = full.cells.iter().find(|c| c.id == id).expect(&id);
+            assert_eq!((cell.mtu, cell.link), (mtu, link));
+            // The same link as the MTU-1500 cell of that id, which the plan also has.
+            assert!(full
+                .cells
+                .iter()
+                .any(|c| c.id == format!("bulk-1MiB-{}", link.id())));
+        }
+    }
+    // Kept out of the charts (x = reordering or paths, MTU 1500) and the simulator's table.
+    let jumbo = full
+        .cells
+        .iter()
+        .find(|c| c.mtu == 9000 && c.link != Link::Veth);
+    let results = results_of(jumbo.into_iter().cloned().collect());
+    assert!(!charts::charted(&results[0]));
+    assert!(!simulated::comparable(&results[0].cell));
+}
+
 /// The labels of an SVG's `<text>` elements.
 fn texts(svg: &str) -> Vec<&str> {
     svg.split("<text")

@@ -44,7 +44,10 @@ use std::time::Instant;
         MTU: every device of a cell's topology (veth or relay, both stacks' TUN devices) has \
         the cell's MTU (1500 unless its id ends in -mtuN); kernel TCP takes its MSS from it, \
         ours MTU - 40. The full plan sweeps bulk 1 MiB SEND over veth at MTU 1500, 4096, 9000 \
-        and 65000, and --mtu 1500,9000,65000 runs only that sweep at the MTUs given. Each \
+        and 65000, and --mtu 1500,9000,65000 runs only that sweep at the MTUs given. It also \
+        runs the clean relay, 10 % reordering, 1 % loss and 4-path spraying again at MTU 9000 \
+        and 65000 (ids ending in -mtu9000, -mtu65000), where the relay's per-packet cost, which \
+        bounds both stacks at 1500, is mostly out of the way. Each \
         sweep cell also measures the path's ceiling in the same topology: the same io_uring \
         driver on A's stack TUN device writes raw MTU-sized IPv4 packets (protocol 253) as fast \
         as it can, the kernel forwards them over veth into B's TUN device, B's driver counts \
