@@ -1,7 +1,7 @@
 //! `bth-compare` through its library: the plan, rendering a synthetic result set, and (with
 //! CAP_NET_ADMIN) one small real cell end to end over both stacks.
 
-use bth_tools::compare::{self, render, CeilingSpec, Link, RunRecord, Stack, Workload};
+use bth_tools::compare::{self, render, CeilingSpec, Cell, Link, RunRecord, Stack, Workload};
 use bth_tools::perf::Recovery;
 use std::time::Duration;
 
@@ -97,6 +97,7 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         grant_holds: None,
         seg_payload: None,
         path: None,
+        congestion: (stack != Stack::Ceiling).then(|| "cubic".into()),
         latencies: lat,
     }
 }
@@ -176,7 +177,11 @@ fn one_small_real_cell_end_to_end() {
         assert!(r.gbps > 0.0 && r.p99_us.is_some());
         assert!(r.cpu_client_s > 0.0 || r.cpu_server_s > 0.0);
         assert_eq!(r.retrans, r.client_retrans + r.server_retrans);
+        // Both stacks run CUBIC, whatever the machine's default (kernel: read back from
+        // every socket).
+        assert_eq!(r.congestion.as_deref(), Some(compare::DEFAULT_KERNEL_CC));
     }
+    assert!(render::congestion_line(&runs).contains("kernel TCP cubic"));
     // Ours records both sides' counters; the client sent the data.
     let (cr, sr) = (
         runs[1].client_recovery.unwrap(),
@@ -391,6 +396,37 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Kernel TCP runs the congestion control the cell names, read back from its sockets; a name
+/// the kernel does not have fails the kernel's run with an error that lists the ones it has,
+/// and ours still runs.
+fn the_kernel_congestion_control_is_the_cells_and_a_missing_one_is_a_clear_error() {
+    let mut plan = compare::plan(true);
+    plan.cells.retain(|c| c.id == "bulk-4KiB-veth");
+    let cell = plan.cells[0].clone();
+    let prefix = format!("bthcmpcc{}", std::process::id());
+    let reno = Cell {
+        count: 200,
+        ..cell.clone().with_kernel_cc("reno")
+    };
+    let runs = compare::run_cell(&reno, 1, &prefix, 1, |_| {}).expect("topology");
+    assert_eq!(runs[0].stack, Stack::Kernel);
+    assert_eq!(runs[0].error, None);
+    assert_eq!(runs[0].congestion.as_deref(), Some("reno"));
+    let bogus = Cell {
+        count: 200,
+        ..cell.with_kernel_cc("no-such-cc")
+    };
+    let runs = compare::run_cell(&bogus, 1, &prefix, 1, |_| {}).expect("topology");
+    let e = runs[0].error.as_deref().expect("the kernel run fails");
+    assert!(
+        e.contains("no-such-cc") && e.contains("this kernel has"),
+        "{e}"
+    );
+    assert_eq!(runs[0].congestion, None);
+    assert_eq!(runs[1].error, None, "ours does not depend on it");
+    assert!(!std::path::Path::new(&format!("/run/netns/{prefix}-a")).exists());
+}
+
 bth_tests::test_main!(
     quick_plan_is_small_and_interleaves_both_stacks,
     renders_a_synthetic_result_set,
@@ -400,4 +436,5 @@ bth_tests::test_main!(
     a_two_qp_cell_runs_both_stacks[NetAdmin],
     a_small_incast_over_tun_counts_relay_drops_per_run[NetAdmin],
     a_short_mtu_sweep_reports_ceiling_kernel_and_ours[NetAdmin],
+    the_kernel_congestion_control_is_the_cells_and_a_missing_one_is_a_clear_error[NetAdmin],
 );

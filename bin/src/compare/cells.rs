@@ -204,7 +204,17 @@ pub struct Cell {
     /// Ours (and the ceiling's devices): the stack's TUN devices offload TCP checksums
     /// (`Offload::Checksum`, as kernel TCP over veth); `--no-csum-offload` turns it off.
     pub csum_offload: bool,
+    /// Kernel TCP's congestion control, set on every socket of the cell (`TCP_CONGESTION`),
+    /// whatever the machine's default: [`DEFAULT_KERNEL_CC`] unless `--kernel-cc` says
+    /// otherwise.
+    pub kernel_cc: String,
 }
+
+/// Kernel TCP's congestion control in the comparison: CUBIC, our stack's default
+/// (`tcp_bth::Config::congestion`), so both stacks answer loss with the same algorithm. A
+/// machine's default may be another (this one's is BBR, which does not treat random loss as
+/// congestion); the runs before 2026-11-24 04:40 took the default.
+pub const DEFAULT_KERNEL_CC: &str = "cubic";
 
 impl Cell {
     pub fn new(workload: Workload, size: u32, count: u64, link: Link) -> Cell {
@@ -232,7 +242,14 @@ impl Cell {
             mtu: DEFAULT_MTU,
             ceiling: None,
             csum_offload: true,
+            kernel_cc: DEFAULT_KERNEL_CC.into(),
         }
+    }
+
+    /// Kernel TCP with another congestion control (`--kernel-cc`).
+    pub fn with_kernel_cc(mut self, name: &str) -> Cell {
+        self.kernel_cc = name.into();
+        self
     }
 
     /// The same cell at another MTU (id suffix `-mtu{mtu}`; none at 1500).

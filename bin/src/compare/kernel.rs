@@ -9,13 +9,15 @@ use super::{Cell, Workload};
 use crate::perf::REPLY_LEN;
 use crate::topology::{TwoNs, A_LINK};
 use crate::tunpair::thread_cpu;
+use nix::sys::socket::{getsockopt, setsockopt, sockopt::TcpCongestion};
+use std::ffi::OsString;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 use tcp_bth_io::sim::workload::{fill, matches_fill};
 use tcp_bth_io::tun::enter_netns;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 /// What one kernel run measured.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +44,9 @@ pub struct KernelRun {
     /// The client's `tcpi_snd_mss` (payload bytes per full segment: the MSS the device's MTU
     /// gave, less the options it sends), the largest over its connections.
     pub client_mss: Option<u32>,
+    /// The congestion control every socket of the run used, as read back from each
+    /// (`TCP_CONGESTION`): the cell's `kernel_cc`.
+    pub congestion: String,
 }
 
 /// Message `i`'s payload: the same pattern our stack's perf apps send (`perf::payload`), so
@@ -70,6 +75,36 @@ fn tcp_info(fd: i32) -> Option<libc::tcp_info> {
         )
     };
     (rc == 0).then_some(ti)
+}
+
+/// Set the socket's congestion control (`TCP_CONGESTION`). An algorithm the kernel does not
+/// have is an error that names the ones it has.
+fn set_congestion(fd: &impl AsFd, name: &str) -> io::Result<()> {
+    setsockopt(fd, TcpCongestion, &OsString::from(name)).map_err(|e| {
+        let available =
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+                .unwrap_or_default();
+        io::Error::new(
+            io::Error::from(e).kind(),
+            format!(
+                "kernel congestion control {name:?}: {e} (this kernel has: {})",
+                available.trim()
+            ),
+        )
+    })
+}
+
+/// Check that a connection's socket runs `want` (accepted sockets inherit the listener's, set
+/// by `setsockopt`; a kernel that did otherwise would silently compare another algorithm).
+fn check_congestion(fd: &impl AsFd, want: &str) -> io::Result<()> {
+    let got = getsockopt(fd, TcpCongestion)?;
+    let got = got.to_string_lossy();
+    if got != want {
+        return Err(io::Error::other(format!(
+            "kernel socket runs congestion control {got:?}, not the {want:?} asked for"
+        )));
+    }
+    Ok(())
 }
 
 fn total_retrans(fd: i32) -> u64 {
@@ -114,11 +149,17 @@ struct ServerOut {
 /// Accept `n` connections and serve each in a task of this thread's runtime (one thread per
 /// side, as our stack's one driver serves all its connections). Returns each connection's
 /// figures in accept order and the thread's CPU over the run.
-async fn serve_all(l: TcpListener, n: u32, rr: bool) -> io::Result<(Vec<ServerOut>, Duration)> {
+async fn serve_all(
+    l: TcpListener,
+    n: u32,
+    rr: bool,
+    cc: &str,
+) -> io::Result<(Vec<ServerOut>, Duration)> {
     let mut tasks = Vec::new();
     let mut cpu0 = None;
     for _ in 0..n {
         let (s, from) = l.accept().await?;
+        check_congestion(&s, cc)?;
         cpu0.get_or_insert_with(thread_cpu);
         tasks.push(tokio::spawn(serve(s, from.port(), rr)));
     }
@@ -214,7 +255,12 @@ async fn drive_all(cell: &Cell, port: u16) -> io::Result<(Vec<ClientOut>, Durati
 }
 
 async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
-    let mut s = TcpStream::connect((A_LINK, port)).await?;
+    let sock = TcpSocket::new_v4()?;
+    set_congestion(&sock, &cell.kernel_cc)?;
+    let mut s = sock
+        .connect(std::net::SocketAddr::from((A_LINK, port)))
+        .await?;
+    check_congestion(&s, &cell.kernel_cc)?;
     s.set_nodelay(true)?;
     let fd = s.as_raw_fd();
     // The message as the application builds it: length prefix and payload in one buffer.
@@ -263,13 +309,14 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
     // and its result says why.
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let server = {
-        let a = ns.a.clone();
+        let (a, cc) = (ns.a.clone(), cell.kernel_cc.clone());
         std::thread::spawn(move || -> io::Result<(Vec<ServerOut>, Duration)> {
             enter_netns(&a)?;
             runtime()?.block_on(async move {
                 let l = TcpListener::bind((A_LINK, port)).await?;
+                set_congestion(&l, &cc)?;
                 let _ = ready_tx.send(());
-                tokio::time::timeout(Duration::from_secs(300), serve_all(l, n, rr))
+                tokio::time::timeout(Duration::from_secs(300), serve_all(l, n, rr, &cc))
                     .await
                     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "server timed out"))?
             })
@@ -303,6 +350,7 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
     let mut out = KernelRun {
         client_cpu,
         server_cpu,
+        congestion: cell.kernel_cc.clone(),
         ..KernelRun::default()
     };
     let start = clients.iter().map(|c| c.start).min();

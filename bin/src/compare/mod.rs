@@ -22,9 +22,10 @@ pub mod sizes;
 
 pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};
 pub use cells::{
-    incast_cells, jumbo_relay_links, plan, size_label, Cell, Link, Plan, Workload, IMPAIRMENTS,
-    INCAST_ADMIT, INCAST_DEPTH, INCAST_LINK, JUMBO_RELAY_MTUS, RELAY_REORDER_DEPTH_US,
-    REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES, SPRAY_PATHS, SPRAY_SPREAD_US,
+    incast_cells, jumbo_relay_links, plan, size_label, Cell, Link, Plan, Workload,
+    DEFAULT_KERNEL_CC, IMPAIRMENTS, INCAST_ADMIT, INCAST_DEPTH, INCAST_LINK, JUMBO_RELAY_MTUS,
+    RELAY_REORDER_DEPTH_US, REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES, SPRAY_PATHS,
+    SPRAY_SPREAD_US,
 };
 pub use mtu::{mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use path_ceiling::{CeilingSpec, PathCeiling};
@@ -121,6 +122,10 @@ pub struct RunRecord {
     pub seg_payload: Option<u32>,
     /// Ceiling only: what the receiver counted.
     pub path: Option<PathCeiling>,
+    /// The congestion control the stack ran: kernel, read back from every socket
+    /// (`TCP_CONGESTION`, the cell's `kernel_cc`); ours, `tcp_bth::Config::congestion` of the
+    /// perf apps (the stack's default). None for the ceiling and for a failed run.
+    pub congestion: Option<String>,
     /// Per-message latencies, sorted (bulk: one way, client post to server completion;
     /// request/response: round trip). Not written to the JSON file.
     #[serde(skip)]
@@ -168,6 +173,7 @@ impl RunRecord {
             device_drops: None,
             seg_payload: None,
             path: None,
+            congestion: None,
             latencies: Vec::new(),
         }
     }
@@ -205,6 +211,7 @@ fn run_kernel(ns: &TwoNs, cell: &Cell, run: usize, port: u16) -> io::Result<RunR
         rx_held_max: k.max_rmem,
         kernel_max_inq: Some(k.max_inq),
         seg_payload: k.client_mss,
+        congestion: Some(k.congestion),
         ..RunRecord::empty(cell, Stack::Kernel, run)
     };
     r.fill_rates(k.latencies);

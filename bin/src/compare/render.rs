@@ -24,6 +24,29 @@ fn bytes(b: u64) -> String {
     }
 }
 
+/// Which congestion control each stack ran, from the run records (each distinct name once).
+pub fn congestion_line(records: &[super::RunRecord]) -> String {
+    let names = |stack: super::Stack| {
+        let mut v: Vec<&str> = records
+            .iter()
+            .filter(|r| r.stack == stack)
+            .filter_map(|r| r.congestion.as_deref())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        if v.is_empty() {
+            "–".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    format!(
+        "congestion control: kernel TCP {} (set on every socket, TCP_CONGESTION), ours {}\n",
+        names(super::Stack::Kernel),
+        names(super::Stack::Ours)
+    )
+}
+
 fn stack_name(c: &CellResult, s: &Summary) -> &'static str {
     match s.stack {
         super::Stack::Kernel => "kernel",

@@ -37,6 +37,7 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         grant_holds: None,
         seg_payload: None,
         path: None,
+        congestion: None,
         latencies: vec![Duration::from_micros(500)],
     }
 }

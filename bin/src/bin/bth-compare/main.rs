@@ -101,6 +101,13 @@ struct Cli {
     /// Relay seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Kernel TCP's congestion control, set on every kernel socket (`TCP_CONGESTION`) whatever
+    /// the machine's default: by default CUBIC, as our stack runs, so both answer loss with
+    /// the same algorithm. `--kernel-cc bbr` compares with BBR, which does not treat random
+    /// loss as congestion. Must be one of the kernel's
+    /// (/proc/sys/net/ipv4/tcp_available_congestion_control).
+    #[arg(long, value_name = "NAME", default_value = compare::DEFAULT_KERNEL_CC)]
+    kernel_cc: String,
     /// Instead of the table: the relay's own ceiling, kernel TCP bulk over veth and through a
     /// clean relay alternately (`--runs` each, default 3), N MiB per run in 1 MiB messages.
     #[arg(long, value_name = "N")]
@@ -118,6 +125,9 @@ fn main() -> ExitCode {
         false => compare::mtu_plan(&cli.mtu, cli.quick),
     };
     let mut plan = plan.with_qps(&cli.qps);
+    for c in &mut plan.cells {
+        c.kernel_cc = cli.kernel_cc.clone();
+    }
     if cli.no_csum_offload {
         plan.cells = plan
             .cells
@@ -140,7 +150,7 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     if let Some(mib) = cli.relay_ceiling {
-        let cell = compare::ceiling_cell(1 << 20, mib.max(1));
+        let cell = compare::ceiling_cell(1 << 20, mib.max(1)).with_kernel_cc(&cli.kernel_cc);
         let prefix = format!("bthceil{}", std::process::id());
         return match compare::relay_ceiling(&prefix, &cell, None, cli.runs.unwrap_or(3).max(1)) {
             Ok(c) => {
@@ -191,6 +201,7 @@ fn main() -> ExitCode {
     }
     bar.finish_and_clear();
     let results = compare::summarize(&plan, &records);
+    println!("{}", render::congestion_line(&records));
     if results.iter().any(|c| !c.cell.is_incast()) {
         println!("{}", render::markdown(&results));
     }
