@@ -57,6 +57,8 @@ struct Epoch {
 /// * Slow start and initial window as [`crate::NewReno`] (§4.10 allows standard slow start;
 ///   HyStart++ is not implemented).
 /// * Congestion event (§4.6): `ssthresh = max(FlightSize * 0.7, 2*MSS)`, `cwnd = ssthresh`,
+///   FlightSize being the most in flight since the last reduction, at most cwnd
+///   (`Window::reduction_base`),
 ///   `W_max = cwnd` before the reduction, lowered to `cwnd * (1 + 0.7) / 2` by fast
 ///   convergence (§4.7) when the window had not regained the previous W_max.
 /// * Congestion avoidance (§4.2-§4.5): `W_cubic(t) = C*(t-K)^3 + W_max` with
@@ -167,9 +169,10 @@ impl Cubic {
         });
     }
 
-    /// §4.6 ssthresh from a flight size.
-    fn loss_ssthresh(&self, flight: u64) -> u64 {
-        scale(flight, BETA_NUM, BETA_DEN).max(self.w.min_ssthresh())
+    /// §4.6 ssthresh from the window a reduction applies to (`Window::reduction_base`, or
+    /// cwnd after a timeout).
+    fn loss_ssthresh(&self, base: u64) -> u64 {
+        scale(base, BETA_NUM, BETA_DEN).max(self.w.min_ssthresh())
     }
 
     fn start_epoch(&mut self, now: Duration) -> Epoch {
@@ -295,9 +298,10 @@ impl CongestionControl for Cubic {
         };
         self.s.cwnd_prior = cwnd;
         let flight = self.w.flight_size(bytes_in_flight);
-        // §4.6: ssthresh = cwnd * β_cubic (`Window::reduction_base`), at least 2 SMSS;
-        // cwnd = max(ssthresh, 2).
-        self.w.ssthresh = self.loss_ssthresh(self.w.reduction_base());
+        // §4.6: ssthresh = flight_size * β_cubic, with flight_size the most in flight since
+        // the last reduction (`Window::reduction_base`), at least 2 SMSS; cwnd = max(ssthresh, 2).
+        let base = self.w.reduction_base(bytes_in_flight);
+        self.w.ssthresh = self.loss_ssthresh(base);
         self.w.cwnd = self.w.ssthresh;
         self.s.epoch = None;
         self.s.after_rto = false;
@@ -546,8 +550,15 @@ mod tests {
         assert_eq!(cc.w_max(), 20 * MSS);
         assert!(!cc.in_slow_start());
         // Part of the window left in flight when the loss is found (the ACK that revealed it
-        // acknowledged the rest): ssthresh from cwnd all the same, as Linux.
+        // acknowledged the rest of a full window): ssthresh from the flight before that ACK.
         let mut cc = Cubic::new(MSS as u32);
+        cc.on_ack(ms(1), 7 * MSS, Some(ms(1)), 3 * MSS);
+        cc.on_congestion_event(ms(1), 3 * MSS);
+        assert_eq!(cc.ssthresh(), 10 * MSS * 7 / 10);
+        // Held below cwnd (peer window, grant, application): from what was in flight.
+        let mut cc = Cubic::new(MSS as u32);
+        cc.w.cwnd = 20 * MSS;
+        cc.on_ack(ms(1), MSS, Some(ms(1)), 9 * MSS);
         cc.on_congestion_event(ms(1), 3 * MSS);
         assert_eq!(cc.ssthresh(), 10 * MSS * 7 / 10);
         // Floor of 2 MSS.

@@ -40,8 +40,10 @@
 //!
 //! **`bytes_in_flight`.** For `on_congestion_event` it is RFC 5681's FlightSize, the data sent
 //! and not yet cumulatively acknowledged (`snd_nxt - snd_una`), sampled before the lost
-//! segments are taken out of `pipe`; the reduction is `FlightSize * β` (β = 1/2 NewReno, 0.7
-//! CUBIC), so passing a post-loss `pipe` over-reduces. It is capped at cwnd. For `on_ack` it is
+//! segments are taken out of `pipe`. The reduction is `FlightSize * β` (β = 1/2 NewReno, 0.7
+//! CUBIC) with FlightSize the most in flight since the last reduction: the larger of this
+//! figure and what was in flight before each ACK since, at most cwnd (the ACK that reveals a
+//! loss has often just acknowledged most of the flight). For `on_ack` it is
 //! the data in flight after the ACK (RFC 6675 `pipe` is fine): the window only grows while at
 //! least half of it was in use before the ACK (RFC 7661), so an application-, rwnd- or
 //! admission-limited sender does not inflate a window it never tested. `on_rto` has no flight
@@ -111,8 +113,9 @@ pub trait CongestionControl: Send + fmt::Debug {
     /// Loss detected by fast retransmit / SACK / RACK: the multiplicative decrease
     /// (RFC 5681 §3.1 / RFC 9438 §4.6) and the start of a recovery episode.
     ///
-    /// `bytes_in_flight` is FlightSize when the loss is detected. Call once per episode;
-    /// calls while an episode is in progress are ignored.
+    /// `bytes_in_flight` is FlightSize when the loss is detected; the reduction applies to the
+    /// larger of it and the most in flight before any ACK since the last reduction, at most
+    /// cwnd. Call once per episode; calls while an episode is in progress are ignored.
     fn on_congestion_event(&mut self, now: Duration, bytes_in_flight: u64);
 
     /// The recovery episode is over: the cumulative ACK passed the highest sequence sent when

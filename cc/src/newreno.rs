@@ -14,6 +14,8 @@ use crate::CongestionControl;
 /// * Congestion avoidance: byte counting (RFC 3465 §2.1): once a full cwnd of bytes has been
 ///   acknowledged, cwnd += MSS, i.e. one MSS per round trip (RFC 5681 §3.1 equation (3)).
 /// * Congestion event: `ssthresh = max(FlightSize/2, 2*MSS)` (RFC 5681 §3.1 equation (4)),
+///   FlightSize being the most in flight since the last reduction, at most cwnd
+///   (`Window::reduction_base`),
 ///   cwnd = ssthresh, once per episode. RFC 6582's window inflation and deflation are not
 ///   modelled: the stack sends against the RFC 6675 `pipe`, which plays that role, and the
 ///   state at the end of recovery is RFC 6582 §3.2 step 3's cwnd = ssthresh.
@@ -38,9 +40,10 @@ impl NewReno {
         }
     }
 
-    /// RFC 5681 §3.1 equation (4).
-    fn loss_ssthresh(&self, flight: u64) -> u64 {
-        (flight / 2).max(self.w.min_ssthresh())
+    /// RFC 5681 §3.1 equation (4), from the window a reduction applies to
+    /// (`Window::reduction_base`, or cwnd after a timeout).
+    fn loss_ssthresh(&self, base: u64) -> u64 {
+        (base / 2).max(self.w.min_ssthresh())
     }
 }
 
@@ -80,8 +83,10 @@ impl CongestionControl for NewReno {
         }
         self.undo = Some((self.w.cwnd, self.w.ssthresh));
         let flight = self.w.flight_size(bytes_in_flight);
-        // RFC 5681 §3.1 halves FlightSize; cwnd stands for it (`Window::reduction_base`).
-        self.w.ssthresh = self.loss_ssthresh(self.w.reduction_base());
+        // RFC 5681 §3.1 halves FlightSize: the most in flight since the last reduction
+        // (`Window::reduction_base`).
+        let base = self.w.reduction_base(bytes_in_flight);
+        self.w.ssthresh = self.loss_ssthresh(base);
         self.w.cwnd = self.w.ssthresh;
         self.ca_acked = 0;
         self.w.enter_fast_recovery(flight);
@@ -193,30 +198,58 @@ mod tests {
     }
 
     #[test]
-    fn congestion_event_halves_cwnd() {
+    fn congestion_event_halves_the_most_in_flight() {
         let mut cc = NewReno::new(MSS as u32);
         let mut now = Duration::ZERO;
         for _ in 0..3 {
             now = round_trip(&mut cc, now, ms(50), MSS);
         }
         assert_eq!(cc.cwnd(), 80 * MSS);
-        // 60 of the 80 segments still in flight when the loss is found: cwnd is what halves.
+        // `round_trip` keeps the window full: 79 segments were in flight before its last ACK.
+        // 60 are still in flight when the loss is found; the peak is what halves.
+        assert_eq!(cc.w.peak_flight, 79 * MSS);
         cc.on_congestion_event(now, 60 * MSS);
-        assert_eq!(cc.ssthresh(), 40 * MSS);
-        assert_eq!(cc.cwnd(), 40 * MSS);
+        assert_eq!(cc.ssthresh(), 79 * MSS / 2);
+        assert_eq!(cc.cwnd(), 79 * MSS / 2);
         assert!(cc.in_recovery());
         assert!(!cc.in_slow_start());
         // A second loss in the same episode is no new reduction.
         cc.on_congestion_event(now, 30 * MSS);
-        assert_eq!(cc.ssthresh(), 40 * MSS);
+        assert_eq!(cc.ssthresh(), 79 * MSS / 2);
         // No growth during recovery.
         cc.on_ack(now, 10 * MSS, Some(ms(50)), 30 * MSS);
-        assert_eq!(cc.cwnd(), 40 * MSS);
+        assert_eq!(cc.cwnd(), 79 * MSS / 2);
         cc.on_recovery_end(now);
         assert!(!cc.in_recovery());
-        // A new episode reduces again.
+        // A new episode reduces again: 40 segments were in flight before that ACK, capped at
+        // cwnd.
         cc.on_congestion_event(now, 30 * MSS);
-        assert_eq!(cc.ssthresh(), 20 * MSS);
+        assert_eq!(cc.ssthresh(), 79 * MSS / 4);
+    }
+
+    /// A sender held below cwnd (by the peer's window, its grant or the application) reduces
+    /// from what it had in flight, not from a cwnd it never filled; a cwnd-limited one whose
+    /// loss is found when most of its flight was just acknowledged reduces from the flight it
+    /// had, not from what is left.
+    #[test]
+    fn the_reduction_is_from_the_most_in_flight_at_most_cwnd() {
+        let mut cc = NewReno::new(MSS as u32);
+        cc.w.cwnd = 20 * MSS;
+        cc.w.ssthresh = 20 * MSS;
+        for _ in 0..4 {
+            // 8 segments in flight before each ACK, 6 after.
+            cc.on_ack(ms(1), 2 * MSS, Some(ms(1)), 6 * MSS);
+        }
+        assert_eq!(cc.cwnd(), 20 * MSS, "the window is not in use: no growth");
+        cc.on_congestion_event(ms(2), 3 * MSS);
+        assert_eq!(cc.ssthresh(), 4 * MSS);
+        let mut cc = NewReno::new(MSS as u32);
+        cc.w.cwnd = 8 * MSS;
+        cc.w.ssthresh = 8 * MSS;
+        // The whole window in flight, then an ACK for 5 of its 8 segments finds the loss.
+        cc.on_ack(ms(1), 5 * MSS, Some(ms(1)), 3 * MSS);
+        cc.on_congestion_event(ms(1), 3 * MSS);
+        assert_eq!(cc.ssthresh(), 4 * MSS);
     }
 
     #[test]

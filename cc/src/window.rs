@@ -79,6 +79,10 @@ pub(crate) struct Window {
     /// The in-flight figure of the latest `on_ack` / `on_congestion_event`, used to size the
     /// episode a timeout starts.
     pub last_flight: u64,
+    /// The most data seen in flight since the last reduction: before each ACK (what it
+    /// acknowledged plus what stayed in flight) and at the congestion event itself. What a
+    /// loss reduces, with cwnd as its cap ([`reduction_base`](Self::reduction_base)).
+    pub peak_flight: u64,
 }
 
 impl Window {
@@ -92,6 +96,7 @@ impl Window {
             episode: None,
             rto_repeat: false,
             last_flight: 0,
+            peak_flight: 0,
         }
     }
 
@@ -115,16 +120,22 @@ impl Window {
         bytes_in_flight.min(self.cwnd)
     }
 
-    /// What a loss reduces: cwnd, as Linux does (`tcp_reno_ssthresh`, `bictcp_recalc_ssthresh`)
-    /// and RFC 9438 §4.6 allows of an implementation that keeps cwnd from growing while the
-    /// flight is smaller ([`on_ack`](Self::on_ack)'s test). Not the bytes in flight when the
-    /// loss is detected: RACK declares a loss on an ACK that has just acknowledged most of the
-    /// flight, before the sender has refilled it. On the relay at MTU 9000 and 1 % loss a
-    /// window of 7 segments was in flight and 3 left when the loss was found, so each loss
-    /// cut the window to 2 segments, not 4.9, and a lost retransmission then had nothing
-    /// sent after it to reveal it: a 200 ms RTO.
-    pub fn reduction_base(&self) -> u64 {
-        self.cwnd
+    /// What a loss reduces (takes and resets the peak): the most data in flight since the last
+    /// reduction, at most cwnd. Not the bytes in flight when the loss is detected: RACK
+    /// declares a loss on an ACK that has just acknowledged most of the flight, before the
+    /// sender has refilled it. On the relay at MTU 9000 and 1 % loss a window of 7 segments
+    /// was in flight and 3 left when the loss was found, so each loss cut the window to 2
+    /// segments, not 4.9, and a lost retransmission then had nothing sent after it to reveal
+    /// it: a 200 ms RTO. Not cwnd alone either, as Linux takes it (`tcp_reno_ssthresh`,
+    /// `bictcp_recalc_ssthresh`): Linux grows cwnd in congestion avoidance only while the
+    /// sender is cwnd-limited, where [`on_ack`](Self::on_ack) lets it grow to about twice
+    /// the flight, so a sender held back by the peer's window, its grant or the application
+    /// would not slow down for a loss at all (RFC 9438 §4.6 allows cwnd only with such a
+    /// guard).
+    pub fn reduction_base(&mut self, bytes_in_flight: u64) -> u64 {
+        let base = self.peak_flight.max(bytes_in_flight).min(self.cwnd);
+        self.peak_flight = 0;
+        base
     }
 
     /// Bookkeeping every ACK does. Returns the acknowledged bytes that may open the window
@@ -134,6 +145,8 @@ impl Window {
         if acked == 0 {
             return 0;
         }
+        let flight_before = bytes_in_flight.saturating_add(acked);
+        self.peak_flight = self.peak_flight.max(flight_before);
         // New data acknowledged: a later timeout is a new event, not a repeat.
         self.rto_repeat = false;
         if let Some(ep) = &mut self.episode {
@@ -151,7 +164,6 @@ impl Window {
         // The test is Linux's slow-start one: at least half the window was in flight before
         // this ACK. An application-, receiver- or admission-limited sender therefore does not
         // inflate a window it never tested.
-        let flight_before = bytes_in_flight.saturating_add(acked);
         if flight_before < self.cwnd / 2 {
             return 0;
         }
@@ -197,6 +209,7 @@ impl Window {
     /// LW, which equals 1 full-sized segment"), and a timeout episode begins.
     pub fn timeout(&mut self) {
         self.cwnd = self.mss;
+        self.peak_flight = 0;
         self.rto_repeat = true;
         self.episode = Some(Episode {
             kind: EpisodeKind::Timeout,

@@ -252,7 +252,6 @@ impl Cell {
         self
     }
 
-    /// The same cell at another MTU (id suffix `-mtu{mtu}`; none at 1500).
     /// The stack's TUN devices without checksum offload (`--no-csum-offload`).
     pub fn without_csum_offload(mut self) -> Cell {
         self.csum_offload = false;
@@ -264,6 +263,7 @@ impl Cell {
         tcp_bth_io::tun::Offload::checksum_if(self.csum_offload)
     }
 
+    /// The same cell at another MTU (id suffix `-mtu{mtu}`; none at 1500).
     pub fn with_mtu(mut self, mtu: u32) -> Cell {
         if mtu != self.mtu {
             if self.mtu == DEFAULT_MTU {
@@ -406,7 +406,7 @@ pub const REORDER_DEPTH_SWEEP_RATE: f64 = 0.10;
 /// [`SPRAY_SPREAD_US`]. One path is the impairment sweep's 0 % relay cell.
 pub const SPRAY_PATHS: [u32; 4] = [2, 4, 8, 16];
 
-/// The relay cells again at these MTUs ([`JUMBO_RELAY_LINKS`]): at MTU 1500 the relay's
+/// The relay cells again at these MTUs ([`jumbo_relay_links`]): at MTU 1500 the relay's
 /// per-packet cost bounds both stacks (its thread is a core, and ours crosses it one segment
 /// at a time where kernel TCP's 64 KiB GSO packets make a 45th of the packets); at 9000 it
 /// carries a sixth of the packets per byte, at 65000 a 43rd, so recovery shows with that cost
@@ -424,8 +424,8 @@ pub fn jumbo_relay_links() -> [Link; 4] {
     ]
 }
 
-/// Messages of the jumbo relay cells: four times the MTU-1500 cells' (512 MiB), so a run
-/// at 10–20 Gbit/s still lasts a few hundred ms.
+/// Messages of the jumbo relay cells: four times the MTU-1500 relay cells' 128, so a run
+/// (512 MiB) at 10–20 Gbit/s still lasts a few hundred ms.
 const JUMBO_RELAY_COUNT: u64 = 4 * RELAY_BULK_COUNT;
 
 /// Delay spread of the spraying cells: the slowest path is this much longer than the fastest
@@ -596,9 +596,13 @@ impl Plan {
             0 => String::new(),
             n => format!(" + {n} runs of the path's ceiling (ceiling, kernel, ours per run)"),
         };
+        let cc = self
+            .cells
+            .first()
+            .map_or(super::DEFAULT_KERNEL_CC, |c| &c.kernel_cc);
         let mut s = format!(
             "{} cells x {} runs per stack x 2 stacks{ceiling} = {} runs, interleaved kernel/ours \
-             per cell\n",
+             per cell; kernel TCP on {cc}\n",
             self.cells.len(),
             self.runs,
             self.total_runs()

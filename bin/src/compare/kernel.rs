@@ -94,6 +94,19 @@ fn set_congestion(fd: &impl AsFd, name: &str) -> io::Result<()> {
     })
 }
 
+/// Whether this kernel lets a socket run `name`: a socket of this namespace is given it
+/// (nothing bound, nothing sent). For checking `--kernel-cc` before a plan runs.
+pub fn congestion_available(name: &str) -> io::Result<()> {
+    use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    set_congestion(&fd, name)
+}
+
 /// Check that a connection's socket runs `want` (accepted sockets inherit the listener's, set
 /// by `setsockopt`; a kernel that did otherwise would silently compare another algorithm).
 fn check_congestion(fd: &impl AsFd, want: &str) -> io::Result<()> {
@@ -346,7 +359,15 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
     let s = server
         .join()
         .map_err(|_| io::Error::other("kernel server panicked"))?;
-    let ((clients, client_cpu), (servers, server_cpu)) = (c?, s?);
+    let ((clients, client_cpu), (servers, server_cpu)) = match (c, s) {
+        (Ok(c), Ok(s)) => (c, s),
+        // Both failed: the server's error first. A connection the server refuses (its socket
+        // runs another congestion control than asked) reaches the client as a reset.
+        (Err(ce), Err(se)) => {
+            return Err(io::Error::new(se.kind(), format!("{se} (client: {ce})")));
+        }
+        (Err(e), _) | (_, Err(e)) => return Err(e),
+    };
     let mut out = KernelRun {
         client_cpu,
         server_cpu,

@@ -105,8 +105,7 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> 
                 .map(|p| u32::from(p.client.mss).saturating_sub(option_area))
         })
         .flatten();
-    // The perf apps run the stack's default congestion control.
-    rec.congestion = Some(tcp_bth::Config::default().congestion.name().into());
+    rec.congestion = Some(r.congestion.into());
     rec.fill_rates(latencies);
     Ok(rec)
 }

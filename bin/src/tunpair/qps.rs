@@ -65,6 +65,8 @@ pub struct QpsReport {
     /// Packets both sides' TUN devices dropped (`Sides::device_drops`), None if either side's
     /// could not be read.
     pub device_drops: Option<u64>,
+    /// The congestion control of the clients' connections (they send the data).
+    pub congestion: &'static str,
 }
 
 impl QpsRun {
@@ -90,6 +92,7 @@ impl QpsRun {
         self.admission.apply(&mut scfg, true);
         self.admission.apply(&mut ccfg, false);
         let first_port = ccfg.local_port;
+        let congestion = ccfg.congestion.name();
         let servers = (0..n).map(|_| Watched::new(Server::new(cfg.clone())));
         let clients = (0..n).map(|i| Watched::new(Client::for_qp(cfg.clone(), i)));
         let (s, c) = run_apps_many(
@@ -116,6 +119,7 @@ impl QpsRun {
             server_cpu: s.cpu,
             grant_holds: 0,
             device_drops: c.device_drops.zip(s.device_drops).map(|(c, s)| c + s),
+            congestion,
         };
         for ((app, conn), server) in c.apps.into_iter().zip(c.conns).zip(served) {
             let conn = conn.ok_or_else(|| io::Error::other("a client connection never opened"))?;

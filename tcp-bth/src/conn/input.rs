@@ -502,7 +502,8 @@ impl Connection {
         if lost > 0 && self.snd.recovery_point.is_none() {
             self.snd.recovery_point = Some(self.snd.nxt);
             self.snd.rec.start_episode();
-            // FlightSize (RFC 5681), not the pipe that just lost the marked segments.
+            // FlightSize (RFC 5681), not the pipe that just lost the marked segments; the
+            // algorithm reduces the most it saw in flight since its last reduction.
             self.snd
                 .cc
                 .on_congestion_event(now, self.snd.nxt - self.snd.una);

@@ -67,8 +67,8 @@ pub struct AckResult {
     /// Retransmissions this ACK proved spurious: acknowledged by an ACK that echoes a timestamp
     /// older than the retransmission (Eifel), or reported by a D-SACK.
     pub spurious: u32,
-    /// Segments marked lost that were delivered before being retransmitted: the "loss" was
-    /// reordering.
+    /// Segments RACK marked lost that were delivered before being retransmitted: the "loss"
+    /// was reordering. (Segments an RTO presumed lost are not counted: `Sent::timed_out`.)
     pub false_losses: u32,
     /// The episode's losses all proved false (every retransmission spurious, every segment
     /// marked lost delivered): undo its reduction.
@@ -135,8 +135,8 @@ pub struct RecoveryStats {
     pub scoreboard_visits: u64,
     /// The reorder window's multiplier of min_rtt/4 now (1 until a D-SACK widened it).
     pub reo_wnd_mult: u32,
-    /// Segments declared lost that were delivered before their retransmission (reordering
-    /// deeper than the reorder window).
+    /// Segments RACK declared lost that were delivered before their retransmission
+    /// (reordering deeper than the reorder window); not those an RTO presumed lost.
     pub false_losses: u64,
     /// How late the latest of those was beyond the RACK RTT (plus a quarter): a floor of the
     /// reorder window until it decays.
@@ -366,11 +366,15 @@ impl Recovery {
         if retransmitted && min_rtt.is_some_and(|m| rtt < m) {
             return;
         }
-        // RACK.rtt is the round trip of the most recently *sent* segment delivered, as Linux's
-        // `tcp_rack_advance` keeps it. Taken from every delivered segment, a cumulative ACK
-        // that also covers old segments (delivered long ago, their ACKs lost, or forgotten by
-        // an RTO) set it to their age: 200 ms after a timeout, and every later loss then
-        // waited that long to be declared.
+        // RACK.rtt is the round trip of the most recently *sent* segment delivered: RFC 8985
+        // §6.2 step 2 takes the delivered segments in ascending order of transmission time,
+        // so the newest one's RTT is the last written. They come here in sequence order, so
+        // only a segment newer than RACK's own sets it (as Linux's `tcp_rack_advance` did
+        // until 4.10; it now writes every segment's, in sequence order, but keeps SACKed
+        // segments SACKed across an RTO, which this scoreboard forgets). Taken from every
+        // delivered segment, a cumulative ACK that also covers old segments (delivered long
+        // ago, their ACKs lost, or forgotten by an RTO) set it to their age: 200 ms after a
+        // timeout, and every later loss then waited that long to be declared.
         let newer = match self.rack_xmit {
             None => true,
             Some(x) => xmit > x || (xmit == x && end > self.rack_end),
@@ -739,9 +743,9 @@ mod tests {
         );
     }
 
-    /// RACK's RTT is that of the most recently sent segment delivered (Linux's
-    /// `tcp_rack_advance`): a cumulative ACK that also covers an old segment, whose own ACK
-    /// was lost, does not make it the old segment's age.
+    /// RACK's RTT is that of the most recently sent segment delivered (RFC 8985 §6.2 step 2,
+    /// which takes them in transmission order): a cumulative ACK that also covers an old
+    /// segment, whose own ACK was lost, does not make it the old segment's age.
     #[test]
     fn rack_rtt_follows_the_newest_segment_delivered_not_the_oldest() {
         let mut r = sent_at(3, ms(0));

@@ -149,6 +149,11 @@ fn main() -> ExitCode {
         eprintln!("bth-compare: {why}; try --dry-run to see the plan without root");
         return ExitCode::FAILURE;
     }
+    // A name the kernel does not have would fail every kernel run of the plan, one by one.
+    if let Err(e) = compare::kernel::congestion_available(&cli.kernel_cc) {
+        eprintln!("bth-compare: --kernel-cc: {e}");
+        return ExitCode::FAILURE;
+    }
     if let Some(mib) = cli.relay_ceiling {
         let cell = compare::ceiling_cell(1 << 20, mib.max(1)).with_kernel_cc(&cli.kernel_cc);
         let prefix = format!("bthceil{}", std::process::id());
