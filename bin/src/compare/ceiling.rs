@@ -77,10 +77,11 @@ impl RelayCeiling {
     pub fn describe(&self) -> String {
         let f = |x: Option<f64>, unit: &str| x.map_or("failed".into(), |x| format!("{x:.3}{unit}"));
         format!(
-            "relay ceiling ({} x {} bytes, kernel TCP): veth {}, relay {}, relay/veth {}, \
+            "relay ceiling ({} x {} bytes, kernel TCP on {}): veth {}, relay {}, relay/veth {}, \
              relay {} packets/s ({})",
             self.cell.count,
             self.cell.size,
+            self.cell.kernel_cc,
             f(self.veth_gbps(), " Gbit/s"),
             f(self.relay_gbps(), " Gbit/s"),
             f(self.ratio(), ""),
