@@ -20,6 +20,20 @@ pub enum Workload {
     RequestResponse,
 }
 
+/// Bulk messages from this size up keep [`BULK_LARGE_DEPTH`] outstanding.
+pub const BULK_LARGE: u32 = 1 << 20;
+
+/// Our client's outstanding SENDs of 1 MiB and more: two, so one is always queued behind the
+/// one on the wire, and about as many bytes wait in our send queue (2 MiB at 1 MiB) as kernel
+/// TCP's socket buffer holds in the same cells (1–3 MB by Little's law in the run of 04:42).
+/// With 8 (4 at 16 MiB − 1), as before 2026-11-24 05:20, a message waited behind 8 MiB of its
+/// predecessors, so message latency measured our own queue (spraying p99 51.6 ms against the
+/// kernel's 15.3), and the pattern of a message was written 8 MiB before our copy read it,
+/// out of cache: at MTU 65000 `bth-perf local -s 1048576 -n 512 --verify` moved 23.0–23.8
+/// Gbit/s with 2 outstanding against 11.9–20.5 with 8, alternating (the half-speed runs of
+/// earlier full runs). At 1500, and at 16 MiB − 1, the same within the noise.
+pub const BULK_LARGE_DEPTH: usize = 2;
+
 /// How far the relay delays a reordered packet at most, unless a cell says otherwise: 100 µs,
 /// the value of every relay cell before the reordering-depth sweep (and `bth-perf server
 /// --relay-reorder`'s default depth), so those cells keep their ids.
@@ -220,8 +234,7 @@ impl Cell {
     pub fn new(workload: Workload, size: u32, count: u64, link: Link) -> Cell {
         let depth = match workload {
             Workload::RequestResponse => 1,
-            Workload::Bulk if size >= 8 << 20 => 4,
-            Workload::Bulk if size >= 1 << 20 => 8,
+            Workload::Bulk if size >= BULK_LARGE => BULK_LARGE_DEPTH,
             Workload::Bulk => 16,
         };
         let w = match workload {

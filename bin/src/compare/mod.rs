@@ -22,10 +22,10 @@ pub mod sizes;
 
 pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};
 pub use cells::{
-    incast_cells, jumbo_relay_links, plan, size_label, Cell, Link, Plan, Workload,
-    DEFAULT_KERNEL_CC, IMPAIRMENTS, INCAST_ADMIT, INCAST_DEPTH, INCAST_LINK, JUMBO_RELAY_MTUS,
-    RELAY_REORDER_DEPTH_US, REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES, SPRAY_PATHS,
-    SPRAY_SPREAD_US,
+    incast_cells, jumbo_relay_links, plan, size_label, Cell, Link, Plan, Workload, BULK_LARGE,
+    BULK_LARGE_DEPTH, DEFAULT_KERNEL_CC, IMPAIRMENTS, INCAST_ADMIT, INCAST_DEPTH, INCAST_LINK,
+    JUMBO_RELAY_MTUS, RELAY_REORDER_DEPTH_US, REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES,
+    SPRAY_PATHS, SPRAY_SPREAD_US,
 };
 pub use mtu::{mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use path_ceiling::{CeilingSpec, PathCeiling};

@@ -235,6 +235,19 @@ fn the_relay_cells_run_again_at_jumbo_mtus_with_their_own_ids() {
     assert!(!simulated::comparable(&results[0].cell));
 }
 
+#[test]
+fn bulk_cells_of_a_mebibyte_and_more_keep_two_outstanding() {
+    for c in plan(false).cells.iter().filter(|c| !c.is_incast()) {
+        let want = match c.workload {
+            Workload::RequestResponse => 1,
+            Workload::Bulk if c.size >= BULK_LARGE => BULK_LARGE_DEPTH,
+            Workload::Bulk => 16,
+        };
+        assert_eq!(c.depth, want, "{}", c.id);
+    }
+    assert_eq!(BULK_LARGE_DEPTH, 2);
+}
+
 /// The labels of an SVG's `<text>` elements.
 fn texts(svg: &str) -> Vec<&str> {
     svg.split("<text")
