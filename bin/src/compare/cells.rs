@@ -25,7 +25,7 @@ pub const BULK_LARGE: u32 = 1 << 20;
 
 /// Our client's outstanding SENDs of 1 MiB and more: two, so one is always queued behind the
 /// one on the wire, and about as many bytes wait in our send queue (2 MiB at 1 MiB) as kernel
-/// TCP's socket buffer holds in the same cells (1–3 MB by Little's law in the run of 04:42).
+/// TCP's socket buffer holds in the same cells (0.5–4 MB by Little's law in the run of 04:42).
 /// With 8 (4 at 16 MiB − 1), as before 2026-11-24 05:20, a message waited behind 8 MiB of its
 /// predecessors, so message latency measured our own queue (spraying p99 51.6 ms against the
 /// kernel's 15.3), and the pattern of a message was written 8 MiB before our copy read it,
@@ -422,7 +422,7 @@ pub const SPRAY_PATHS: [u32; 4] = [2, 4, 8, 16];
 /// The relay cells again at these MTUs ([`jumbo_relay_links`]): at MTU 1500 the relay's
 /// per-packet cost bounds both stacks (its thread is a core, and ours crosses it one segment
 /// at a time where kernel TCP's 64 KiB GSO packets make a 45th of the packets); at 9000 it
-/// carries a sixth of the packets per byte, at 65000 a 43rd, so recovery shows with that cost
+/// carries a sixth of the packets per byte, at 65000 a 46th, so recovery shows with that cost
 /// mostly out of the way.
 pub const JUMBO_RELAY_MTUS: [u32; 2] = [9000, 65000];
 
