@@ -26,8 +26,8 @@ pub mod rtt;
 
 pub use config::Config;
 pub use conn::{
-    Completion, ConnError, Connection, ConnectionError, Event, Mode, PostBufError, PostSendError,
-    RegisterError, Rejected, RxHeld, Sge, State, Stats, WcOp,
+    Completion, ConnError, Connection, ConnectionError, Event, GatherLimits, Mode, PostBufError,
+    PostSendError, RegisterError, Rejected, RxHeld, Sge, State, Stats, WcOp,
 };
 pub use endpoint::{
     ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Transmit,

@@ -96,6 +96,12 @@ const END_B: End = End {
 
 impl DualNs {
     pub fn create(tag: &str) -> io::Result<DualNs> {
+        DualNs::create_mtu(tag, 1500)
+    }
+
+    /// [`create`](Self::create) with the veth pair at `mtu` (the TUN devices take theirs
+    /// from [`open_driver_mtu`]).
+    pub fn create_mtu(tag: &str, mtu: u32) -> io::Result<DualNs> {
         let ns = DualNs {
             a: Netns::new(&format!("{tag}a"))?,
             b: Netns::new(&format!("{tag}b"))?,
@@ -120,7 +126,7 @@ impl DualNs {
             let peer6 = format!("{}/64", Ipv6Addr::from(u128::from(peer.stack6) & !0xffff));
             n.exec(&["ip", "addr", "add", e.v4, "dev", e.veth])?;
             n.exec(&["ip", "-6", "addr", "add", e.v6, "dev", e.veth, "nodad"])?;
-            n.exec(&["ip", "link", "set", e.veth, "up"])?;
+            n.exec(&["ip", "link", "set", e.veth, "mtu", &mtu.to_string(), "up"])?;
             n.exec(&["ip", "route", "add", &peer4, "via", e.via4])?;
             n.exec(&["ip", "-6", "route", "add", &peer6, "via", e.via6])?;
         }
@@ -150,13 +156,18 @@ pub fn open_driver(ns: &str, me: &Side) -> io::Result<Driver> {
 /// [`open_driver`] using only the io_uring `features` given (the others' fallbacks, as on an
 /// older kernel).
 pub fn open_driver_with(ns: &str, me: &Side, features: Features) -> io::Result<Driver> {
+    open_driver_mtu(ns, me, features, 1500)
+}
+
+/// [`open_driver_with`] on a TUN device of MTU `mtu`.
+pub fn open_driver_mtu(ns: &str, me: &Side, features: Features, mtu: u32) -> io::Result<Driver> {
     enter_netns(ns)?;
     let tun = TunDevice::create(&TunConfig {
         name: "tep0".into(),
         addr: me.tun4,
         prefix: 24,
         addr6: Some((me.tun6, 64)),
-        mtu: 1500,
+        mtu,
         offload: Offload::Checksum,
     })?;
     Driver::open_with(tun, features)

@@ -4,7 +4,9 @@
 //! flood against a server with an established QP; the driver's end (every read and write
 //! cancelled and reaped before its buffers are freed); and the fallbacks an older kernel gets.
 
-use bth_tests::dualns::{open_driver, open_driver_with, DualNs, Side as Addrs, A, B};
+use bth_tests::dualns::{
+    open_driver, open_driver_mtu, open_driver_with, DualNs, Side as Addrs, A, B,
+};
 use bth_tests::netns::Netns;
 use bth_tests::qpwork::{Plan, Side, PORT};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,13 +46,14 @@ fn start<T: App + Send + 'static>(
     side_a: bool,
     spec: Spec<T>,
     features: Features,
+    mtu: u32,
 ) -> Started<T> {
     let (ep_cfg, listen, mut app) = spec;
     let (name, me) = ns.side(side_a);
     let (ready_tx, ready_rx) = mpsc::channel();
     let (go, go_rx) = mpsc::channel::<()>();
     let thread = std::thread::spawn(move || {
-        let mut d = match open_driver_with(&name, &me, features) {
+        let mut d = match open_driver_mtu(&name, &me, features, mtu) {
             Ok(d) => d,
             Err(e) => {
                 let _ = ready_tx.send(Err(e.to_string()));
@@ -101,18 +104,20 @@ fn run_two<TA: App + Send + 'static, TB: App + Send + 'static>(
     a: Spec<TA>,
     b: Spec<TB>,
 ) -> (Served<TA>, Served<TB>) {
-    run_two_with(ns, a, b, Features::ALL)
+    run_two_with(ns, a, b, Features::ALL, 1500)
 }
 
-/// [`run_two`] with drivers using only the io_uring `features` given.
+/// [`run_two`] with drivers using only the io_uring `features` given, on TUN devices of MTU
+/// `mtu` (the namespaces' veth pair must carry it).
 fn run_two_with<TA: App + Send + 'static, TB: App + Send + 'static>(
     ns: &DualNs,
     a: Spec<TA>,
     b: Spec<TB>,
     features: Features,
+    mtu: u32,
 ) -> (Served<TA>, Served<TB>) {
-    let a = start(ns, true, a, features);
-    let b = start(ns, false, b, features);
+    let a = start(ns, true, a, features, mtu);
+    let b = start(ns, false, b, features, mtu);
     let (a, b) = (finish(a), finish(b));
     (join(a), join(b))
 }
@@ -138,7 +143,9 @@ fn check(name: &str, s: &Served<Side>, qps: u64, plan: Plan) {
     assert!(d.multishot_read && d.coop_taskrun, "{name}: {d:?}");
     // One multishot read stands for all 128 receive buffers.
     assert_eq!(s.shutdown.reads, 1, "{name}: the read was armed");
-    one_copy_per_byte(name, s);
+    // At MTU 1500 no payload reaches the driver's 2 KiB gathering threshold: every byte is
+    // copied once into its transmit buffer.
+    assert_eq!(one_copy_per_byte(name, s), 0, "{name}");
     in_order(name, s);
 }
 
@@ -151,26 +158,35 @@ fn verified(name: &str, s: &Served<Side>, qps: u64, plan: Plan) {
     assert_eq!(s.driver.read_errors + s.driver.writes_refused, 0, "{name}");
 }
 
-/// Every payload byte was copied once in user space on each side: into its segment, straight
-/// into the driver's transmit buffer (the driver copied nothing), and from the received
-/// segment into the posted buffer. Checksums were left to the device and trusted from it.
-fn one_copy_per_byte(name: &str, s: &Served<Side>) {
+/// Every payload byte was copied at most once in user space on each side: on send, into its
+/// segment straight in the driver's transmit buffer (payloads under 2 KiB) or not at all
+/// (larger ones, written from the application's buffer: `gathered`), the driver copying
+/// nothing; on receive, from the received segment into the posted buffer. Checksums were left
+/// to the device and trusted from it. Returns the payload bytes sent gathered.
+fn one_copy_per_byte(name: &str, s: &Served<Side>) -> u64 {
     assert_eq!(s.driver.bytes_copied, 0, "{name}: a packet was copied");
     assert_eq!(s.ep.stats().tx_payload_copied, 0, "{name}");
-    let (mut sent, mut tx_copied, mut placed, mut rx_copied) = (0, 0, 0, 0);
+    let (mut sent, mut tx_copied, mut gathered, mut placed, mut rx_copied) = (0, 0, 0, 0, 0);
     for h in s.ep.handles() {
         let c = s.ep.conn(h).expect("a listed handle");
         let st = c.stats();
         sent += st.bytes_sent + st.bytes_retransmitted;
         tx_copied += st.tx_payload_copied;
+        gathered += st.tx_payload_gathered;
         let p = c.placement_counters();
         placed += p.bytes_placed;
         rx_copied += p.bytes_copied;
     }
     assert!(sent + placed > 0, "{name}: no payload moved");
     assert_eq!(
-        tx_copied, sent,
+        tx_copied + gathered,
+        sent,
         "{name}: send-side copies per payload byte sent"
+    );
+    assert_eq!(
+        gathered > 0,
+        s.driver.packets_gathered > 0,
+        "{name}: the driver's gathered writes and the connections' gathered bytes disagree"
     );
     assert_eq!(
         rx_copied, placed,
@@ -181,6 +197,7 @@ fn one_copy_per_byte(name: &str, s: &Served<Side>) {
         d.csum_offloaded > 0 && d.csum_trusted > 0,
         "{name}: checksum offload unused: {d:?}"
     );
+    gathered
 }
 
 /// The kernel took the io-wq worker limit (Linux 5.15's IORING_REGISTER_IOWQ_MAX_WORKERS),
@@ -225,22 +242,28 @@ fn rates(a: &Served<Side>, b: &Served<Side>) {
 /// `n` QPs each way (ids from 0 on A, from 100 on B; QP `q` over IPv6 when `v6(q)`), every
 /// byte checked on both sides.
 fn qps_both_ways(tag: &str, plan: Plan, n: u32, v6: fn(u32) -> bool) -> [Served<Side>; 2] {
-    let [a, b] = run_qps(tag, plan, n, v6, Features::ALL);
+    let [a, b] = run_qps(tag, plan, n, v6, Features::ALL, 1500);
     check("A", &a, n.into(), plan);
     check("B", &b, n.into(), plan);
     [a, b]
 }
 
-/// [`qps_both_ways`] with drivers using only the io_uring `features` given, unchecked but for
-/// errors.
+/// [`qps_both_ways`] with drivers using only the io_uring `features` given, on a path of MTU
+/// `mtu` (connections' MSS from it), unchecked but for errors.
 fn run_qps(
     tag: &str,
     plan: Plan,
     n: u32,
     v6: fn(u32) -> bool,
     features: Features,
+    mtu: u32,
 ) -> [Served<Side>; 2] {
-    let ns = DualNs::create(tag).expect("namespaces");
+    let ns = DualNs::create_mtu(tag, mtu).expect("namespaces");
+    // MTU − 40 (an IPv6 connection takes 20 more off itself).
+    let conn_cfg = || Config {
+        mss: u16::try_from(mtu - 40).expect("an MTU of at most 65,575"),
+        ..conn_cfg()
+    };
     let qps = |first: u32, me: &Addrs, peer: &Addrs| -> Vec<(u32, IpPair)> {
         (first..first + n)
             .map(|q| (q, me.to(peer, v6(q))))
@@ -253,6 +276,7 @@ fn run_qps(
         (ep_cfg(&A), Some(conn_cfg()), a),
         (ep_cfg(&B), Some(conn_cfg()), b),
         features,
+        mtu,
     );
     no_errors(&a, &b);
     rates(&a, &b);
@@ -269,6 +293,33 @@ fn eight_qps_each_way_over_ipv4() {
     // 16 connections on each endpoint: 8 opened, 8 accepted.
     assert_eq!((a.ep.len(), b.ep.len()), (16, 16));
     assert_eq!(a.ep.stats().established, 8);
+}
+
+/// At MTU 9000 a segment carries up to 8,920 bytes (IPv4) or 8,900 (IPv6): every payload of
+/// 2 KiB or more leaves from the application's own buffer in a gathered write (`writev`, no
+/// user-space copy), the shorter ones (a message's last segment) are copied into the
+/// transmit buffer; every byte verified on arrival, each counted once either way.
+fn jumbo_segments_leave_from_the_applications_buffers() {
+    let plan = Plan {
+        messages: 32,
+        max_size: 256 << 10,
+        depth: 4,
+    };
+    let n = 2;
+    let [a, b] = run_qps("j9", plan, n, |q| q % 2 == 1, Features::ALL, 9000);
+    for (name, s) in [("A", &a), ("B", &b)] {
+        verified(name, s, n.into(), plan);
+        let sent: u64 =
+            s.ep.handles()
+                .map(|h| s.ep.conn(h).expect("handle").stats().bytes_sent)
+                .sum();
+        let gathered = one_copy_per_byte(name, s);
+        assert!(
+            gathered * 10 >= sent * 9,
+            "{name}: {gathered} of {sent} bytes gathered; messages of up to 256 KiB in segments of 8.9 KB"
+        );
+        assert!(s.driver.packets_gathered > 0, "{name}: {:?}", s.driver);
+    }
 }
 
 fn ipv6_and_ipv4_qps_share_one_driver() {
@@ -298,10 +349,10 @@ fn the_fallbacks_for_older_kernels_carry_verified_traffic() {
         max_size: 64 << 10,
         depth: 4,
     };
-    let [a, b] = run_qps("fb", plan, 2, |_| false, Features::NONE);
+    let [a, b] = run_qps("fb", plan, 2, |_| false, Features::NONE, 1500);
     for (name, s) in [("A", &a), ("B", &b)] {
         verified(name, s, 2, plan);
-        one_copy_per_byte(name, s);
+        assert_eq!(one_copy_per_byte(name, s), 0, "{name}");
         let d = &s.driver;
         // What the driver says it set up (these follow from what it asked for)...
         assert!(
@@ -612,6 +663,7 @@ fn a_device_with_no_reader_counts_what_it_drops() {
 bth_tests::test_main!(
     eight_qps_each_way_over_ipv4[NetAdmin],
     ipv6_and_ipv4_qps_share_one_driver[NetAdmin],
+    jumbo_segments_leave_from_the_applications_buffers[NetAdmin],
     connects_to_nobody_fail_with_a_clear_error[NetAdmin],
     an_established_qp_is_served_through_a_syn_flood[NetAdmin],
     closing_a_driver_reaps_every_read_and_write[NetAdmin],

@@ -105,13 +105,7 @@ impl Connection {
         }
         let credit = self.owed.credit;
         let mut buf = [0u8; TCP_HEADER_MAX];
-        let n = self.pure_ack(
-            now,
-            &mut output::Out {
-                buf: &mut buf,
-                fill: ChecksumFill::Full,
-            },
-        );
+        let n = self.pure_ack(now, &mut output::Out::new(&mut buf, ChecksumFill::Full));
         let mut seg = BuiltAck::new();
         seg.try_extend_from_slice(&buf[..n])
             .expect("a pure ACK is a header only");

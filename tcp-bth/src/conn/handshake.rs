@@ -211,11 +211,9 @@ impl Connection {
         };
         let window = self.cfg.recv_window.min(65535) as u16;
         let len = crate::wire::TCP_HEADER_MIN + opts.encoded_len();
-        let seg = output::Out {
-            buf: &mut out.buf[..len],
-            fill: out.fill,
-        };
-        self.encode(flags, self.snd.iss, ack, window, opts, seg)
+        let seg = output::Out::new(&mut out.buf[..len], out.fill);
+        let repr = self.repr(flags, self.snd.iss, ack, window, opts);
+        self.encode(repr, seg)
     }
 
     /// Orderly close: FIN after everything queued has been sent.

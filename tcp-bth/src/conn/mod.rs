@@ -23,6 +23,8 @@ mod fail;
 mod handshake;
 mod input;
 mod output;
+pub use output::GatherLimits;
+pub(crate) use output::{Gather, Out};
 mod passive;
 pub use passive::PeerSyn;
 pub mod recovery;
@@ -156,9 +158,14 @@ pub struct Stats {
     /// R=1 segments we sent (credit and grant).
     pub grants_sent: u64,
     /// Payload bytes copied into outgoing segments, retransmissions included: the send
-    /// side's one copy per byte (from the application's buffer into the transmit buffer).
-    /// Any other copy on the way would have to be counted here too; none exists.
+    /// side's one copy per byte (from the application's buffer into the transmit buffer)
+    /// where the caller does not gather the payload (`tx_payload_gathered`). Any other copy
+    /// on the way would have to be counted here too; none exists.
     pub tx_payload_copied: u64,
+    /// Payload bytes of outgoing segments handed to the caller as slices of the
+    /// application's buffers, not copied (`Endpoint::poll_transmit_gather`): every byte sent is counted
+    /// here or in `tx_payload_copied`, once.
+    pub tx_payload_gathered: u64,
     /// Calls to `poll_transmit_into` with a buffer shorter than `max_segment_len`: nothing
     /// was built (a driver's buffers are smaller than the connection's MSS calls for).
     pub tx_buffer_short: u64,

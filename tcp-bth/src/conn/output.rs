@@ -4,6 +4,7 @@
 use super::*;
 use crate::wire::{Bth, ChecksumFill, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 use bth_framer::SegmentDesc;
+use bytes::Bytes;
 
 /// What the data part of a segment is.
 pub(super) enum Body {
@@ -19,10 +20,44 @@ pub(super) enum Body {
 }
 
 /// Where a segment is built: the caller's buffer (a driver's transmit buffer, behind the IP
-/// header) and how its checksum is filled.
-pub(super) struct Out<'a> {
+/// header), how its checksum is filled, and whether the caller gathers data payloads.
+pub(crate) struct Out<'a> {
     pub buf: &'a mut [u8],
     pub fill: ChecksumFill,
+    pub gather: Option<Gather<'a>>,
+}
+
+/// A caller that writes a segment as its header (in `Out::buf`) followed by the payload's
+/// slices of the application's buffers (`writev`), so no byte of it is copied in user space.
+pub(crate) struct Gather<'a> {
+    /// Receives the slices (empty when called).
+    pub parts: &'a mut Vec<Bytes>,
+    pub limits: GatherLimits,
+}
+
+/// Which data payloads a caller of
+/// [`Endpoint::poll_transmit_gather`](crate::Endpoint::poll_transmit_gather) takes as slices;
+/// the others are copied behind the header as [`Connection::poll_transmit_into`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatherLimits {
+    /// Most slices one payload may be in (a segment within one posted buffer is one slice,
+    /// across a boundary two).
+    pub max_parts: usize,
+    /// Shortest payload worth gathering: below it, copying the bytes costs less than the
+    /// gathered write's extra work (for the TUN driver, `writev`'s iovecs against one
+    /// registered buffer).
+    pub min_payload: usize,
+}
+
+impl<'a> Out<'a> {
+    /// Header and payload both in `buf`.
+    pub(crate) fn new(buf: &'a mut [u8], fill: ChecksumFill) -> Out<'a> {
+        Out {
+            buf,
+            fill,
+            gather: None,
+        }
+    }
 }
 
 impl Body {
@@ -67,7 +102,28 @@ impl Connection {
             }
             return None;
         }
-        let n = self.next_segment(now, &mut Out { buf, fill });
+        self.transmit(now, Out::new(buf, fill))
+    }
+
+    /// [`poll_transmit_into`](Self::poll_transmit_into) into `out`, which may gather
+    /// (`Endpoint::poll_transmit_gather`): then a data payload within its limits is appended
+    /// to its `parts` as slices of the application's posted buffers, not copied
+    /// (`Stats::tx_payload_gathered`), and the return is the bytes written into its buffer,
+    /// the header alone; the segment is those followed by the parts. The slices keep the
+    /// application's buffer alive until the caller drops them, once the write is done.
+    pub(crate) fn poll_transmit_out(&mut self, now: Duration, mut out: Out<'_>) -> Option<usize> {
+        if let Some(g) = out.gather.as_mut() {
+            g.parts.clear();
+        }
+        if out.buf.len() < self.max_segment_len() {
+            // Short for a copied payload; the check and its error are the same.
+            return self.poll_transmit_into(now, out.buf, out.fill);
+        }
+        self.transmit(now, out)
+    }
+
+    fn transmit(&mut self, now: Duration, mut out: Out<'_>) -> Option<usize> {
+        let n = self.next_segment(now, &mut out);
         if n.is_some() {
             self.stats.segments_out += 1;
         }
@@ -298,10 +354,27 @@ impl Connection {
             self.on_ack_carried();
         }
         let window = (self.rcv_window() >> self.neg.rcv_wscale).min(65535) as u16;
-        // The payload goes straight to its place behind the header: the one copy of each byte
-        // on the send side (from the application's buffer, which the framer holds).
         let hlen = crate::wire::TCP_HEADER_MIN + opts.encoded_len();
         let payload_len = body.payload_len();
+        // A caller that gathers takes the payload as the application's own slices: no copy
+        // at all on the send side (the kernel's copy out of them is the only one).
+        if let (Body::Data(d), Some(g)) = (&body, out.gather.as_mut()) {
+            let l = g.limits;
+            if payload_len >= l.min_payload.max(1) && d.payload.len() <= l.max_parts {
+                g.parts.extend(d.payload.iter().cloned());
+                self.stats.tx_payload_gathered += payload_len as u64;
+                if let Some(b) = opts.bth.as_mut() {
+                    b.seal_parts(g.parts);
+                }
+                let repr = self.repr(flags, seq, ack, window, opts);
+                repr.emit_header_parts(self.cfg.ip, &mut out.buf[..hlen], g.parts, out.fill)
+                    .expect("connection builds segments within the TCP limits");
+                return hlen;
+            }
+        }
+        // Otherwise the payload goes straight to its place behind the header: the one copy
+        // of each byte on the send side (from the application's buffer, which the framer
+        // holds).
         let total = hlen + payload_len;
         let payload = &mut out.buf[hlen..total];
         match &body {
@@ -315,11 +388,8 @@ impl Connection {
         if let Some(b) = opts.bth.as_mut() {
             b.seal(payload);
         }
-        let seg = Out {
-            buf: &mut out.buf[..total],
-            fill: out.fill,
-        };
-        self.encode(flags, seq, ack, window, opts, seg)
+        let repr = self.repr(flags, seq, ack, window, opts);
+        self.encode(repr, Out::new(&mut out.buf[..total], out.fill))
     }
 
     /// A D-SACK block first (RFC 2883 §4), then the out-of-order range holding the duplicate
@@ -403,16 +473,15 @@ impl Connection {
         a
     }
 
-    pub(super) fn encode(
+    pub(super) fn repr(
         &self,
         flags: TcpFlags,
         seq: u32,
         ack: u32,
         window: u16,
         options: TcpOptions,
-        seg: Out<'_>,
-    ) -> usize {
-        let repr = TcpRepr {
+    ) -> TcpRepr<'static> {
+        TcpRepr {
             src_port: self.cfg.local_port,
             dst_port: self.cfg.remote_port,
             seq,
@@ -422,7 +491,10 @@ impl Connection {
             urgent: 0,
             options,
             payload: &[],
-        };
+        }
+    }
+
+    pub(super) fn encode(&self, repr: TcpRepr<'_>, seg: Out<'_>) -> usize {
         // Our own options are built within the budget (sack_room), payloads within the MSS and
         // buffers at least `max_segment_len`, so encoding cannot fail; a failure here is a
         // bug worth a loud stop in tests.

@@ -34,9 +34,11 @@ pub use ip::{emit as emit_ip, parse as parse_ip, IpDrop};
 pub use table::ConnectionHandle;
 
 use crate::config::Config;
+use crate::conn::GatherLimits;
 use crate::conn::{Connection, PeerSyn, State};
 use crate::isn::IsnKey;
 use crate::wire::{checksum, ChecksumFill, IpPair, TcpRepr, TcpSegment};
+use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 use table::{Phase, Table};
@@ -150,8 +152,12 @@ pub enum ConnectError {
 pub struct Transmit {
     /// `src` us, `dst` the peer.
     pub ip: IpPair,
-    /// Bytes written (the whole IP packet).
+    /// The whole IP packet's length.
     pub len: usize,
+    /// Bytes of it written into the caller's buffer: `len`, or with
+    /// [`poll_transmit_gather`](Endpoint::poll_transmit_gather) the headers alone when the
+    /// payload's slices were handed over instead.
+    pub in_buf: usize,
     /// Where the TCP segment starts (the IP header's length): virtio-net's `csum_start`.
     pub tcp_offset: usize,
     /// How the TCP checksum was filled: what [`poll_transmit_into`](Endpoint::poll_transmit_into)
@@ -597,7 +603,35 @@ impl Endpoint {
         buf: &mut [u8],
         fill: ChecksumFill,
     ) -> Option<Transmit> {
-        let (ip, seg_len) = match self.tx.pop_front() {
+        self.transmit(now, buf, fill, None)
+    }
+
+    /// [`poll_transmit_into`](Self::poll_transmit_into) for a driver that writes a packet
+    /// as gathered parts (`writev`): the IP and TCP headers go into `buf`, and a data
+    /// segment's payload, as slices of the application's posted buffers (within `limits`),
+    /// into `parts` (cleared first) instead of behind them
+    /// (`Stats::tx_payload_gathered`). The packet is `buf[..in_buf]` followed by
+    /// `parts`, `len` bytes in all; hold the parts until the write is done.
+    pub fn poll_transmit_gather(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        fill: ChecksumFill,
+        parts: &mut Vec<Bytes>,
+        limits: GatherLimits,
+    ) -> Option<Transmit> {
+        parts.clear();
+        self.transmit(now, buf, fill, Some((parts, limits)))
+    }
+
+    fn transmit(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        fill: ChecksumFill,
+        mut gather: Option<(&mut Vec<Bytes>, GatherLimits)>,
+    ) -> Option<Transmit> {
+        let (ip, in_buf) = match self.tx.pop_front() {
             // The endpoint's own segments (RSTs, cookie SYN-ACKs: a header only) and what a
             // released connection still had to send (which may carry payload).
             Some((ip, seg)) => {
@@ -616,8 +650,15 @@ impl Endpoint {
                 }
                 (ip, seg.len())
             }
-            None => self.table.poll_transmit(now, buf, fill)?,
+            None => self.table.poll_transmit(
+                now,
+                buf,
+                fill,
+                gather.as_mut().map(|(p, m)| (&mut **p, *m)),
+            )?,
         };
+        let gathered: usize = gather.map_or(0, |(p, _)| p.iter().map(|b| b.len()).sum());
+        let seg_len = in_buf + gathered;
         if !ip::emit_header(ip, seg_len, buf) {
             self.stats.tx_drops += 1;
             return None;
@@ -627,6 +668,7 @@ impl Endpoint {
         Some(Transmit {
             ip,
             len: tcp_offset + seg_len,
+            in_buf: tcp_offset + in_buf,
             tcp_offset,
             checksum: fill,
         })

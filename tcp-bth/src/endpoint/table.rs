@@ -6,7 +6,9 @@
 //! a thousand idle connections cost nothing while one is busy.
 
 use crate::conn::Connection;
+use crate::conn::{Gather, GatherLimits, Out};
 use crate::wire::{ChecksumFill, IpPair};
+use bytes::Bytes;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Duration;
@@ -249,11 +251,15 @@ impl Table {
     ///
     /// The segment is written into `packet` behind room for the connection's IP header
     /// (`ip::header_len`); returns the address pair and the segment's length.
+    /// The next segment of a connection with output, behind its IP header in `packet`:
+    /// its address pair and the bytes written there (header only, with its payload's slices
+    /// in `gather`'s vector, when the caller gathers and the segment has a payload).
     pub fn poll_transmit(
         &mut self,
         now: Duration,
         packet: &mut [u8],
         fill: ChecksumFill,
+        mut gather: Option<(&mut Vec<Bytes>, GatherLimits)>,
     ) -> Option<(IpPair, usize)> {
         self.last_now = self.last_now.max(now);
         while let Some(h) = self.dirty.pop_front() {
@@ -264,7 +270,19 @@ impl Table {
             let seg = packet
                 .get_mut(super::ip::header_len(ip)..)
                 .unwrap_or_default();
-            if let Some(n) = s.conn.poll_transmit_into(now, seg, fill) {
+            let gather = gather.as_mut().map(|(parts, limits)| Gather {
+                parts,
+                limits: *limits,
+            });
+            let n = s.conn.poll_transmit_out(
+                now,
+                Out {
+                    buf: seg,
+                    fill,
+                    gather,
+                },
+            );
+            if let Some(n) = n {
                 self.dirty.push_back(h);
                 return Some((ip, n));
             }

@@ -571,6 +571,16 @@ impl Bth {
         self.icrc = self.compute_icrc(payload);
     }
 
+    /// Set `icrc` for the payload made of `parts` in order (a segment whose payload is
+    /// handed to the device as the application's own buffers, not copied behind the header).
+    pub fn seal_parts<P: AsRef<[u8]>>(&mut self, parts: &[P]) {
+        self.icrc = parts
+            .iter()
+            .fold(crc32c::crc32c(&self.icrc_header()), |c, p| {
+                crc32c::crc32c_append(c, p.as_ref())
+            });
+    }
+
     pub fn icrc_ok(&self, payload: &[u8]) -> bool {
         self.compute_icrc(payload) == self.icrc
     }

@@ -390,6 +390,47 @@ impl<'a> TcpRepr<'a> {
         let total = buf.len();
         let n = self.options.emit_into(&mut buf[TCP_HEADER_MIN..hlen])?;
         debug_assert_eq!(TCP_HEADER_MIN + n, hlen);
+        self.fill_fixed_header(buf, hlen);
+        let c = match fill {
+            ChecksumFill::Full => checksum::tcp(ip, buf)?,
+            ChecksumFill::Partial => checksum::partial(ip, total)?,
+        };
+        TcpSegment::new_unchecked(&mut *buf).set_checksum(c);
+        Ok(total)
+    }
+
+    /// Write the header alone into `buf` (exactly [`header_len`](Self::header_len) bytes
+    /// long) for a payload of `parts` that stays where it is (`self.payload` is not read):
+    /// whoever sends the segment gathers the header and the parts. Fills the checksum as
+    /// `fill` says, over the parts too when it is whole; returns the segment's length.
+    pub fn emit_header_parts<P: AsRef<[u8]>>(
+        &self,
+        ip: IpPair,
+        buf: &mut [u8],
+        parts: &[P],
+        fill: ChecksumFill,
+    ) -> Result<usize, SegmentError> {
+        let hlen = self.header_len();
+        if buf.len() != hlen {
+            return Err(SegmentError::BufferTooSmall {
+                needed: hlen,
+                got: buf.len(),
+            });
+        }
+        let total = hlen + parts.iter().map(|p| p.as_ref().len()).sum::<usize>();
+        let n = self.options.emit_into(&mut buf[TCP_HEADER_MIN..hlen])?;
+        debug_assert_eq!(TCP_HEADER_MIN + n, hlen);
+        self.fill_fixed_header(buf, hlen);
+        let c = match fill {
+            ChecksumFill::Full => checksum::tcp_parts(ip, buf, parts)?,
+            ChecksumFill::Partial => checksum::partial(ip, total)?,
+        };
+        TcpSegment::new_unchecked(&mut *buf).set_checksum(c);
+        Ok(total)
+    }
+
+    /// The fixed header's fields (checksum 0) into the front of `buf`.
+    fn fill_fixed_header(&self, buf: &mut [u8], hlen: usize) {
         let mut s = TcpSegment::new_unchecked(&mut *buf);
         s.set_src_port(self.src_port);
         s.set_dst_port(self.dst_port);
@@ -400,12 +441,6 @@ impl<'a> TcpRepr<'a> {
         s.set_window(self.window);
         s.set_urgent(self.urgent);
         s.set_checksum(0);
-        let c = match fill {
-            ChecksumFill::Full => checksum::tcp(ip, buf)?,
-            ChecksumFill::Partial => checksum::partial(ip, total)?,
-        };
-        TcpSegment::new_unchecked(&mut *buf).set_checksum(c);
-        Ok(total)
     }
 
     /// Emit into a fresh vector.

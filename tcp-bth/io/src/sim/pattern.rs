@@ -68,17 +68,31 @@ pub fn filled(seed: u64, i: u64, len: usize) -> Vec<u8> {
     v
 }
 
-/// Whether `got` is message `i` of `got.len()` bytes, checked a block at a time against the
-/// pattern built on the stack: one pass over `got`, where building the expected message and
-/// comparing took three (a memset, the fill and the memcmp).
+/// Whether `got` is message `i` of `got.len()` bytes: one pass over `got`, each word compared
+/// with the pattern's as it is computed. (Building the expected message and comparing took
+/// three passes, a memset, the fill and the memcmp; building each 4 KiB block on the stack and
+/// comparing it took two, 12 % of the receiving thread at MTU 65000.)
 pub fn matches_fill(seed: u64, i: u64, got: &[u8]) -> bool {
     let blk = block(seed, i);
-    let mut tmp = [0u8; BLOCK];
-    got.chunks(BLOCK).enumerate().all(|(b, chunk)| {
-        let want = &mut tmp[..chunk.len()];
-        write_chunk(&blk, b, want);
-        want == chunk
-    })
+    got.chunks(BLOCK)
+        .enumerate()
+        .all(|(b, chunk)| chunk_matches(&blk, b, chunk))
+}
+
+/// Whether `chunk` is block number `b` of the message, or its first `chunk.len()` bytes
+/// ([`write_chunk`]'s bytes, compared without writing them).
+fn chunk_matches(block: &[u64; BLOCK_WORDS], b: usize, chunk: &[u8]) -> bool {
+    let salt = (b as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    let last = (chunk.len() / 8) % BLOCK_WORDS;
+    let mut words = chunk.chunks_exact(8);
+    // OR of every word's difference: no branch per word, so the loop vectorizes.
+    let mut diff = 0u64;
+    for (src, w) in (&mut words).zip(block) {
+        let got = u64::from_le_bytes(src.try_into().expect("8-byte chunk"));
+        diff |= got ^ w ^ salt;
+    }
+    let tail = words.remainder();
+    diff == 0 && tail == &(block[last] ^ salt).to_le_bytes()[..tail.len()]
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod admission;
 mod buffer;
 mod coalesce;
 mod events;
+mod gather;
 mod isn;
 mod paws;
 mod read;

@@ -18,6 +18,7 @@
 //! (`shutdown.rs`).
 
 mod bufring;
+mod gather;
 mod one;
 mod region;
 mod shutdown;
@@ -29,6 +30,7 @@ use super::gso::{VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_NONE, VNET_HDR_LEN};
 use super::{Offload, TunDevice};
 use crate::turn::{self, App, PacketIo, RunError, TurnStats};
 use bufring::BufRing;
+use gather::{Gathered, GATHER};
 use io_uring::cqueue;
 use io_uring::{opcode, types, IoUring};
 use region::Region;
@@ -101,6 +103,9 @@ pub struct DriverStats {
     /// ([`PacketIo::send`]). Packets the endpoint builds in place ([`PacketIo::transmit`])
     /// are not copied: with the turn loop this stays 0, and a test holds it there.
     pub bytes_copied: u64,
+    /// Packets written as gathered parts: headers from a transmit buffer, the payload from
+    /// the application's buffers (`writev`, `gather.rs`): no user-space copy of the payload.
+    pub packets_gathered: u64,
     /// Packets written with a partial TCP checksum for the device to finish (checksum
     /// offload, `NEEDS_CSUM`).
     pub csum_offloaded: u64,
@@ -181,6 +186,9 @@ pub struct Driver {
     /// when the kernel vouches for them.
     vnet: bool,
     tx_free: Vec<u16>,
+    /// Per TX buffer (index − RX): the payload slices of the packet written from it, when
+    /// it was written as gathered parts (`gather.rs`).
+    gathered: Gathered,
     /// Bytes of the packet in each TX buffer (index − RX), to tell a short write.
     tx_len: Vec<u32>,
     /// Per buffer: an operation on it was queued and has not completed.
@@ -296,6 +304,7 @@ impl Driver {
             buf,
             vnet,
             tx_free: (RX as u16..(RX + TX) as u16).rev().collect(),
+            gathered: Gathered::new(TX),
             tx_len: vec![0; TX],
             busy: vec![false; RX + TX],
             unsubmitted: 0,
@@ -374,7 +383,8 @@ impl Driver {
     fn push(&mut self, e: &io_uring::squeue::Entry) -> io::Result<()> {
         // SAFETY: every entry the driver builds reads or writes one registered buffer that
         // no other operation uses until this one completes (`busy`), and that lives until
-        // every operation has been reaped (Drop).
+        // every operation has been reaped (Drop); a gathered write also reads its iovecs and
+        // slices, which `gathered` holds as long (`gather.rs`).
         unsafe { self.ring.submission().push(e) }
             .map_err(|_| io::Error::other("submission queue full"))?;
         self.unsubmitted += 1;
@@ -518,6 +528,7 @@ impl Driver {
         }
         self.busy[i] = false;
         if i >= RX {
+            self.gathered.release(i - RX);
             self.tx_free.push(idx);
             if res < 0 {
                 self.stats.writes_refused += 1;
@@ -603,7 +614,7 @@ impl PacketIo for Driver {
     }
 
     fn transmit(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration, _: &mut Vec<u8>) -> bool {
-        let Some(&idx) = self.tx_free.last() else {
+        let Some(&idx) = self.tx_free.last().filter(|_| !self.closed) else {
             return false;
         };
         let (i, hdr) = (usize::from(idx), self.vnet_len());
@@ -614,16 +625,22 @@ impl PacketIo for Driver {
         };
         // SAFETY: buffer i is free (its last write completed), so nothing else uses it.
         let b = unsafe { self.region.slice_mut(i, self.buf) };
-        let Some(t) = ep.poll_transmit_into(now, &mut b[hdr..], fill) else {
+        let parts = self.gathered.parts_mut(i - RX);
+        let Some(t) = ep.poll_transmit_gather(now, &mut b[hdr..], fill, parts, GATHER) else {
             return false;
         };
         if self.vnet {
             let partial = (t.checksum == ChecksumFill::Partial).then_some(t.tcp_offset);
-            let h = VnetHdr::for_packet(&b[hdr..hdr + t.len], partial);
+            let h = VnetHdr::for_packet(&b[hdr..hdr + t.in_buf], partial);
             b[..hdr].copy_from_slice(&h.to_bytes());
             self.stats.csum_offloaded += u64::from(t.checksum == ChecksumFill::Partial);
         }
-        self.submit_write(idx, hdr + t.len);
+        if t.in_buf == t.len {
+            self.submit_write(idx, hdr + t.len);
+        } else {
+            self.stats.packets_gathered += 1;
+            self.submit_writev(idx, hdr + t.in_buf, hdr + t.len);
+        }
         true
     }
 
@@ -695,8 +712,27 @@ impl Driver {
         let e = opcode::WriteFixed::new(fd, self.region.ptr_of(i), len as u32, idx)
             .build()
             .user_data(u64::from(idx));
-        if self.push(&e).is_err() {
+        self.queue_write(idx, &e, len);
+    }
+
+    /// Write TX buffer `idx`'s first `head` bytes followed by its gathered slices, `len`
+    /// bytes in all, into the device.
+    fn submit_writev(&mut self, idx: u16, head: usize, len: usize) {
+        let i = usize::from(idx);
+        let fd = types::Fd(self.tun.raw_fd());
+        let (iov, n) = self.gathered.iovecs(i - RX, self.region.ptr_of(i), head);
+        let e = opcode::Writev::new(fd, iov, n)
+            .build()
+            .user_data(u64::from(idx));
+        self.queue_write(idx, &e, len);
+    }
+
+    /// Queue write `e` of TX buffer `idx` (`len` bytes).
+    fn queue_write(&mut self, idx: u16, e: &io_uring::squeue::Entry, len: usize) {
+        let i = usize::from(idx);
+        if self.push(e).is_err() {
             // The buffer stays free; the packet is lost, the connection's recovery resends.
+            self.gathered.release(i - RX);
             self.stats.tx_dropped += 1;
             return;
         }

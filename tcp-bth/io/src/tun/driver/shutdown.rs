@@ -66,6 +66,7 @@ impl Driver {
         self.unsubmitted = self.ring.submission().len();
         if s.abandoned > 0 {
             self.region.leak();
+            self.gathered.leak();
             if let Some(r) = self.bufring.as_mut() {
                 r.leak();
             }

@@ -1,0 +1,119 @@
+//! Segments built for a caller that gathers (`Endpoint::poll_transmit_gather`, the TUN driver's
+//! `writev`): the header in the caller's buffer and the payload as slices of the
+//! application's buffer. On the wire they are byte for byte what `poll_transmit_into` builds
+//! (same header, same ICRC, same checksum, whole or partial), every payload byte is counted
+//! once, copied or gathered, and a payload outside the caller's limits is copied.
+
+use super::*;
+use crate::conn::GatherLimits;
+use crate::wire::ChecksumFill;
+
+/// What the endpoint hands a connection for a driver that gathers.
+fn out<'a>(
+    buf: &'a mut [u8],
+    fill: ChecksumFill,
+    parts: &'a mut Vec<Bytes>,
+    limits: GatherLimits,
+) -> crate::conn::Out<'a> {
+    crate::conn::Out {
+        buf,
+        fill,
+        gather: Some(crate::conn::Gather { parts, limits }),
+    }
+}
+
+/// Established, with a receive posted on B and its credit at A.
+fn ready() -> Wire {
+    let mut d = established(true);
+    d.b.post_recv(1, vec![0; 20_000]).unwrap();
+    d.settle(10 * MS);
+    d
+}
+
+/// One SEND in four posted buffers of 3,000, 1, 4,000 and 5,000 bytes: one segment spans the
+/// first three (three slices), one the last boundary (two), the last one is short.
+fn send(c: &mut Connection) -> Vec<u8> {
+    let chunks = [
+        pattern(1, 3000),
+        pattern(2, 1),
+        pattern(3, 4000),
+        pattern(4, 5000),
+    ];
+    let all = chunks.concat();
+    c.post_send(WorkRequest {
+        wr_id: 9,
+        op: WrOp::Send { imm: None },
+        sg_list: chunks.into_iter().map(Bytes::from).collect(),
+    })
+    .unwrap();
+    all
+}
+
+#[test]
+fn gathered_segments_are_the_copied_ones_byte_for_byte_within_the_callers_limits() {
+    let limits = GatherLimits {
+        max_parts: 2,
+        min_payload: 1000,
+    };
+    for fill in [ChecksumFill::Full, ChecksumFill::Partial] {
+        let (mut copied, mut gathered) = (ready(), ready());
+        let want = send(&mut copied.a);
+        assert_eq!(send(&mut gathered.a), want);
+        let now = copied.now;
+        assert_eq!(gathered.now, now);
+        let len = copied.a.max_segment_len();
+        let (mut buf, mut hdr, mut parts) = (vec![0u8; len], vec![0u8; len], Vec::new());
+        // Why each payload was gathered or not: (gathered, short, too many slices).
+        let mut seen = Vec::new();
+        while let Some(n) = copied.a.poll_transmit_into(now, &mut buf, fill) {
+            let h = gathered
+                .a
+                .poll_transmit_out(now, out(&mut hdr, fill, &mut parts, limits))
+                .expect("the twin has the same segment");
+            let mut seg = hdr[..h].to_vec();
+            for p in &parts {
+                seg.extend_from_slice(p);
+            }
+            assert_eq!(seg, buf[..n], "{fill:?}: segment {}", seen.len());
+            let payload = TcpRepr::parse(&seg, None).unwrap().payload.len();
+            let short = payload < limits.min_payload;
+            seen.push((!parts.is_empty(), short, parts.len()));
+            if !parts.is_empty() {
+                assert!(!short && parts.len() <= limits.max_parts, "{seen:?}");
+            }
+            if fill == ChecksumFill::Full {
+                // What the peer makes of the gathered form: B places it like any segment.
+                gathered.b.handle_segment(now, &seg);
+            }
+        }
+        let more = gathered
+            .a
+            .poll_transmit_out(now, out(&mut hdr, fill, &mut parts, limits));
+        assert_eq!(more, None, "the twin has no more either");
+        // Each case came up: gathered in one and in two slices, short, and in three slices.
+        assert!(seen.contains(&(true, false, 1)), "{seen:?}");
+        assert!(seen.contains(&(true, false, 2)), "{seen:?}");
+        assert!(seen.iter().any(|s| !s.0 && s.1), "{seen:?}");
+        let three = |s: &&(bool, bool, usize)| !s.0 && !s.1;
+        assert!(seen.iter().any(|s| three(&s)), "{seen:?}");
+        let (c, g) = (copied.a.stats(), gathered.a.stats());
+        assert_eq!(c.tx_payload_copied, want.len() as u64);
+        assert_eq!(
+            (c.tx_payload_gathered, c.bytes_sent),
+            (0, want.len() as u64)
+        );
+        assert!(
+            g.tx_payload_gathered > 0 && g.tx_payload_copied > 0,
+            "{g:?}"
+        );
+        assert_eq!(g.tx_payload_copied + g.tx_payload_gathered, g.bytes_sent);
+        if fill == ChecksumFill::Full {
+            let done = gathered.b.poll_completion().expect("B completed the SEND");
+            assert_eq!(done.status, WcStatus::Success);
+            assert_eq!(
+                done.buf.as_deref().map(|b| &b[..want.len()]),
+                Some(&want[..])
+            );
+        }
+    }
+}
