@@ -6,15 +6,16 @@
 //! segment from fields (any flags, ports, sequence and acknowledgement numbers, a tcp_bth hello
 //! or timestamps) wrapped in a valid IPv4 or IPv6 header and checksum, so it reaches the
 //! routing, SYN queue and cookie code instead of dying in a checksum; time advances and timers
-//! fire between ops. After every op: queues within their bounds, every packet B sends parses
-//! as IP + TCP with a correct checksum, and the established connection, which the input never
+//! fire between ops. After every op: queues within their bounds, every packet B sends (built in
+//! place or, every other one, gathered as the TUN driver writes it) parses as IP + TCP with a
+//! correct checksum, and the established connection, which the input never
 //! names correctly (its ports are not reachable from the ops), still carries a message.
 
 use arbitrary::Unstructured;
 use bytes::Bytes;
 use std::time::Duration;
-use tcp_bth::wire::{Bth, IpPair, Opcode, TcpFlags, TcpOptions, TcpRepr, Timestamps};
-use tcp_bth::{Config, ConnectionHandle, Endpoint, EndpointConfig};
+use tcp_bth::wire::{Bth, ChecksumFill, IpPair, Opcode, TcpFlags, TcpOptions, TcpRepr, Timestamps};
+use tcp_bth::{Config, ConnectionHandle, Endpoint, EndpointConfig, GatherLimits};
 
 const B4: [u8; 4] = [10, 77, 0, 2];
 const B6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
@@ -52,6 +53,8 @@ struct World {
     real_b: ConnectionHandle,
     now: Duration,
     buf: Vec<u8>,
+    /// Packets alternate between built in place and gathered ([`poll`]).
+    turns: u64,
 }
 
 impl World {
@@ -74,6 +77,7 @@ impl World {
             real_b: real_a,
             now,
             buf: Vec::new(),
+            turns: 0,
         };
         let mut accepted = None;
         for _ in 0..16 {
@@ -88,11 +92,11 @@ impl World {
     fn exchange(&mut self) {
         for _ in 0..64 {
             let mut moved = false;
-            while self.a.poll_transmit(self.now, &mut self.buf).is_some() {
+            while poll(&mut self.a, self.now, &mut self.buf, &mut self.turns) {
                 moved = true;
                 self.b.handle(self.now, &self.buf);
             }
-            while self.b.poll_transmit(self.now, &mut self.buf).is_some() {
+            while poll(&mut self.b, self.now, &mut self.buf, &mut self.turns) {
                 moved = true;
                 check_packet(&self.buf);
                 self.a.handle(self.now, &self.buf);
@@ -123,6 +127,35 @@ impl World {
 
 /// A packet the endpoint sent: a well-formed IP packet holding a TCP segment whose checksum
 /// is right for its addresses.
+/// What the gathered packets take as slices (the TUN driver's limits, and a smaller threshold
+/// so that the fuzzer's short messages are gathered too).
+const GATHER: GatherLimits = GatherLimits {
+    max_parts: 2,
+    min_payload: 16,
+};
+
+/// `ep`'s next packet into `buf`: built in place, or on every other call gathered (headers in
+/// the buffer, a data payload as the application's slices, as the TUN driver writes it) and
+/// joined here, so both ways reach the peer and [`check_packet`].
+fn poll(ep: &mut Endpoint, now: Duration, buf: &mut Vec<u8>, turns: &mut u64) -> bool {
+    *turns += 1;
+    if turns.is_multiple_of(2) {
+        return ep.poll_transmit(now, buf).is_some();
+    }
+    buf.resize(1 << 16, 0);
+    let mut parts = Vec::new();
+    let Some(t) = ep.poll_transmit_gather(now, buf, ChecksumFill::Full, &mut parts, GATHER) else {
+        buf.clear();
+        return false;
+    };
+    buf.truncate(t.in_buf);
+    for p in &parts {
+        buf.extend_from_slice(p);
+    }
+    assert_eq!(buf.len(), t.len, "gathered parts add up to the packet");
+    true
+}
+
 fn check_packet(p: &[u8]) {
     let (ip, tcp) = tcp_bth::endpoint::parse_ip(p)
         .unwrap_or_else(|e| panic!("the endpoint sent a bad IP packet ({e:?}): {p:02x?}"));
