@@ -17,9 +17,25 @@ pub const FULL_MTUS: [u32; 4] = [1500, 4096, 9000, 65_000];
 /// The sweep's message size: 1 MiB, bulk.
 pub const MTU_SWEEP_SIZE: u32 = 1 << 20;
 
-/// Messages per run: the full plan's bulk 1 MiB count, and `--quick`'s.
+/// Messages per run at MTU 1500: the full plan's bulk 1 MiB count, and `--quick`'s. Larger
+/// MTUs move more ([`count_at`]).
 const COUNT: u64 = 256;
 const QUICK_COUNT: u64 = 32;
+
+/// Messages per run at `mtu` for `count` at 1500: twice as many from 4096, four times from
+/// 9000 and eight times from 32000, so that a run of ours lasts about as long at every MTU
+/// (0.5–0.9 s). With 256 at every MTU a run of ours took 0.2 s at 9000 and 0.07 s at 65000,
+/// and kernel TCP's about 0.05 s: one stall of this shared machine (one run at 9000 moved
+/// 5.6 Gbit/s against 10.1 and 10.4) weighed on a whole run. `--quick` keeps its count.
+pub fn count_at(mtu: u32, count: u64) -> u64 {
+    let scale = match mtu {
+        m if m >= 32_000 => 8,
+        m if m >= 8_000 => 4,
+        m if m >= 4_000 => 2,
+        _ => 1,
+    };
+    count * scale
+}
 
 /// The ceiling's warm-up and window: 1 s measured after 0.2 s (`--quick`: 0.3 s after 0.1 s).
 const CEILING: CeilingSpec = CeilingSpec {
@@ -32,12 +48,14 @@ const QUICK_CEILING: CeilingSpec = CeilingSpec {
 };
 
 /// The sweep's cells: bulk 1 MiB over veth at each MTU of `mtus` (duplicates run once),
-/// `count` messages a run, the path's ceiling measured in each run.
+/// `count` messages a run at MTU 1500 and more at larger ones ([`count_at`]; `quick`: `count`
+/// at every MTU), the path's ceiling measured in each run.
 pub fn sweep_cells(mtus: &[u32], count: u64, quick: bool) -> Vec<Cell> {
     let spec = if quick { QUICK_CEILING } else { CEILING };
     let mut cells: Vec<Cell> = Vec::new();
     for &mtu in mtus {
-        let c = Cell::new(Workload::Bulk, MTU_SWEEP_SIZE, count, Link::Veth)
+        let n = if quick { count } else { count_at(mtu, count) };
+        let c = Cell::new(Workload::Bulk, MTU_SWEEP_SIZE, n, Link::Veth)
             .with_mtu(mtu)
             .with_ceiling(spec);
         if !cells.iter().any(|x| x.id == c.id) {
@@ -116,6 +134,9 @@ mod tests {
             d.contains("MTU 9000 B") && d.contains("path's ceiling"),
             "{d}"
         );
+        // Larger MTUs move more a run (a run lasts about as long); --quick does not.
+        let counts: Vec<u64> = p.cells.iter().map(|c| c.count).collect();
+        assert_eq!(counts, [COUNT, 4 * COUNT, 8 * COUNT]);
         let q = mtu_plan(&[4096], true);
         assert_eq!((q.runs, q.cells[0].count), (2, QUICK_COUNT));
         assert!(q.describe().contains("MTU 4 KiB"), "{}", q.describe());
