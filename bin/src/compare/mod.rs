@@ -27,7 +27,7 @@ pub use cells::{
     JUMBO_RELAY_MTUS, RELAY_REORDER_DEPTH_US, REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES,
     SPRAY_PATHS, SPRAY_SPREAD_US,
 };
-pub use mtu::{mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
+pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use path_ceiling::{CeilingSpec, PathCeiling};
 
 use crate::perf::Recovery;
