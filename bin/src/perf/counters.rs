@@ -67,6 +67,11 @@ pub struct ConnCounters {
     pub naks_sent: u64,
     pub naks_received: u64,
     pub drops: Drops,
+    /// Payload bytes sent (retransmissions included) copied into their segments, and handed
+    /// to the data path as the application's own buffers with no copy (the TUN driver's
+    /// gathered writes, payloads of 2 KiB and more).
+    pub payload_copied: u64,
+    pub payload_gathered: u64,
 }
 
 impl ConnCounters {
@@ -95,6 +100,8 @@ impl ConnCounters {
                 placement_refused: s.placement_refused,
                 behind_refused_request: s.behind_refused_request,
             },
+            payload_copied: s.tx_payload_copied,
+            payload_gathered: s.tx_payload_gathered,
         }
     }
 
@@ -120,6 +127,7 @@ impl ConnCounters {
             &mut self.naks_received,
         ];
         v.extend(self.drops.fields_mut());
+        v.extend([&mut self.payload_copied, &mut self.payload_gathered]);
         v
     }
 
@@ -136,8 +144,8 @@ impl ConnCounters {
         c
     }
 
-    /// Three lines: loss recovery, segments and ACKs, drops by cause.
-    pub fn lines(&self) -> [String; 3] {
+    /// Four lines: loss recovery, segments and ACKs, drops by cause, copies on send.
+    pub fn lines(&self) -> [String; 4] {
         let d = &self.drops;
         [
             format!("recovery: {}", self.recovery),
@@ -169,6 +177,11 @@ impl ConnCounters {
                 d.ooo_table_full,
                 d.placement_refused,
                 d.behind_refused_request
+            ),
+            format!(
+                "payload sent: {} bytes copied into segments, {} sent from the application's \
+                 buffers with no copy (gathered writes)",
+                self.payload_copied, self.payload_gathered
             ),
         ]
     }

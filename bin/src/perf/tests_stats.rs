@@ -129,7 +129,10 @@ fn counters_survive_their_wire_form_and_drops_add_up() {
     c.naks_received = 15;
     c.drops.malformed = 16;
     c.drops.behind_refused_request = 24;
+    c.payload_copied = 25;
+    c.payload_gathered = 26;
     assert_eq!(ConnCounters::from_words(&c.to_words()), c);
+    assert!(c.lines()[3].contains("25 bytes copied") && c.lines()[3].contains("26 sent"));
     assert_eq!(c.drops.total(), 40);
     // A peer with fewer counters leaves the rest at 0; one with more is cut.
     let words = c.to_words();
@@ -141,4 +144,5 @@ fn counters_survive_their_wire_form_and_drops_add_up() {
     let mut sum = c;
     sum += c;
     assert_eq!(sum.drops.total(), 80);
+    assert_eq!((sum.payload_copied, sum.payload_gathered), (50, 52));
 }

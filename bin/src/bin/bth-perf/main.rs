@@ -41,7 +41,9 @@ over the time from the start of the run to its last message; BW peak is the best
 average on a side that saw too little to tell; MB is 2^20 bytes (--report-gbits: Gbit/s, \
 10^9). --lat prints the latency table. At the end each side prints its connection's counters \
 (loss recovery: retransmissions, spurious ones, RACK losses, RTOs, tail loss probes; segments \
-and ACKs sent; drops on arrival by cause) and those the peer sent it just before closing, with \
+and ACKs sent; drops on arrival by cause; payload bytes sent copied into segments or sent from \
+the application's buffers with no copy, as the TUN driver does for payloads of 2 KiB and more) \
+and those the peer sent it just before closing, with \
 the messages the peer counted and verified. Needs root (CAP_NET_ADMIN; `local` also \
 CAP_SYS_ADMIN and iproute2).";
 
