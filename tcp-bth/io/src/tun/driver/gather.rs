@@ -87,9 +87,12 @@ impl Gathered {
         (iov.as_ptr(), 1 + parts.len() as u32)
     }
 
-    /// Buffer `slot`'s write completed: let go of its slices.
+    /// Buffer `slot`'s write completed: let go of its slices (nothing after a
+    /// [`leak`](Self::leak), which keeps them all).
     pub fn release(&mut self, slot: usize) {
-        self.parts[slot].clear();
+        if let Some(p) = self.parts.get_mut(slot) {
+            p.clear();
+        }
     }
 
     /// A shutdown could not reap every write: never free what they may still read.
