@@ -233,7 +233,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> BthOption<T> {
 
 /// CRC32C over the 8 header bytes (flags..mbo_seg) followed by the payload.
 pub fn icrc(header8: &[u8], payload: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(header8), payload)
+    icrc_parts(header8, &[payload])
+}
+
+/// [`icrc`] over a payload made of `parts` in order.
+pub fn icrc_parts<P: AsRef<[u8]>>(header8: &[u8], parts: &[P]) -> u32 {
+    parts.iter().fold(crc32c::crc32c(header8), |c, p| {
+        crc32c::crc32c_append(c, p.as_ref())
+    })
 }
 
 /// What one opcode wire value demands of an option, so that [`accepts`] needs one table load
@@ -574,11 +581,7 @@ impl Bth {
     /// Set `icrc` for the payload made of `parts` in order (a segment whose payload is
     /// handed to the device as the application's own buffers, not copied behind the header).
     pub fn seal_parts<P: AsRef<[u8]>>(&mut self, parts: &[P]) {
-        self.icrc = parts
-            .iter()
-            .fold(crc32c::crc32c(&self.icrc_header()), |c, p| {
-                crc32c::crc32c_append(c, p.as_ref())
-            });
+        self.icrc = icrc_parts(&self.icrc_header(), parts);
     }
 
     pub fn icrc_ok(&self, payload: &[u8]) -> bool {

@@ -387,16 +387,8 @@ impl<'a> TcpRepr<'a> {
                 got: buf.len(),
             });
         }
-        let total = buf.len();
-        let n = self.options.emit_into(&mut buf[TCP_HEADER_MIN..hlen])?;
-        debug_assert_eq!(TCP_HEADER_MIN + n, hlen);
-        self.fill_fixed_header(buf, hlen);
-        let c = match fill {
-            ChecksumFill::Full => checksum::tcp(ip, buf)?,
-            ChecksumFill::Partial => checksum::partial(ip, total)?,
-        };
-        TcpSegment::new_unchecked(&mut *buf).set_checksum(c);
-        Ok(total)
+        let (header, payload) = buf.split_at_mut(hlen);
+        self.emit_header_parts(ip, header, &[&*payload], fill)
     }
 
     /// Write the header alone into `buf` (exactly [`header_len`](Self::header_len) bytes
