@@ -46,12 +46,50 @@ pub struct PairRun {
 
 /// user + system CPU time of the calling thread.
 pub fn thread_cpu() -> Duration {
+    thread_usage().0
+}
+
+/// What the kernel counted for a thread besides its CPU time (`getrusage(RUSAGE_THREAD)`):
+/// page faults served without I/O and context switches. Recorded per run of ours, so that a
+/// run whose CPU per byte stands out can be told apart from the others (fresh memory being
+/// faulted in, the thread being preempted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ThreadCounters {
+    pub minor_faults: u64,
+    /// The thread gave up the CPU (waited), and it was made to.
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+}
+
+impl ThreadCounters {
+    /// What happened since `earlier`.
+    pub fn since(self, earlier: ThreadCounters) -> ThreadCounters {
+        ThreadCounters {
+            minor_faults: self.minor_faults.saturating_sub(earlier.minor_faults),
+            voluntary_switches: self
+                .voluntary_switches
+                .saturating_sub(earlier.voluntary_switches),
+            involuntary_switches: self
+                .involuntary_switches
+                .saturating_sub(earlier.involuntary_switches),
+        }
+    }
+}
+
+/// The calling thread's CPU time and [`ThreadCounters`].
+pub fn thread_usage() -> (Duration, ThreadCounters) {
     // SAFETY: rusage is plain old data; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a rusage.
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    let n = |v: libc::c_long| u64::try_from(v).unwrap_or(0);
+    let counters = ThreadCounters {
+        minor_faults: n(ru.ru_minflt),
+        voluntary_switches: n(ru.ru_nvcsw),
+        involuntary_switches: n(ru.ru_nivcsw),
+    };
+    (tv(ru.ru_utime) + tv(ru.ru_stime), counters)
 }
 
 /// Per-turn bookkeeping around an app's `step`.
@@ -179,8 +217,10 @@ pub struct Sides<A> {
     pub apps: Vec<A>,
     /// Each app's connection as the driver left it (None: it never opened).
     pub conns: Vec<Option<Connection>>,
-    /// user + system CPU of the side's thread while it drove all the connections.
+    /// user + system CPU of the side's thread while it drove all the connections, and what
+    /// else the kernel counted for it meanwhile.
     pub cpu: Duration,
+    pub thread: ThreadCounters,
     /// Packets the side's TUN device dropped (receive and transmit; transmit drops are
     /// packets toward this side that found the device's queue full), read when the run
     /// ended; None if they could not be read.
@@ -247,15 +287,17 @@ fn drive<A: App>(
     mut apps: Vec<A>,
     limit: Duration,
 ) -> io::Result<Sides<A>> {
-    let cpu0 = thread_cpu();
+    let (cpu0, t0) = thread_usage();
     let conns = run_many(port, role, cfg, limit, &mut apps, |_| {})?;
-    let cpu = thread_cpu() - cpu0;
+    let (cpu1, t1) = thread_usage();
+    let (cpu, thread) = (cpu1 - cpu0, t1.since(t0));
     // This thread is in the device's namespace, and the device still exists.
     let device_drops = port.device_drops().ok().map(|d| d.total());
     Ok(Sides {
         apps,
         conns,
         cpu,
+        thread,
         device_drops,
     })
 }

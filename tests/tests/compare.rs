@@ -69,6 +69,8 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         p999_us: Some(999.0),
         cpu_client_s: 2.0,
         cpu_server_s: 1.0,
+        client_thread: None,
+        server_thread: None,
         retrans: 3,
         client_retrans: 1,
         server_retrans: 2,
@@ -182,6 +184,12 @@ fn one_small_real_cell_end_to_end() {
         assert_eq!(r.congestion.as_deref(), Some(compare::DEFAULT_KERNEL_CC));
     }
     assert!(render::congestion_line(&runs).contains("kernel TCP cubic"));
+    // Ours records each side's thread counters (the kernel's threads are not ours to count):
+    // the server waited for the first packet at least, so it gave up the CPU.
+    assert_eq!((runs[0].client_thread, runs[0].server_thread), (None, None));
+    let st = runs[1].server_thread.expect("the server's thread counters");
+    assert!(runs[1].client_thread.is_some());
+    assert!(st.voluntary_switches > 0, "{st:?}");
     // Ours records both sides' counters; the client sent the data.
     let (cr, sr) = (
         runs[1].client_recovery.unwrap(),

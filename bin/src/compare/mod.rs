@@ -80,6 +80,11 @@ pub struct RunRecord {
     pub p999_us: Option<f64>,
     pub cpu_client_s: f64,
     pub cpu_server_s: f64,
+    /// Ours only: each side's thread's minor page faults and voluntary and involuntary
+    /// context switches over the run (`getrusage(RUSAGE_THREAD)`), to tell a run whose CPU per
+    /// byte stands out from the others.
+    pub client_thread: Option<crate::tunpair::ThreadCounters>,
+    pub server_thread: Option<crate::tunpair::ThreadCounters>,
     /// Retransmitted segments, both directions: `client_retrans + server_retrans`.
     pub retrans: u64,
     /// Retransmitted segments of each side's connection, i.e. of what that side sent (kernel:
@@ -159,6 +164,8 @@ impl RunRecord {
             p999_us: None,
             cpu_client_s: 0.0,
             cpu_server_s: 0.0,
+            client_thread: None,
+            server_thread: None,
             retrans: 0,
             client_retrans: 0,
             server_retrans: 0,

@@ -85,6 +85,8 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> 
         .map_or(0.0, |(e, s)| e.saturating_duration_since(s).as_secs_f64());
     rec.cpu_client_s = r.client_cpu.as_secs_f64();
     rec.cpu_server_s = r.server_cpu.as_secs_f64();
+    rec.client_thread = Some(r.client_thread);
+    rec.server_thread = Some(r.server_thread);
     rec.retrans = cr.retransmits + sr.retransmits;
     rec.client_retrans = cr.retransmits;
     rec.server_retrans = sr.retransmits;

@@ -23,6 +23,8 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         p999_us: Some(999.0),
         cpu_client_s: 2.0,
         cpu_server_s: 1.0,
+        client_thread: None,
+        server_thread: None,
         retrans: 0,
         client_retrans: 0,
         server_retrans: 0,

@@ -59,6 +59,9 @@ pub struct QpsReport {
     pub pairs: Vec<PairRun>,
     pub client_cpu: Duration,
     pub server_cpu: Duration,
+    /// Each side's thread's page faults and context switches over the run.
+    pub client_thread: crate::tunpair::ThreadCounters,
+    pub server_thread: crate::tunpair::ThreadCounters,
     /// How often the clients' connections held data back for the server's grant
     /// (`Stats::grant_holds`, summed): zero when admission did not limit them.
     pub grant_holds: u64,
@@ -117,6 +120,8 @@ impl QpsRun {
             pairs: Vec::with_capacity(n as usize),
             client_cpu: c.cpu,
             server_cpu: s.cpu,
+            client_thread: c.thread,
+            server_thread: s.thread,
             grant_holds: 0,
             device_drops: c.device_drops.zip(s.device_drops).map(|(c, s)| c + s),
             congestion,

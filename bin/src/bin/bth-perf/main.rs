@@ -45,7 +45,9 @@ and ACKs sent; drops on arrival by cause; payload bytes sent copied into segment
 the application's buffers with no copy, as the TUN driver does for payloads of 2 KiB and more) \
 and those the peer sent it just before closing, with \
 the messages the peer counted and verified. Needs root (CAP_NET_ADMIN; `local` also \
-CAP_SYS_ADMIN and iproute2).";
+CAP_SYS_ADMIN and iproute2). Experiment: BTH_BUSY_POLL_US=N makes the TUN driver poll its ring \
+rather than sleep for N microseconds after each packet arrives (default 0, off; \
+docs/datapath.md).";
 
 #[derive(Parser)]
 #[command(name = "bth-perf", version, about = ABOUT, long_about = LONG_ABOUT)]

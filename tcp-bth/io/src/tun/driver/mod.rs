@@ -65,6 +65,28 @@ pub const MAX_MTU: u32 = 65_535;
 /// Submission queue entries: every buffer's operation (RX + TX) fits at once, with room for
 /// the cancellations of a shutdown.
 const RING: u32 = 512;
+/// How long after the last packet arrived a wait only polls the ring (a zero timeout) rather
+/// than sleeping: `BTH_BUSY_POLL_US` microseconds, 0 (off) unless set. An experiment's knob,
+/// off by default. A receiver asleep between packets is woken by each one, and the wake-up is
+/// work done in the sender's system call (the path-ceiling probe's receiver polls for that
+/// reason). In runs of ours where the server thread slept between packets (ten times its usual
+/// voluntary context switches) the client spent up to twice its usual CPU per byte and moved
+/// half its usual rate. Polling for 50 µs removed those slow runs at MTU 65000 (`bth-compare
+/// --mtu 1500,4096,9000,65000 --runs 3`, twice each way: ours 24.7-29.4 Gbit/s against
+/// 16.2-28.9) but cost where three threads share the two cores: four sprayed paths through the
+/// relay moved 1.23 against 1.42 Gbit/s at MTU 1500 and 11.9 against 13.1 at 65000, and a
+/// polling receiver's CPU counts its polling. Read once per process.
+fn busy_poll() -> Duration {
+    static V: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        Duration::from_micros(
+            std::env::var("BTH_BUSY_POLL_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        )
+    })
+}
 /// Longest one wait lasts without a deadline, so the application's turn runs regularly.
 const MAX_WAIT: Duration = Duration::from_millis(5);
 /// user_data of the multishot read (it owns receive buffer index 0's `busy` flag, so the
@@ -197,6 +219,8 @@ pub struct Driver {
     unsubmitted: usize,
     /// Writes queued since the last enter.
     batch: usize,
+    /// When a packet last arrived (driver time): waits only poll for [`busy_poll`] after it.
+    last_rx: Duration,
     /// The read error that stopped the data path, reported by the next wait.
     fatal: Option<i32>,
     /// `close` ran: nothing is in flight, the ring takes no more work.
@@ -309,6 +333,7 @@ impl Driver {
             busy: vec![false; RX + TX],
             unsubmitted: 0,
             batch: 0,
+            last_rx: Duration::ZERO,
             fatal: None,
             closed: false,
             start: Instant::now(),
@@ -577,6 +602,7 @@ impl PacketIo for Driver {
         if self.closed {
             return;
         }
+        let before = self.stats.packets_in;
         // One completion at a time: handling one may post a read into the submission queue,
         // which needs the ring again.
         loop {
@@ -584,6 +610,9 @@ impl PacketIo for Driver {
                 break;
             };
             self.complete(c.user_data(), c.result(), c.flags(), f);
+        }
+        if self.stats.packets_in != before {
+            self.last_rx = self.now();
         }
     }
 
@@ -653,9 +682,13 @@ impl PacketIo for Driver {
             return Err(io::Error::new(e.kind(), format!("TUN read: {e}")));
         }
         let now = self.now();
-        let wait = deadline
-            .map_or(MAX_WAIT, |d| d.saturating_sub(now))
-            .min(MAX_WAIT);
+        let polling = now.saturating_sub(self.last_rx) < busy_poll();
+        let wait = match polling {
+            true => Duration::ZERO,
+            false => deadline
+                .map_or(MAX_WAIT, |d| d.saturating_sub(now))
+                .min(MAX_WAIT),
+        };
         let ts = types::Timespec::new()
             .sec(wait.as_secs())
             .nsec(wait.subsec_nanos());
