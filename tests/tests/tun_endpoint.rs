@@ -259,9 +259,9 @@ fn run_qps(
     mtu: u32,
 ) -> [Served<Side>; 2] {
     let ns = DualNs::create_mtu(tag, mtu).expect("namespaces");
-    // MTU − 40 (an IPv6 connection takes 20 more off itself).
+    // The tools' MSS for the MTU (an IPv6 connection takes 20 more off itself).
     let conn_cfg = || Config {
-        mss: u16::try_from(mtu - 40).expect("an MTU of at most 65,575"),
+        mss: bth_tools::perf::drive::mss_for_mtu(mtu),
         ..conn_cfg()
     };
     let qps = |first: u32, me: &Addrs, peer: &Addrs| -> Vec<(u32, IpPair)> {

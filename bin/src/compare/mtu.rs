@@ -24,7 +24,7 @@ const QUICK_COUNT: u64 = 32;
 
 /// Messages per run at `mtu` for `count` at 1500: twice as many from 4096, four times from
 /// 9000 and eight times from 32000, so that a run of ours lasts about as long at every MTU
-/// (0.5–0.9 s). With 256 at every MTU a run of ours took 0.2 s at 9000 and 0.07 s at 65000,
+/// (0.5–1.1 s in the run of 06:32). With 256 at every MTU a run of ours took 0.2 s at 9000 and 0.07 s at 65000,
 /// and kernel TCP's about 0.05 s: one stall of this shared machine (one run at 9000 moved
 /// 5.6 Gbit/s against 10.1 and 10.4) weighed on a whole run. `--quick` keeps its count.
 pub fn count_at(mtu: u32, count: u64) -> u64 {
