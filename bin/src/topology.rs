@@ -258,12 +258,49 @@ impl TwoNs {
         Some(a)
     }
 
+    /// CPU time (user and system) the relay's thread has used since it started; None without
+    /// a relay, or once it has stopped. Read twice around a run, it says how much of a core the
+    /// relay took, which tells whether the relay bounded the run: on a 2-core machine the
+    /// relay is a third busy thread beside the two stacks' ([`thread_cpu_time`]).
+    pub fn relay_cpu(&self) -> Option<std::time::Duration> {
+        let (_, h) = self.relay.as_ref()?;
+        if h.is_finished() {
+            return None;
+        }
+        thread_cpu_time(h)
+    }
+
     /// Stop the relay (if any) and return what it saw.
     pub fn stop_relay(&mut self) -> Option<RelayStats> {
         let (stop, h) = self.relay.take()?;
         stop.store(true, Ordering::Relaxed);
         h.join().ok().and_then(|r| r.ok())
     }
+}
+
+/// CPU time another thread of this process has used, from its CPU-time clock
+/// (`pthread_getcpuclockid`, nanoseconds); None if the kernel refuses it. `h` must be a thread
+/// that has not been joined (its handle is borrowed here, so it has not been).
+pub fn thread_cpu_time<T>(h: &JoinHandle<T>) -> Option<std::time::Duration> {
+    use std::os::unix::thread::JoinHandleExt;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the pthread_t comes from a live, unjoined JoinHandle, and `clock` is a valid
+    // out-pointer.
+    if unsafe { libc::pthread_getcpuclockid(h.as_pthread_t(), &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a clock id just obtained and a valid out-pointer.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(std::time::Duration::new(
+        u64::try_from(ts.tv_sec).ok()?,
+        u32::try_from(ts.tv_nsec).ok()?,
+    ))
 }
 
 impl Drop for TwoNs {

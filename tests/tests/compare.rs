@@ -95,6 +95,7 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
         ooo_placed: (stack == Stack::Ours).then_some(7),
         relay_queue_drops: None,
+        relay_busy: None,
         device_drops: Some(0),
         grant_holds: None,
         seg_payload: None,
@@ -246,6 +247,13 @@ fn one_small_spray_cell_runs_both_stacks() {
     for r in &runs {
         assert_eq!(r.error, None, "{:?}", r.stack);
         assert_eq!(r.bytes, 8 << 20, "{:?}", r.stack);
+        // The relay is shared by the cell's runs: its CPU is read around each run.
+        let busy = r.relay_busy.expect("a relay cell measures the relay's CPU");
+        assert!(
+            busy > 0.0 && busy <= 1.05,
+            "{:?}: relay busy {busy}",
+            r.stack
+        );
     }
     assert!(runs[1].client_recovery.is_some() && runs[1].server_recovery.is_some());
     let results = compare::summarize(&plan, &runs);
@@ -291,6 +299,7 @@ fn a_two_qp_cell_runs_both_stacks() {
     assert_all_verified(&runs, 300);
     for r in &runs {
         assert_eq!(r.bytes, 300 * 4096);
+        assert_eq!(r.relay_busy, None, "veth: no relay");
     }
     let results = compare::summarize(&plan, &runs);
     assert!(render::markdown(&results).contains("| bulk-4KiB-veth-q2 | ours |"));
@@ -315,6 +324,16 @@ fn a_small_incast_over_tun_counts_relay_drops_per_run() {
         assert_all_verified(&r, 4 * 8);
         for rec in &r {
             assert!(rec.relay_queue_drops.is_some(), "{rec:?}");
+            // The relay forwarded every byte of the run, so its thread used some CPU, and
+            // no more than the run's wall time (one thread; a little slack for the clock).
+            let busy = rec
+                .relay_busy
+                .expect("a relay cell measures the relay's CPU");
+            assert!(
+                busy > 0.0 && busy <= 1.05,
+                "{}: relay busy {busy}",
+                rec.cell
+            );
         }
         let holds = r[1].grant_holds.expect("ours counts grant holds");
         assert_eq!(

@@ -34,7 +34,7 @@ use crate::perf::Recovery;
 use crate::topology::TwoNs;
 use serde::Serialize;
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tcp_bth_io::tun::devstats;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -111,6 +111,10 @@ pub struct RunRecord {
     /// Packets the relay's full queue refused during this run, both directions (bottleneck
     /// cells only: each of their runs has a relay of its own, `Link::per_run_topology`).
     pub relay_queue_drops: Option<u64>,
+    /// Relay cells: the relay thread's CPU time during the run (from just before the stack's
+    /// run started to just after it ended, setup included) over that wall time: 1.0 is a whole
+    /// core. Near 1.0 the relay, not the stack, bounded the run. None over veth.
+    pub relay_busy: Option<f64>,
     /// Ours only: how often the senders held data back for the receiver's grant
     /// (`Stats::grant_holds` of the client's connections, summed).
     pub grant_holds: Option<u64>,
@@ -176,6 +180,7 @@ impl RunRecord {
             kernel_max_inq: None,
             ooo_placed: None,
             relay_queue_drops: None,
+            relay_busy: None,
             grant_holds: None,
             device_drops: None,
             seg_payload: None,
@@ -284,10 +289,17 @@ pub fn run_cell(
 }
 
 /// [`run_stack`], with the packets the topology's devices dropped during the run added to
-/// the record's device drops ([`add_drops`]).
+/// the record's device drops ([`add_drops`]), and the relay's share of a core over the run
+/// ([`RunRecord::relay_busy`]).
 fn run_counting_drops(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunRecord {
     let before = ns.device_drops();
+    let (relay_before, start) = (ns.relay_cpu(), Instant::now());
     let mut r = run_stack(ns, cell, stack, run);
+    let wall = start.elapsed().as_secs_f64();
+    r.relay_busy = relay_before
+        .zip(ns.relay_cpu())
+        .filter(|_| wall > 0.0)
+        .map(|(b, a)| a.saturating_sub(b).as_secs_f64() / wall);
     let during = before
         .zip(ns.device_drops())
         .map(|(b, a)| devstats::drops_between(&b, &a));
@@ -339,6 +351,8 @@ pub struct Summary {
     /// our senders' grant holds.
     pub relay_queue_drops: Option<f64>,
     pub grant_holds: Option<f64>,
+    /// Median over runs of the relay thread's share of a core ([`RunRecord::relay_busy`]).
+    pub relay_busy: Option<f64>,
     /// Median over runs of the packets the network devices dropped.
     pub device_drops: Option<f64>,
     /// Payload bytes per full data segment (the first successful run's; they all agree).
@@ -400,11 +414,12 @@ fn both_sides(stack: Stack, runs: &[&&RunRecord], counter: fn(&Recovery) -> u64)
 
 /// Median of a counter over the runs that recorded it; `None` if none did.
 fn median_of(runs: &[&&RunRecord], counter: fn(&RunRecord) -> Option<u64>) -> Option<f64> {
-    let v: Vec<f64> = runs
-        .iter()
-        .filter_map(|r| counter(r))
-        .map(|n| n as f64)
-        .collect();
+    median_f64(runs, |r| counter(r).map(|n| n as f64))
+}
+
+/// Median of a figure over the runs that have it; None if none has.
+fn median_f64(runs: &[&&RunRecord], figure: impl Fn(&RunRecord) -> Option<f64>) -> Option<f64> {
+    let v: Vec<f64> = runs.iter().filter_map(|r| figure(r)).collect();
     (!v.is_empty()).then(|| median(v))
 }
 
@@ -449,6 +464,7 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         kernel_max_inq: ok.iter().filter_map(|r| r.kernel_max_inq).max(),
         relay_queue_drops: median_of(&ok, |r| r.relay_queue_drops),
         grant_holds: median_of(&ok, |r| r.grant_holds),
+        relay_busy: median_f64(&ok, |r| r.relay_busy),
         device_drops: median_of(&ok, |r| r.device_drops),
         seg_payload: ok.iter().find_map(|r| r.seg_payload),
         ip_gbps: path_median(&ok, PathCeiling::ip_gbps),

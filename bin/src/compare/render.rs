@@ -82,7 +82,7 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
         None => bytes(s.rx_held_max),
     };
     format!(
-        "| {} | {name} | {runs} | {:.3} | {:.0} | {} | {} | {} | {:.2} / {:.2} | {held} | {retrans} | {detections} | {} | {ratio} |\n",
+        "| {} | {name} | {runs} | {:.3} | {:.0} | {} | {} | {} | {:.2} / {:.2} | {} | {held} | {retrans} | {detections} | {} | {ratio} |\n",
         c.cell.id,
         s.gbps,
         s.msgs_per_sec,
@@ -91,6 +91,7 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
         opt_us(s.p999_us),
         s.cpu_client_s_per_gb,
         s.cpu_server_s_per_gb,
+        share_of_core(s.relay_busy),
         opt_count(s.device_drops),
     )
 }
@@ -100,17 +101,24 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
 /// Retransmissions are shown as the median total, then each side's median (what the client
 /// and what the server sent again: in request/response the server's are replies); our RACK
 /// loss detections, RTOs and tail loss probes are both sides' together. "Dropped by devices"
-/// is the median of the packets the network devices dropped in a run (`RunRecord::device_drops`).
+/// is the median of the packets the network devices dropped in a run (`RunRecord::device_drops`);
+/// "relay busy" the median share of a core the relay's thread used during a run
+/// (`RunRecord::relay_busy`; "–" over veth).
 pub fn markdown(results: &[CellResult]) -> String {
     let mut s = String::from(
-        "| cell | stack | runs | Gbit/s | msg/s | p50 | p99 | p99.9 | CPU s/GB client / server | rx held outside posted buffers (max) | retrans (client / server) | RACK / RTO / TLP | dropped by devices | ours/kernel Gbit/s |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| cell | stack | runs | Gbit/s | msg/s | p50 | p99 | p99.9 | CPU s/GB client / server | relay busy | rx held outside posted buffers (max) | retrans (client / server) | RACK / RTO / TLP | dropped by devices | ours/kernel Gbit/s |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in results.iter().filter(|c| !c.cell.is_incast()) {
         s += &row(c, &c.kernel, String::new());
         s += &row(c, &c.ours, ratio(c));
     }
     s
+}
+
+/// A thread's CPU time over wall time, as a share of one core ("–" where there is none).
+fn share_of_core(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{:.0} %", v * 100.0))
 }
 
 fn ratio(c: &CellResult) -> String {

@@ -35,6 +35,7 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         kernel_max_inq: None,
         ooo_placed: None,
         relay_queue_drops: None,
+        relay_busy: None,
         device_drops: None,
         grant_holds: None,
         seg_payload: None,
@@ -328,4 +329,39 @@ fn a_runs_device_drops_add_the_stacks_own_devices_to_the_topologys_for_ours_only
     // A part that could not be read makes the whole unknown, not smaller.
     assert_eq!(add_drops(None, Some(5), Stack::Ours), None);
     assert_eq!(add_drops(Some(7), None, Stack::Ours), None);
+}
+
+#[test]
+fn the_table_shows_the_relays_median_share_of_a_core_and_a_dash_without_a_relay() {
+    let cells = vec![plan(true).cells.remove(0)];
+    let mut runs = Vec::new();
+    for (run, busy) in [(0, Some(0.91)), (1, Some(0.97)), (2, Some(0.99))] {
+        let mut r = fake(&cells[0], Stack::Ours, run, 1.0);
+        r.relay_busy = busy;
+        runs.push(r);
+        runs.push(fake(&cells[0], Stack::Kernel, run, 2.0));
+    }
+    let plan = Plan {
+        quick: true,
+        runs: 3,
+        cells,
+    };
+    let results = summarize(&plan, &runs);
+    assert_eq!(results[0].ours.relay_busy, Some(0.97));
+    assert_eq!(results[0].kernel.relay_busy, None);
+    let table = super::render::markdown(&results);
+    let header: Vec<&str> = table.lines().next().unwrap().split('|').collect();
+    let col = header
+        .iter()
+        .position(|h| h.trim() == "relay busy")
+        .unwrap();
+    let cell = |stack: &str| -> String {
+        let row = table
+            .lines()
+            .find(|l| l.contains(&format!("| {stack} |")))
+            .unwrap();
+        row.split('|').nth(col).unwrap().trim().to_string()
+    };
+    assert_eq!(cell("ours"), "97 %");
+    assert_eq!(cell("kernel"), "–");
 }

@@ -25,7 +25,9 @@ use std::time::Instant;
         100, relay-spray4-200us every packet sprayed round-robin over 4 paths whose extra \
         delays are spread evenly over 0..200 µs.\n\n\
         Prints a Markdown table (retransmissions of the client's and the server's connection \
-        apart; for our stack also RACK loss detections, RTOs and tail loss probes), writes \
+        apart; for our stack also RACK loss detections, RTOs and tail loss probes; for relay \
+        cells the relay thread's share of a core during each run, \"relay busy\": on 2 cores \
+        the relay is a third busy thread, and near 100 % it bounded the run), writes \
         every raw run as JSON (our runs with each side's full recovery counters) and SVG \
         charts: throughput vs message size, vs reordering rate, vs reordering depth and vs \
         number of sprayed paths, p99 vs reordering. The full run (no --quick; --only relay-ceiling \
