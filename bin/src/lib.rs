@@ -1,6 +1,7 @@
 //! Shared pieces of the command-line tools.
 
 pub mod compare;
+pub mod interrupt;
 pub mod perf;
 pub mod perfcli;
 pub mod ready;

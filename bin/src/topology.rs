@@ -13,6 +13,7 @@
 //! between the namespaces takes its MSS from it; our stack's connections take theirs from the
 //! device they run on (`perf::drive::Port`).
 
+use crate::interrupt::{on_interrupt, Registered, Undo};
 use std::io;
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -74,6 +75,21 @@ pub fn ip(args: &[&str]) -> io::Result<()> {
     Ok(())
 }
 
+/// `ip netns add ns`, saying what to do when a namespace of that name is already there (most
+/// likely left by a run that was killed: a signal the tool handles deletes its namespaces).
+fn add_netns(ns: &str) -> io::Result<()> {
+    if std::path::Path::new(&format!("/run/netns/{ns}")).exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "network namespace {ns} already exists (left by a run that was killed? \
+                 `ip netns del {ns}` deletes it), or use other names (`bth-perf local --prefix`)"
+            ),
+        ));
+    }
+    ip(&["netns", "add", ns])
+}
+
 fn in_ns(ns: &str, args: &[&str]) -> io::Result<()> {
     let mut full = vec!["netns", "exec", ns];
     full.extend_from_slice(args);
@@ -124,6 +140,8 @@ pub struct TwoNs {
     pub offload: Offload,
     relay: Option<(Arc<AtomicBool>, JoinHandle<io::Result<RelayStats>>)>,
     owned: bool,
+    /// The namespaces this created, deleted on an interrupt too ([`crate::interrupt`]).
+    _on_interrupt: Vec<Registered>,
 }
 
 impl TwoNs {
@@ -143,7 +161,7 @@ impl TwoNs {
     pub fn create_mtu(prefix: &str, relay: Option<LinkConfig>, mtu: u32) -> io::Result<TwoNs> {
         let mtu = check_mtu(mtu).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let (a, b) = (format!("{prefix}-a"), format!("{prefix}-b"));
-        ip(&["netns", "add", &a])?;
+        add_netns(&a)?;
         let mut t = TwoNs {
             a: a.clone(),
             b: b.clone(),
@@ -151,8 +169,11 @@ impl TwoNs {
             offload: Offload::Checksum,
             relay: None,
             owned: true,
+            _on_interrupt: vec![on_interrupt(Undo::DeleteNetns(a.clone()))],
         };
-        ip(&["netns", "add", &b])?;
+        add_netns(&b)?;
+        t._on_interrupt
+            .push(on_interrupt(Undo::DeleteNetns(b.clone())));
         for ns in [&a, &b] {
             in_ns(ns, &["ip", "link", "set", "lo", "up"])?;
             sh_in_ns(ns, "echo 1 > /proc/sys/net/ipv4/ip_forward")?;
@@ -216,6 +237,7 @@ impl TwoNs {
             offload: Offload::Checksum,
             relay: None,
             owned: false,
+            _on_interrupt: Vec::new(),
         };
         for ns in [&t.a, &t.b] {
             if !std::path::Path::new(&format!("/run/netns/{ns}")).exists() {

@@ -67,3 +67,22 @@ fn an_mtu_out_of_range_is_refused_clearly() {
         );
     }
 }
+
+#[test]
+fn values_that_would_run_nothing_are_refused_clearly() {
+    for (args, want) in [
+        (
+            &["--only", "nosuchcell", "--dry-run"][..],
+            "matches no cell",
+        ),
+        (&["--runs", "0", "--dry-run"][..], "--runs 0"),
+        (&["--relay-ceiling", "0"][..], "--relay-ceiling 0"),
+    ] {
+        let (ok, _, err) = run(args);
+        assert!(!ok, "{args:?} accepted");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // --only also selects the full run's extra sections by name.
+    let (ok, _, err) = run(&["--only", "relay-ceiling", "--dry-run"]);
+    assert!(ok, "{err}");
+}

@@ -251,6 +251,42 @@ fn two_hosts_refuse_different_options() {
     );
 }
 
+/// A client whose server never answers says so: the handshake got no answer, with what to
+/// check, rather than only that the run timed out.
+fn a_client_without_a_server_says_the_handshake_got_no_answer() {
+    let hosts = Hosts::new();
+    let out = Hosts::command(
+        &hosts.b,
+        &[
+            "client",
+            &hosts.server,
+            "--tun-addr",
+            &hosts.client_tun,
+            "--timeout",
+            "2",
+            "-n",
+            "10",
+        ],
+    )
+    .output()
+    .expect("run bth-perf client");
+    assert!(!out.status.success(), "{}", describe(&out));
+    // The row's error is in the report (stdout); stderr has the summary line.
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        err.contains("not done within 2s")
+            && err.contains(&format!(
+                "{}:4791 never answered the handshake",
+                hosts.server
+            )),
+        "{err}"
+    );
+}
+
 /// A connection count outside 1..=1024 is refused before anything is set up (no root
 /// needed to see it), saying why.
 fn a_connection_count_out_of_range_is_refused_clearly() {
@@ -311,6 +347,7 @@ fn help_explains_the_cross_host_setup() {
 }
 
 bth_tests::test_main!(
+    a_client_without_a_server_says_the_handshake_got_no_answer[NetAdmin],
     two_hosts_verified_send_on_eight_qps_both_ways[NetAdmin],
     two_hosts_refuse_different_options[NetAdmin],
     a_connection_count_out_of_range_is_refused_clearly,

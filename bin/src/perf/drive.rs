@@ -166,6 +166,26 @@ pub fn run_many<A: App>(
         error: None,
     };
     let r = port.driver.serve(&mut port.ep, &mut qps, limit);
+    // Why a timed-out run did not finish, when the peer never answered at all.
+    let silent = match role {
+        Role::Listen => qps.handles.iter().all(Option::is_none).then(|| {
+            "no client connected (is `bth-perf client` pointed at this stack's address, \
+             and does the client's host route this stack's prefix here?)"
+                .to_string()
+        }),
+        Role::Connect(remote) => qps
+            .handles
+            .iter()
+            .flatten()
+            .filter_map(|h| port.ep.conn(*h))
+            .any(|c| c.stats().segments_in == 0)
+            .then(|| {
+                format!(
+                    "{remote} never answered the handshake (is `bth-perf server` running \
+                     there, and does this host route its prefix to it?)"
+                )
+            }),
+    };
     if r.is_err() || qps.error.is_some() {
         // Nothing drives these connections any more: abort them (their RSTs go out with the
         // endpoint's next turn, on the next row or never) and free their 4-tuples.
@@ -190,7 +210,10 @@ pub fn run_many<A: App>(
         Ok(_) => Ok(conns),
         Err(RunError::TimedOut(t)) => Err(io::Error::new(
             io::ErrorKind::TimedOut,
-            format!("not done within {t:?}"),
+            match silent {
+                Some(why) => format!("not done within {t:?}: {why}"),
+                None => format!("not done within {t:?}"),
+            },
         )),
         Err(RunError::Io(e)) => Err(e),
         Err(e) => Err(io::Error::other(e.to_string())),

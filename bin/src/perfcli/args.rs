@@ -67,8 +67,8 @@ pub struct PerfArgs {
     #[arg(long)]
     pub verify: bool,
     /// Latency mode: one message at a time, perftest's latency table (min, max, typical =
-    /// median, average, standard deviation, 99 % and 99.9 %) of each message's post-to-
-    /// completion time. That is a full round trip (the ACK, the READ response or the reply),
+    /// median, average, standard deviation, 99 % and 99.9 %) of each message's time from
+    /// post to completion. That is a full round trip (the ACK, the READ response or the reply),
     /// where perftest's send/write latency tests print half a ping-pong.
     #[arg(long)]
     pub lat: bool,
@@ -94,7 +94,8 @@ pub struct PerfArgs {
     #[arg(long)]
     pub no_csum_offload: bool,
     /// Give up on a row (connection) after this many seconds (at least the duration + 60 s).
-    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 120, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
 }
 

@@ -5,6 +5,7 @@
 //! that prefix are forwarded into it too. That host needs a route for the prefix via this
 //! one (see `bth-perf --help`).
 
+use crate::interrupt::{on_interrupt, Registered, Undo};
 use std::fmt;
 use std::io;
 use std::net::Ipv4Addr;
@@ -120,6 +121,8 @@ pub fn host_tun(
 /// IPv4 forwarding turned on for the run, and back off when dropped if it was off.
 pub struct IpForward {
     was_on: bool,
+    /// Turns forwarding back off on an interrupt too ([`crate::interrupt`]).
+    _on_interrupt: Option<Registered>,
 }
 
 impl IpForward {
@@ -127,11 +130,20 @@ impl IpForward {
         let was = std::fs::read_to_string(IP_FORWARD)
             .map_err(|e| io::Error::new(e.kind(), format!("{IP_FORWARD}: {e}")))?;
         let was_on = was.trim() == "1";
+        let mut undo = None;
         if !was_on {
+            // Registered first: a signal between the write and the guard still turns it off.
+            undo = Some(on_interrupt(Undo::Restore {
+                path: IP_FORWARD.into(),
+                value: "0".into(),
+            }));
             std::fs::write(IP_FORWARD, "1")
                 .map_err(|e| io::Error::new(e.kind(), format!("writing 1 to {IP_FORWARD}: {e}")))?;
         }
-        Ok(IpForward { was_on })
+        Ok(IpForward {
+            was_on,
+            _on_interrupt: undo,
+        })
     }
 
     /// Whether forwarding was already on (nothing to restore).

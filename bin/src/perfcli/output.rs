@@ -106,8 +106,8 @@ fn own(role: &str, rows: usize, sum: &PerfReport) -> Vec<String> {
 fn peer_lines(peer: &str, sum: &PerfReport) -> Vec<String> {
     let Some(p) = sum.peer else {
         return vec![format!(
-            "{peer}: sent no statistics (the run was refused or failed, or {peer} is the \
-             client of a --plain run, which sends none)"
+            "{peer}: sent no statistics (the run was refused or failed, or it was a --plain \
+             run, whose client sends none)"
         )];
     };
     let mut out = vec![format!(

@@ -121,6 +121,11 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any thread: an interrupted run still deletes its namespaces (and turns forwarding
+    // back off).
+    if let Err(e) = bth_tools::interrupt::install("bth-compare") {
+        eprintln!("bth-compare: warning: Ctrl-C will not clean up after the run ({e})");
+    }
     if cli.qps.contains(&0) {
         eprintln!("bth-compare: --qps counts start at 1");
         return ExitCode::FAILURE;
@@ -140,11 +145,31 @@ fn main() -> ExitCode {
             .map(|c| c.without_csum_offload())
             .collect();
     }
+    if cli.runs == Some(0) {
+        eprintln!("bth-compare: --runs 0: a cell needs at least one run per stack");
+        return ExitCode::FAILURE;
+    }
+    if cli.relay_ceiling == Some(0) {
+        eprintln!("bth-compare: --relay-ceiling 0: give the MiB each run moves (at least 1)");
+        return ExitCode::FAILURE;
+    }
     if let Some(r) = cli.runs {
-        plan.runs = r.max(1);
+        plan.runs = r;
     }
     if let Some(f) = &cli.only {
         plan.cells.retain(|c| c.id.contains(f.as_str()));
+        // The full run's extra sections answer to --only too ("relay-ceiling", "incast").
+        let extra = !cli.quick
+            && cli.mtu.is_empty()
+            && ["relay-ceiling", "incast"]
+                .iter()
+                .any(|w| w.contains(f.as_str()));
+        if plan.cells.is_empty() && !extra && cli.relay_ceiling.is_none() {
+            eprintln!(
+                "bth-compare: --only {f:?} matches no cell of this plan (--dry-run lists them)"
+            );
+            return ExitCode::FAILURE;
+        }
     }
     if cli.dry_run {
         print!("{}", plan.describe());
@@ -160,9 +185,9 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     if let Some(mib) = cli.relay_ceiling {
-        let cell = compare::ceiling_cell(1 << 20, mib.max(1)).with_kernel_cc(&cli.kernel_cc);
+        let cell = compare::ceiling_cell(1 << 20, mib).with_kernel_cc(&cli.kernel_cc);
         let prefix = format!("bthceil{}", std::process::id());
-        return match compare::relay_ceiling(&prefix, &cell, None, cli.runs.unwrap_or(3).max(1)) {
+        return match compare::relay_ceiling(&prefix, &cell, None, cli.runs.unwrap_or(3)) {
             Ok(c) => {
                 for (link, runs) in [("veth", &c.veth), ("relay", &c.relay)] {
                     for r in runs.iter() {
@@ -232,6 +257,11 @@ fn main() -> ExitCode {
     }
     println!("raw runs: {}", cli.json.display());
     match render::charts(&results, &cli.charts) {
+        Ok(files) if files.is_empty() => {
+            // Created for nothing: leave no empty directory behind (fails if it held files).
+            let _ = std::fs::remove_dir(&cli.charts);
+            println!("charts: none (no chart has data from these cells)");
+        }
         Ok(files) => {
             for f in files {
                 println!("chart: {}", f.display());

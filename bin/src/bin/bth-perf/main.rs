@@ -42,7 +42,8 @@ average on a side that saw too little to tell; MB is 2^20 bytes (--report-gbits:
 10^9). --lat prints the latency table. At the end each side prints its connection's counters \
 (loss recovery: retransmissions, spurious ones, RACK losses, RTOs, tail loss probes; segments \
 and ACKs sent; drops on arrival by cause; payload bytes sent copied into segments or sent from \
-the application's buffers with no copy, as the TUN driver does for payloads of 2 KiB and more) \
+the application's buffers with no copy, as the TUN driver does for a segment's payload of 2 KiB \
+        or more: from MTU 2128 up, none at the default 1500) \
 and those the peer sent it just before closing, with \
 the messages the peer counted and verified. Needs root (CAP_NET_ADMIN; `local` also \
 CAP_SYS_ADMIN and iproute2). Experiment: BTH_BUSY_POLL_US=N makes the TUN driver poll its ring \
@@ -97,6 +98,11 @@ struct LocalArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any thread: an interrupted run still deletes its namespaces (and turns forwarding
+    // back off).
+    if let Err(e) = bth_tools::interrupt::install("bth-perf") {
+        eprintln!("bth-perf: warning: Ctrl-C will not clean up after the run ({e})");
+    }
     let r = match &cli.cmd {
         Cmd::Server(a) => run_host(None, &a.perf, &a.host),
         Cmd::Client(a) => run_host(Some(a.server), &a.perf, &a.host),

@@ -32,8 +32,8 @@ enum Command {
     Demo(DemoArgs),
     /// Decode a tcp_bth option, a TCP option area, or a whole TCP segment given as hex.
     ///
-    /// The input kind is detected: bytes starting with kind 254 are read as one option; with
-    /// --segment they are a TCP header (+ payload); with --options a TCP option area.
+    /// Without a flag the bytes are one option (kind 254, the tcp_bth option); with --segment
+    /// they are a TCP header (+ payload); with --options a TCP option area.
     /// Spaces, colons and a leading 0x are ignored.
     Decode {
         /// Hex bytes, e.g. "fe10efab0004010200000000deadbeef".
@@ -111,9 +111,22 @@ fn decode(hex: &str, segment: bool, options: bool, ipv4: Option<&str>) -> Result
         }
     } else if options {
         let o = TcpOptions::parse(&bytes).map_err(|e| format!("options refused: {e}"))?;
-        print!("{}", bth_capture::describe::options(&o));
+        let text = bth_capture::describe::options(&o);
+        if text.is_empty() {
+            // Only padding (NOP, EOL) or nothing: say so rather than print nothing.
+            println!("no options (only padding)");
+        } else {
+            println!("{}", text.trim_end_matches('\n'));
+        }
     } else {
-        let b = Bth::from_bytes(&bytes).map_err(|e| format!("option refused: {e}"))?;
+        let b = Bth::from_bytes(&bytes).map_err(|e| {
+            // Without a flag the input is one option; other input usually means a flag is missing.
+            let hint = match bytes.first() {
+                Some(254) | None => "",
+                Some(_) => " (an option area: --options; a TCP segment: --segment)",
+            };
+            format!("option refused: {e}{hint}")
+        })?;
         print!("{}", bth_capture::describe::bth(&b));
     }
     Ok(())
