@@ -8,9 +8,13 @@
 //! says so, and exits with 128 + the signal's number, as a shell reports a process killed by
 //! it. What is registered is removed again when its guard ([`Registered`]) drops, so a normal
 //! end undoes nothing twice. Without [`install`] (the tests) registering does nothing else.
+//!
+//! Child processes inherit the blocked mask (Rust's `Command` keeps it across `exec` since
+//! 1.66): the tools' only children are short `ip` calls, which need no signal. A long-running
+//! child added later would need the mask cleared for it.
 
 use nix::sys::signal::{SigSet, Signal};
-use std::io;
+use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -59,31 +63,38 @@ fn signals() -> SigSet {
 }
 
 /// Handle SIGINT, SIGTERM and SIGHUP from here on: call first in `main`, before any thread is
-/// spawned (a thread spawned earlier would still die of them without undoing anything).
+/// spawned (a thread spawned earlier would still die of them without undoing anything). On an
+/// error the signals are left as they were (they end the process, undoing nothing).
 pub fn install(tool: &'static str) -> io::Result<()> {
     let set = signals();
     set.thread_block().map_err(io::Error::from)?;
-    std::thread::Builder::new()
+    let waiter = std::thread::Builder::new()
         .name("bth-signals".into())
         .spawn(move || {
-            let Ok(sig) = set.wait() else { return };
-            let undone = undo_all();
+            let Ok(sig) = set.wait() else {
+                // Nobody would take them any more: let them act as before.
+                let _ = set.thread_unblock();
+                return;
+            };
+            // Held until the process exits: a thread that would register (and so create) a
+            // namespace now waits instead of making one nobody deletes.
+            let mut pending = lock();
+            let undone: Vec<String> = pending.drain(..).rev().map(|(_, u)| run(&u)).collect();
             let what = if undone.is_empty() {
                 String::new()
             } else {
                 format!("; undid: {}", undone.join(", "))
             };
-            eprintln!("{tool}: interrupted by {sig}{what}");
+            // Not eprintln!: after SIGHUP the terminal may be gone, and a failed write must
+            // not keep the process from exiting.
+            let _ = writeln!(io::stderr(), "{tool}: interrupted by {sig}{what}");
             std::process::exit(128 + sig as i32);
-        })?;
+        });
+    if let Err(e) = waiter {
+        let _ = signals().thread_unblock();
+        return Err(e);
+    }
     Ok(())
-}
-
-/// Run every registered undo, newest first (a namespace before the forwarding set for it);
-/// returns what was done, and what failed with why.
-fn undo_all() -> Vec<String> {
-    let pending: Vec<Undo> = lock().drain(..).rev().map(|(_, u)| u).collect();
-    pending.iter().map(run).collect()
 }
 
 fn run(undo: &Undo) -> String {

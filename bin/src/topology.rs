@@ -77,7 +77,9 @@ pub fn ip(args: &[&str]) -> io::Result<()> {
 
 /// `ip netns add ns`, saying what to do when a namespace of that name is already there (most
 /// likely left by a run that was killed: a signal the tool handles deletes its namespaces).
-fn add_netns(ns: &str) -> io::Result<()> {
+/// Registered for deletion on an interrupt before it is made, so an interrupt that arrives
+/// meanwhile either deletes it or holds this call until the process exits.
+fn add_netns(ns: &str) -> io::Result<Registered> {
     if std::path::Path::new(&format!("/run/netns/{ns}")).exists() {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
@@ -87,7 +89,9 @@ fn add_netns(ns: &str) -> io::Result<()> {
             ),
         ));
     }
-    ip(&["netns", "add", ns])
+    let undo = on_interrupt(Undo::DeleteNetns(ns.to_string()));
+    ip(&["netns", "add", ns])?;
+    Ok(undo)
 }
 
 fn in_ns(ns: &str, args: &[&str]) -> io::Result<()> {
@@ -161,7 +165,7 @@ impl TwoNs {
     pub fn create_mtu(prefix: &str, relay: Option<LinkConfig>, mtu: u32) -> io::Result<TwoNs> {
         let mtu = check_mtu(mtu).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let (a, b) = (format!("{prefix}-a"), format!("{prefix}-b"));
-        add_netns(&a)?;
+        let undo_a = add_netns(&a)?;
         let mut t = TwoNs {
             a: a.clone(),
             b: b.clone(),
@@ -169,11 +173,9 @@ impl TwoNs {
             offload: Offload::Checksum,
             relay: None,
             owned: true,
-            _on_interrupt: vec![on_interrupt(Undo::DeleteNetns(a.clone()))],
+            _on_interrupt: vec![undo_a],
         };
-        add_netns(&b)?;
-        t._on_interrupt
-            .push(on_interrupt(Undo::DeleteNetns(b.clone())));
+        t._on_interrupt.push(add_netns(&b)?);
         for ns in [&a, &b] {
             in_ns(ns, &["ip", "link", "set", "lo", "up"])?;
             sh_in_ns(ns, "echo 1 > /proc/sys/net/ipv4/ip_forward")?;

@@ -139,8 +139,7 @@ fn a_leftover_namespace_is_named_with_how_to_delete_it() {
 }
 
 /// `bth-perf server` turns IPv4 forwarding on for its run when it was off; SIGTERM while it
-/// waits for a client turns it back off. In a namespace of its own, where forwarding starts
-/// off.
+/// waits for a client turns it back off. In a namespace of its own, with forwarding off.
 fn sigterm_turns_forwarding_back_off() {
     let prefix = Prefix::new();
     let [ns, _] = prefix.names();
@@ -156,6 +155,20 @@ fn sigterm_turns_forwarding_back_off() {
             .expect("ip");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
+    // A new namespace starts with forwarding off unless the host says otherwise
+    // (net.core.devconf_inherit_init_net): make sure.
+    assert!(Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            "sh",
+            "-c",
+            "echo 0 > /proc/sys/net/ipv4/ip_forward"
+        ])
+        .status()
+        .expect("ip")
+        .success());
     assert_eq!(forwarding(), "0");
     // `ip netns exec` execs bth-perf in place: the child's pid is bth-perf's.
     let mut child = Command::new("ip")

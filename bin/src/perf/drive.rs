@@ -173,18 +173,25 @@ pub fn run_many<A: App>(
              and does the client's host route this stack's prefix here?)"
                 .to_string()
         }),
-        Role::Connect(remote) => qps
-            .handles
-            .iter()
-            .flatten()
-            .filter_map(|h| port.ep.conn(*h))
-            .any(|c| c.stats().segments_in == 0)
-            .then(|| {
+        Role::Connect(remote) => {
+            let conns: Vec<_> = qps
+                .handles
+                .iter()
+                .flatten()
+                .filter_map(|h| port.ep.conn(*h))
+                .collect();
+            let silent = conns.iter().filter(|c| c.stats().segments_in == 0).count();
+            let which = match silent == conns.len() {
+                true => String::new(),
+                false => format!(" on {silent} of {} connections", conns.len()),
+            };
+            (silent > 0).then(|| {
                 format!(
-                    "{remote} never answered the handshake (is `bth-perf server` running \
-                     there, and does this host route its prefix to it?)"
+                    "{remote} never answered the handshake{which} (is `bth-perf server` \
+                     running there, and does this host route its prefix to it?)"
                 )
-            }),
+            })
+        }
     };
     if r.is_err() || qps.error.is_some() {
         // Nothing drives these connections any more: abort them (their RSTs go out with the

@@ -27,7 +27,8 @@ use std::time::Instant;
         Prints a Markdown table (retransmissions of the client's and the server's connection \
         apart; for our stack also RACK loss detections, RTOs and tail loss probes; for relay \
         cells the relay thread's share of a core during each run, \"relay busy\": on 2 cores \
-        the relay is a third busy thread, and near 100 % it bounded the run), writes \
+        the relay is a third busy thread, near 100 % that thread bounded the run; it also runs \
+        the kernel's receive processing of what it writes, kernel TCP's own for kernel runs), writes \
         every raw run as JSON (our runs with each side's full recovery counters) and SVG \
         charts: throughput vs message size, vs reordering rate, vs reordering depth and vs \
         number of sprayed paths, p99 vs reordering. The full run (no --quick; --only relay-ceiling \
