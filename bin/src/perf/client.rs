@@ -75,6 +75,9 @@ fn send_hello(side: &mut Side, c: &mut Connection, qp: u32) -> Result<(), PerfEr
     }
     side.pool = Some(RecvPool::new(&side.cfg, true));
     side.top_up(c)?;
+    // Now, not in the turn that gets the server's accept: that turn also owes the accept's
+    // ACK (`Requester::prepare`).
+    side.prepared = Requester::prepare(&side.cfg);
     let hello = Hello {
         options: Options::of(&side.cfg),
         qp,
@@ -99,7 +102,12 @@ fn run(side: &mut Side, c: &mut Connection, now: Duration) -> Result<(), PerfErr
         match side.common_ctrl(c, m, now) {
             Some(Ctrl::Accept(r)) if side.req.is_none() && !side.closed => {
                 side.start(now);
-                side.req = Some(Requester::new(side.cfg.clone(), r, now));
+                side.req = Some(Requester::new(
+                    side.cfg.clone(),
+                    r,
+                    now,
+                    std::mem::take(&mut side.prepared),
+                ));
             }
             Some(Ctrl::Refuse(reason)) => {
                 side.report.errors.push(PerfError::Refused { reason });

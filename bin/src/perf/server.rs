@@ -86,6 +86,11 @@ fn set_up(side: &mut Side, c: &mut Connection) -> Result<Regions, PerfError> {
     side.resp = Some(resp);
     side.pool = Some(RecvPool::new(&side.cfg, false));
     side.top_up(c)?;
+    // `-b`: this side sends too, from the turn that gets the hello, which also owes the
+    // hello's ACK: its first payloads are made now (`Requester::prepare`).
+    if side.cfg.bidir {
+        side.prepared = Requester::prepare(&side.cfg);
+    }
     Ok(regions)
 }
 
@@ -107,7 +112,12 @@ fn on_hello(
     side.send_ctrl(c, &Ctrl::Accept(regions))?;
     side.start(now);
     if side.cfg.bidir {
-        side.req = Some(Requester::new(side.cfg.clone(), h.regions, now));
+        side.req = Some(Requester::new(
+            side.cfg.clone(),
+            h.regions,
+            now,
+            std::mem::take(&mut side.prepared),
+        ));
     }
     Ok(())
 }

@@ -36,6 +36,8 @@ pub struct Side {
     client: bool,
     pub(crate) pool: Option<RecvPool>,
     pub(crate) req: Option<Requester>,
+    /// Payloads made before the requester starts ([`Requester::prepare`]).
+    pub(crate) prepared: Vec<(u64, bytes::Bytes)>,
     pub(crate) resp: Option<Responder>,
     pub(crate) report: PerfReport,
     pub(crate) started: Option<Duration>,
@@ -53,6 +55,7 @@ impl Side {
             client,
             pool: None,
             req: None,
+            prepared: Vec::new(),
             resp: None,
             report: PerfReport::default(),
             started: None,

@@ -404,3 +404,36 @@ fn a_lossy_read_run_reports_the_servers_retransmissions() {
         .to_string()
         .contains(&format!("{} retransmitted", sr.retransmits)));
 }
+
+#[test]
+fn the_first_verified_payloads_are_made_ahead_and_only_for_messages_that_carry_data() {
+    // Mixed: message 2 of every three is a READ, which carries no payload from here.
+    let c = PerfConfig {
+        count: 5,
+        ..cfg(PerfOp::Mixed)
+    };
+    let ahead = requester::Requester::prepare(&c);
+    let idx: Vec<u64> = ahead.iter().map(|(i, _)| *i).collect();
+    assert_eq!(idx, [0, 1, 3, 4], "depth 8 > count 5; READs (2) left out");
+    for (i, b) in &ahead {
+        assert_eq!(&b[..], &payload(&c, *i)[..], "message {i}");
+    }
+    // Capped by the depth, and by time-bound runs' depth alone.
+    let deep = PerfConfig {
+        count: 100,
+        ..cfg(PerfOp::Send)
+    };
+    assert_eq!(requester::Requester::prepare(&deep).len(), 8);
+    let timed = PerfConfig {
+        count: 1,
+        duration: Some(Duration::from_secs(1)),
+        ..cfg(PerfOp::Send)
+    };
+    assert_eq!(requester::Requester::prepare(&timed).len(), 8);
+    // Nothing without --verify: every message shares one buffer of zeros.
+    let plain = PerfConfig {
+        verify: false,
+        ..cfg(PerfOp::Send)
+    };
+    assert!(requester::Requester::prepare(&plain).is_empty());
+}
