@@ -37,7 +37,8 @@ refuses a run whose options differ from its own, naming each (`client asked for 
 this server runs --size 65536`), so give both the same. Bandwidth mode prints perftest's table \
 `#bytes #iterations BW peak BW average MsgRate`: BW average is the bytes this side completed \
 over the time from the start of the run to its last message; BW peak is the best 10-ms window \
-(bytes completed counted per millisecond, windows of 10 consecutive milliseconds), or the \
+(bytes completed counted per millisecond, each message's bytes spread over the time since \
+the previous one completed, windows of 10 consecutive milliseconds), or the \
 average on a side that saw too little to tell; MB is 2^20 bytes (--report-gbits: Gbit/s, \
 10^9). --lat prints the latency table. At the end each side prints its connection's counters \
 (loss recovery: retransmissions, spurious ones, RACK losses, RTOs, tail loss probes; segments \
