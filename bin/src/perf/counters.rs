@@ -72,6 +72,8 @@ pub struct ConnCounters {
     /// gathered writes, payloads of 2 KiB and more).
     pub payload_copied: u64,
     pub payload_gathered: u64,
+    /// Pure ACKs that the peer's data overtook, taken for their SACK and credit.
+    pub late_acks: u64,
 }
 
 impl ConnCounters {
@@ -102,6 +104,7 @@ impl ConnCounters {
             },
             payload_copied: s.tx_payload_copied,
             payload_gathered: s.tx_payload_gathered,
+            late_acks: s.late_acks,
         }
     }
 
@@ -127,7 +130,11 @@ impl ConnCounters {
             &mut self.naks_received,
         ];
         v.extend(self.drops.fields_mut());
-        v.extend([&mut self.payload_copied, &mut self.payload_gathered]);
+        v.extend([
+            &mut self.payload_copied,
+            &mut self.payload_gathered,
+            &mut self.late_acks,
+        ]);
         v
     }
 
@@ -151,12 +158,13 @@ impl ConnCounters {
             format!("recovery: {}", self.recovery),
             format!(
                 "segments: {} in, {} out ({} without payload: ACKs, credit, SYN/FIN; {} ACKs \
-                 sent at once); D-SACKs {} sent / {} received; {} undos; NAKs {} sent / {} \
-                 received",
+                 sent at once; {} late ACKs taken, overtaken by the peer's data); D-SACKs {} \
+                 sent / {} received; {} undos; NAKs {} sent / {} received",
                 self.segments_in,
                 self.segments_out,
                 self.acks_sent,
                 self.acks_immediate,
+                self.late_acks,
                 self.dsacks_sent,
                 self.dsacks_received,
                 self.undos,

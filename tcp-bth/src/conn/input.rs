@@ -84,16 +84,44 @@ impl Connection {
         let wl1 = self.rcv.off_of(self.snd.wl1);
         let wnd = u64::from(seg.window) << self.neg.peer_wscale;
         let updates_window = seg_off > wl1 || (seg_off == wl1 && wnd > self.snd.wnd);
+        pure && seg_off == self.rcv.nxt as i64
+            && dup
+            && !updates_window
+            && self.within_replay_window(tsval, recent)
+    }
+
+    /// A TSval older than `ts_recent` by less than an RTO: reordering, not a replay of an old
+    /// segment (which PAWS exists to refuse).
+    fn within_replay_window(&self, tsval: u32, recent: u32) -> bool {
         let replay_window = self
             .snd
             .rtt
             .rto()
             .as_micros()
             .min(u128::from(u32::MAX >> 1)) as u32;
-        pure && seg_off == self.rcv.nxt as i64
-            && dup
-            && !updates_window
-            && recent.wrapping_sub(tsval) <= replay_window
+        recent.wrapping_sub(tsval) <= replay_window
+    }
+
+    /// A pure ACK the peer sent before data of its own that overtook it on the way: it sits
+    /// below RCV.NXT, where RFC 9293's test for a segment without data refuses it. Data
+    /// segments carry no SACK blocks (no room beside the BTH option; in plain mode they ride on
+    /// pure ACKs only), so such an ACK may hold the only report of what the peer has received
+    /// out of order, and under reordering in both directions thousands of them were dropped a
+    /// run, each drawing another ACK in answer. It is taken for what it says about our data
+    /// (SACK and D-SACK blocks, credit and grant) and nothing else: it acknowledges nothing
+    /// new (SEG.ACK =< SND.UNA: the data that overtook it acknowledged as much), it lies within
+    /// a receive window of RCV.NXT, and it moves neither the send window (`on_ack`) nor
+    /// `ts_recent`. Its TSval is checked like a
+    /// disordered ACK's (`on_synchronized`). One exactly one below RCV.NXT is no late ACK
+    /// but a probe (the keep-alive form the persist timer sends, RFC 9293 §3.8.4): it is
+    /// refused and answered, as the probe asks.
+    fn late_pure_ack(&self, seg: &TcpRepr<'_>, seg_off: i64) -> bool {
+        let f = seg.flags;
+        let pure = f.ack() && !f.syn() && !f.fin() && !f.rst() && seg.payload.is_empty();
+        let nxt = self.rcv.nxt as i64;
+        pure && seg_off < nxt - 1
+            && seg_off >= nxt - i64::from(self.cfg.recv_window)
+            && self.snd.off_of(seg.ack) <= self.snd.una as i64
     }
 
     /// CLOSED after a failure we reported with RST: a peer that keeps sending (our RST was lost,
@@ -185,7 +213,8 @@ impl Connection {
         }
         let seg_off = self.rcv.off_of(seg.seq);
         let seg_len = seg.payload.len() as u64 + u64::from(f.syn()) + u64::from(f.fin());
-        if !self.acceptable(seg_off, seg_len) {
+        let late = self.late_pure_ack(seg, seg_off);
+        if !late && !self.acceptable(seg_off, seg_len) {
             self.stats.out_of_window += 1;
             let end = seg_off + seg.payload.len() as i64;
             if !f.rst()
@@ -218,6 +247,8 @@ impl Connection {
             let old = recovery::tsval_before(ts.tsval, recent);
             if old && self.disordered_ack(seg, seg_off, ts.tsval, recent) {
                 self.stats.paws_disordered_acks += 1;
+            } else if old && late && self.within_replay_window(ts.tsval, recent) {
+                // Counted below with the late ACKs.
             } else if !f.rst() && old {
                 self.stats.paws_drops += 1;
                 // A credit update overtaken by the peer's later ACKs (see `keep_late_credit`);
@@ -274,7 +305,14 @@ impl Connection {
         if let Some(b) = seg.options.bth {
             self.on_bth_control(&b, seg.ack);
         }
-        if !self.on_ack(now, seg, ts.map(|t| t.tsecr)) {
+        if !self.on_ack(now, seg, ts.map(|t| t.tsecr), !late) {
+            return;
+        }
+        if late {
+            self.stats.late_acks += 1;
+            // Its credit, if newer than ours, was taken above (`on_bth_control`).
+            let credit = seg.options.bth.is_some_and(|b| b.rtr);
+            self.stats.late_credit_kept += u64::from(credit);
             return;
         }
         // RFC 7323 §4.3: ts_recent follows the segment at the left edge of the window. Only
@@ -404,7 +442,13 @@ impl Connection {
     }
 
     /// ACK processing; false if the segment must be dropped.
-    fn on_ack(&mut self, now: Duration, seg: &TcpRepr<'_>, tsecr: Option<u32>) -> bool {
+    fn on_ack(
+        &mut self,
+        now: Duration,
+        seg: &TcpRepr<'_>,
+        tsecr: Option<u32>,
+        may_update_window: bool,
+    ) -> bool {
         let ack_off = self.snd.off_of(seg.ack);
         let snd_max = self.snd.max() as i64;
         if ack_off > snd_max {
@@ -464,10 +508,14 @@ impl Connection {
                 self.snd.fin = Fin::Acked { at };
             }
         }
-        // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2 rule).
+        // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2 rule). Not from a late pure ACK: one
+        // sent just before the data that overtook it has that data's sequence number, and with
+        // the same ACK the rule would take its older window.
         let wl1_off = self.rcv.off_of(self.snd.wl1);
         let seq_off = self.rcv.off_of(seg.seq);
-        if wl1_off < seq_off || (wl1_off == seq_off && self.snd.off_of(self.snd.wl2) <= ack_off) {
+        let newer =
+            wl1_off < seq_off || (wl1_off == seq_off && self.snd.off_of(self.snd.wl2) <= ack_off);
+        if may_update_window && newer {
             self.snd.wnd = u64::from(seg.window) << self.neg.peer_wscale;
             self.snd.max_wnd = self.snd.max_wnd.max(self.snd.wnd);
             self.snd.wl1 = seg.seq;

@@ -114,6 +114,9 @@ pub struct Stats {
     /// segments (PAWS dropped them, or they sat below RCV.NXT), whose credit was kept.
     pub late_credit_kept: u64,
     pub out_of_window: u64,
+    /// Pure ACKs overtaken by the peer's data (below RCV.NXT on arrival), taken for their
+    /// SACK, D-SACK and credit instead of dropped as out of window.
+    pub late_acks: u64,
     /// SEND segments refused because no receive buffer was posted for their MSN.
     pub receiver_not_ready: u64,
     /// Segments placed while an earlier hole was open: direct out-of-order placement.

@@ -9,6 +9,7 @@ mod coalesce;
 mod events;
 mod gather;
 mod isn;
+mod late_ack;
 mod paws;
 mod read;
 mod socket;
