@@ -119,7 +119,9 @@ impl Connection {
         let f = seg.flags;
         let pure = f.ack() && !f.syn() && !f.fin() && !f.rst() && seg.payload.is_empty();
         let nxt = self.rcv.nxt as i64;
-        pure && seg_off < nxt - 1
+        // Not before the handshake is done: nothing of the peer's can have overtaken it.
+        pure && self.state.synchronized()
+            && seg_off < nxt - 1
             && seg_off >= nxt - i64::from(self.cfg.recv_window)
             && self.snd.off_of(seg.ack) <= self.snd.una as i64
     }
@@ -234,7 +236,7 @@ impl Connection {
                 // A credit update overtaken by the peer's later data sits below RCV.NXT by the
                 // time it arrives; its credit is kept (see `keep_late_credit`). In
                 // request/response through reordering this was a 200 ms persist wait.
-                self.keep_late_credit(seg);
+                self.keep_late_credit(seg, seg_off);
                 // Also the answer to a persist probe (one byte below the window): the sender
                 // may be waiting for credit it never received, so this ACK repeats it.
                 self.owed.ack = true;
@@ -253,7 +255,7 @@ impl Connection {
                 self.stats.paws_drops += 1;
                 // A credit update overtaken by the peer's later ACKs (see `keep_late_credit`);
                 // the rest of the segment is dropped as RFC 7323 says.
-                self.keep_late_credit(seg);
+                self.keep_late_credit(seg, seg_off);
                 // RFC 7323 §5.3 answers a PAWS drop with an ACK; rate-limited, because if the
                 // peer drops our ACK the same way the two would ping-pong without end.
                 self.rate_limited_ack(now);
@@ -386,9 +388,20 @@ impl Connection {
     /// (200 ms) under reordering. The credit is monotonic (only a newer MSN is taken, and a
     /// grant acknowledging less than the one held is ignored) and the ICRC passed, so an old
     /// copy changes nothing.
-    fn keep_late_credit(&mut self, seg: &TcpRepr<'_>) {
+    fn keep_late_credit(&mut self, seg: &TcpRepr<'_>, seg_off: i64) {
         let f = seg.flags;
         let pure = f.ack() && !f.syn() && !f.fin() && !f.rst() && seg.payload.is_empty();
+        // Only from near the window and with an ACK we could have been sent (RFC 5961 §5.2's
+        // range): a segment from anywhere in sequence space must not move our credit.
+        let (nxt, w) = (self.rcv.nxt as i64, i64::from(self.cfg.recv_window));
+        let ack_off = self.snd.off_of(seg.ack);
+        let plausible = seg_off >= nxt - w
+            && seg_off < nxt + w
+            && ack_off <= self.snd.max() as i64
+            && ack_off >= self.snd.una as i64 - self.snd.max_wnd.max(1) as i64;
+        if !plausible {
+            return;
+        }
         if let (Some(b), true, Mode::Bth { .. }) = (seg.options.bth, pure, self.mode) {
             if b.rtr {
                 self.stats.late_credit_kept += 1;

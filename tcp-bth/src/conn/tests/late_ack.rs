@@ -114,3 +114,50 @@ fn a_pure_ack_below_rcv_nxt_that_acknowledges_new_data_is_refused() {
     assert_eq!(s.late_acks, before.late_acks, "{s:?}");
     assert_eq!(s.out_of_window, before.out_of_window + 1, "{s:?}");
 }
+
+/// A credit update far outside the window (a forgery, not a late copy) moves no credit; the
+/// real one, delivered after it, does.
+#[test]
+fn a_credit_update_from_far_outside_the_window_is_ignored() {
+    let mut d = established(true);
+    d.a.post_send(send_wr(1, pattern(1, 500))).unwrap();
+    d.settle(10 * MS);
+    assert_eq!(d.a.stats().bytes_sent, 0, "no credit yet");
+    d.b.post_recv(9, vec![0; 500]).unwrap();
+    let mut credit = None;
+    d.run(
+        10 * MS,
+        |dir, _, p| {
+            let rtr = crate::wire::TcpRepr::parse(&p, None)
+                .is_ok_and(|s| s.options.bth.is_some_and(|b| b.rtr));
+            if dir == Direction::BtoA && rtr {
+                credit.get_or_insert(p);
+                return None;
+            }
+            Some(p)
+        },
+        |_| false,
+    );
+    assert_eq!(d.a.stats().bytes_sent, 0, "every credit update held");
+    let real = credit.expect("B sent its credit update");
+    let ip = d.b.cfg.ip;
+    let mut far = crate::wire::TcpRepr::parse(&real, Some(ip)).expect("parses");
+    far.seq = far.seq.wrapping_add(3 * d.a.cfg.recv_window);
+    let far = far.to_vec(ip).expect("re-encode");
+    let before = d.a.stats();
+    d.a.handle_segment(d.now, &far);
+    // A's answer draws B's credit again (B still owes it): kept off the wire here, so only
+    // the forged segment could have moved A's credit.
+    d.run(
+        MS,
+        |dir, _, p| (dir == Direction::AtoB).then_some(p),
+        |_| false,
+    );
+    let s = d.a.stats();
+    assert_eq!(s.malformed, before.malformed, "{s:?}");
+    assert_eq!(s.late_credit_kept, before.late_credit_kept, "{s:?}");
+    assert_eq!(s.bytes_sent, 0, "the forged credit let the SEND go: {s:?}");
+    d.a.handle_segment(d.now, &real);
+    d.settle(10 * MS);
+    assert_eq!(d.a.stats().bytes_sent, 500);
+}
