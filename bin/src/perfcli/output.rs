@@ -76,8 +76,18 @@ impl Printer {
 /// `role`'s summary, counters and errors, then what `peer` reported at its close.
 pub fn footer(role: &str, peer: &str, rows: &[Row]) -> Vec<String> {
     let sum = sum(rows);
+    // A READ moves data from its responder to its requester and completes only there: a side
+    // that only answers READs counts no message.
+    let reads_only = rows
+        .iter()
+        .all(|r| r.cfg.op == crate::perf::PerfOp::Read && !r.cfg.bidir);
     let mut out = own(role, rows.len(), &sum);
-    out.extend(peer_lines(peer, &sum));
+    if reads_only && sum.messages == 0 {
+        if let Some(first) = out.first_mut() {
+            first.push_str(" (this side answered the peer's READs, counted where they complete)");
+        }
+    }
+    out.extend(peer_lines(peer, &sum, reads_only));
     out.extend(errors(role, rows, &sum));
     out
 }
@@ -103,15 +113,20 @@ fn own(role: &str, rows: usize, sum: &PerfReport) -> Vec<String> {
 }
 
 /// What `peer` sent at its close.
-fn peer_lines(peer: &str, sum: &PerfReport) -> Vec<String> {
+fn peer_lines(peer: &str, sum: &PerfReport, reads_only: bool) -> Vec<String> {
     let Some(p) = sum.peer else {
         return vec![format!(
             "{peer}: sent no statistics (the run was refused or failed, or it was a --plain \
              run, whose client sends none)"
         )];
     };
+    let served = match reads_only && p.messages == 0 {
+        true => " (it answered this side's READs, which are counted here, where they complete)",
+        false => "",
+    };
     let mut out = vec![format!(
-        "{peer} (as it reported at its close): {} messages, {} bytes, {} verified, {} errors",
+        "{peer} (as it reported at its close): {} messages, {} bytes, {} verified, {} \
+         errors{served}",
         p.messages, p.bytes, p.verified, p.errors
     )];
     out.extend(p.counters.lines().iter().map(|l| format!("{peer}: {l}")));

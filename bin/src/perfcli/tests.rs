@@ -366,3 +366,39 @@ fn tun_addresses_parse_and_leave_room_for_the_kernel_side() {
         Err(HostError::NotHost(_))
     ));
 }
+
+/// With READs one way, the side that answers them counts no message; both footers say why
+/// rather than leave "0 messages" unexplained, and a SEND run's footer says nothing of it.
+#[test]
+fn a_read_runs_footers_say_where_the_reads_are_counted() {
+    use super::output::footer;
+    use super::run::Row;
+    use crate::perf::PeerSummary;
+    let row = |op: PerfOp, messages: u64, peer_messages: u64| Row {
+        cfg: PerfConfig {
+            op,
+            ..PerfConfig::default()
+        },
+        report: PerfReport {
+            messages,
+            peer: Some(PeerSummary {
+                messages: peer_messages,
+                ..PeerSummary::default()
+            }),
+            ..PerfReport::default()
+        },
+        failure: None,
+    };
+    let client = footer("client", "server", &[row(PerfOp::Read, 50, 0)]).join("\n");
+    assert!(
+        client.contains("0 errors (it answered this side's READs, which are counted here"),
+        "{client}"
+    );
+    let server = footer("server", "client", &[row(PerfOp::Read, 0, 50)]).join("\n");
+    assert!(
+        server.contains("(this side answered the peer's READs, counted where they complete)"),
+        "{server}"
+    );
+    let send = footer("client", "server", &[row(PerfOp::Send, 50, 0)]).join("\n");
+    assert!(!send.contains("READs"), "{send}");
+}
