@@ -227,12 +227,18 @@ impl Side {
                 self.report.errors.push(e);
             }
         }
+        self.settle_elapsed();
+        c.close();
+        self.closed = true;
+    }
+
+    /// The run's time (start to the last message) and its latencies in order, as the report
+    /// gives them; at the close, or when a run cut short is handed over without one.
+    pub(crate) fn settle_elapsed(&mut self) {
         if let (Some(start), Some(end)) = (self.started, self.last_data) {
             self.report.elapsed = end.saturating_sub(start);
         }
         self.report.latencies.sort();
-        c.close();
-        self.closed = true;
     }
 
     /// After our close: CLOSED, or TIME-WAIT for a few RTOs. TIME-WAIT exists to acknowledge
