@@ -77,6 +77,13 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
     if !a.bandwidth_gbps.is_finite() || a.bandwidth_gbps <= 0.0 {
         return Err("--bandwidth-gbps must be positive".into());
     }
+    if a.messages == 0 {
+        return Err("--messages 0: a demo needs at least one message".into());
+    }
+    if let Some(p) = &a.pcap {
+        // Before the run, not after it: a path that cannot be written fails at once.
+        std::fs::File::create(p).map_err(|e| format!("--pcap {}: {e}", p.display()))?;
+    }
     let link = LinkConfig::default()
         .with_delay(Duration::from_micros(a.delay_us))
         .with_bandwidth_bps((a.bandwidth_gbps * 1e9) as u64)
