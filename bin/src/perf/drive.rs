@@ -166,32 +166,9 @@ pub fn run_many<A: App>(
         error: None,
     };
     let r = port.driver.serve(&mut port.ep, &mut qps, limit);
-    // Why a timed-out run did not finish, when the peer never answered at all.
-    let silent = match role {
-        Role::Listen => qps.handles.iter().all(Option::is_none).then(|| {
-            "no client connected (is `bth-perf client` pointed at this stack's address, \
-             and does the client's host route this stack's prefix here?)"
-                .to_string()
-        }),
-        Role::Connect(remote) => {
-            let conns: Vec<_> = qps
-                .handles
-                .iter()
-                .flatten()
-                .filter_map(|h| port.ep.conn(*h))
-                .collect();
-            let silent = conns.iter().filter(|c| c.stats().segments_in == 0).count();
-            let which = match silent == conns.len() {
-                true => String::new(),
-                false => format!(" on {silent} of {} connections", conns.len()),
-            };
-            (silent > 0).then(|| {
-                format!(
-                    "{remote} never answered the handshake{which} (is `bth-perf server` \
-                     running there, and does this host route its prefix to it?)"
-                )
-            })
-        }
+    let silent = match r {
+        Err(RunError::TimedOut(_)) => never_answered(role, &qps.handles, &port.ep),
+        _ => None,
     };
     if r.is_err() || qps.error.is_some() {
         // Nothing drives these connections any more: abort them (their RSTs go out with the
@@ -286,5 +263,39 @@ impl<A: App, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
         }
         (self.each_turn)(self.apps);
         all
+    }
+}
+
+/// Why a timed-out run did not finish, when the peer never answered at all: a server no
+/// client reached, or a client whose SYNs (on some or all of its connections) got nothing.
+fn never_answered(
+    role: Role,
+    handles: &[Option<ConnectionHandle>],
+    ep: &tcp_bth::Endpoint,
+) -> Option<String> {
+    match role {
+        Role::Listen => handles.iter().all(Option::is_none).then(|| {
+            "no client connected (is `bth-perf client` pointed at this stack's address, and \
+             does the client's host route this stack's prefix here?)"
+                .to_string()
+        }),
+        Role::Connect(remote) => {
+            let conns: Vec<_> = handles
+                .iter()
+                .flatten()
+                .filter_map(|h| ep.conn(*h))
+                .collect();
+            let silent = conns.iter().filter(|c| c.stats().segments_in == 0).count();
+            let which = match silent == conns.len() {
+                true => String::new(),
+                false => format!(" on {silent} of {} connections", conns.len()),
+            };
+            (silent > 0).then(|| {
+                format!(
+                    "{remote} never answered the handshake{which} (is `bth-perf server` running \
+                     there, and does this host route its prefix to it?)"
+                )
+            })
+        }
     }
 }
