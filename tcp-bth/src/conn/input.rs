@@ -78,8 +78,7 @@ impl Connection {
     /// are common (they carry SACK blocks the sender needs), and dropping each one drew another
     /// ACK in answer.
     fn disordered_ack(&self, seg: &TcpRepr<'_>, seg_off: i64, tsval: u32, recent: u32) -> bool {
-        let f = seg.flags;
-        let pure = f.ack() && !f.syn() && !f.fin() && !f.rst() && seg.payload.is_empty();
+        let pure = pure_ack(seg);
         let dup = self.snd.off_of(seg.ack) == self.snd.una as i64;
         let wl1 = self.rcv.off_of(self.snd.wl1);
         let wnd = u64::from(seg.window) << self.neg.peer_wscale;
@@ -111,13 +110,11 @@ impl Connection {
     /// (SACK and D-SACK blocks, credit and grant) and nothing else: it acknowledges nothing
     /// new (SEG.ACK =< SND.UNA: the data that overtook it acknowledged as much), it lies within
     /// a receive window of RCV.NXT, and it moves neither the send window (`on_ack`) nor
-    /// `ts_recent`. Its TSval is checked like a
-    /// disordered ACK's (`on_synchronized`). One exactly one below RCV.NXT is no late ACK
-    /// but a probe (the keep-alive form the persist timer sends, RFC 9293 §3.8.4): it is
+    /// `ts_recent`. Its TSval is checked like a disordered ACK's (`on_synchronized`). One
+    /// exactly one below RCV.NXT is no late ACK but a probe (the keep-alive form the persist timer sends, RFC 9293 §3.8.4): it is
     /// refused and answered, as the probe asks.
     fn late_pure_ack(&self, seg: &TcpRepr<'_>, seg_off: i64) -> bool {
-        let f = seg.flags;
-        let pure = f.ack() && !f.syn() && !f.fin() && !f.rst() && seg.payload.is_empty();
+        let pure = pure_ack(seg);
         let nxt = self.rcv.nxt as i64;
         // Not before the handshake is done: nothing of the peer's can have overtaken it.
         pure && self.state.synchronized()
@@ -207,8 +204,7 @@ impl Connection {
         if matches!(self.mode, Mode::Bth { .. }) && seg.options.bth.is_none() && !f.rst() {
             // Every segment of a BTH connection carries the option, except amendment 1's
             // plain-form pure ACK (timestamps and SACK blocks instead).
-            let pure_ack = f.ack() && !f.syn() && !f.fin() && seg.payload.is_empty();
-            if !pure_ack {
+            if !pure_ack(seg) {
                 self.stats.bad_bth += 1;
                 return;
             }
@@ -389,8 +385,7 @@ impl Connection {
     /// grant acknowledging less than the one held is ignored) and the ICRC passed, so an old
     /// copy changes nothing.
     fn keep_late_credit(&mut self, seg: &TcpRepr<'_>, seg_off: i64) {
-        let f = seg.flags;
-        let pure = f.ack() && !f.syn() && !f.fin() && !f.rst() && seg.payload.is_empty();
+        let pure = pure_ack(seg);
         // Only from near the window and with an ACK we could have been sent (RFC 5961 §5.2's
         // range): a segment from anywhere in sequence space must not move our credit.
         let (nxt, w) = (self.rcv.nxt as i64, i64::from(self.cfg.recv_window));
@@ -570,4 +565,10 @@ impl Connection {
                 .on_congestion_event(now, self.snd.nxt - self.snd.una);
         }
     }
+}
+
+/// An ACK and nothing else: no payload, SYN, FIN or RST.
+fn pure_ack(seg: &TcpRepr<'_>) -> bool {
+    let f = seg.flags;
+    f.ack() && !f.syn() && !f.fin() && !f.rst() && seg.payload.is_empty()
 }
