@@ -20,6 +20,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use tcp_bth_io::sim::LinkConfig;
 use tcp_bth_io::tun::{devstats, enter_netns, Offload, Relay, RelayStats, TunConfig, TunDevice};
 
@@ -80,7 +81,7 @@ pub fn ip(args: &[&str]) -> io::Result<()> {
 /// Registered for deletion on an interrupt before it is made, so an interrupt that arrives
 /// meanwhile either deletes it or holds this call until the process exits.
 fn add_netns(ns: &str) -> io::Result<Registered> {
-    if std::path::Path::new(&format!("/run/netns/{ns}")).exists() {
+    if netns_exists(ns) {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
             format!(
@@ -92,6 +93,11 @@ fn add_netns(ns: &str) -> io::Result<Registered> {
     let undo = on_interrupt(Undo::DeleteNetns(ns.to_string()));
     ip(&["netns", "add", ns])?;
     Ok(undo)
+}
+
+/// A named network namespace (`ip netns add`) of that name exists.
+fn netns_exists(ns: &str) -> bool {
+    std::path::Path::new(&format!("/run/netns/{ns}")).exists()
 }
 
 fn in_ns(ns: &str, args: &[&str]) -> io::Result<()> {
@@ -242,7 +248,7 @@ impl TwoNs {
             _on_interrupt: Vec::new(),
         };
         for ns in [&t.a, &t.b] {
-            if !std::path::Path::new(&format!("/run/netns/{ns}")).exists() {
+            if !netns_exists(ns) {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
                     format!(
@@ -283,15 +289,22 @@ impl TwoNs {
     }
 
     /// CPU time (user and system) the relay's thread has used since it started; None without
-    /// a relay, or once it has stopped. Read twice around a run, it says how much of a core the
-    /// relay took, which tells whether the relay bounded the run: on a 2-core machine the
-    /// relay is a third busy thread beside the two stacks' ([`thread_cpu_time`]).
-    pub fn relay_cpu(&self) -> Option<std::time::Duration> {
+    /// a relay, or once it has stopped ([`thread_cpu_time`]).
+    fn relay_cpu(&self) -> Option<Duration> {
         let (_, h) = self.relay.as_ref()?;
         if h.is_finished() {
             return None;
         }
         thread_cpu_time(h)
+    }
+
+    /// Start measuring the relay's share of a core ([`RelayMark::share`]); a mark without a
+    /// relay measures nothing.
+    pub fn relay_mark(&self) -> RelayMark {
+        RelayMark {
+            cpu: self.relay_cpu(),
+            at: Instant::now(),
+        }
     }
 
     /// Stop the relay (if any) and return what it saw.
@@ -302,10 +315,43 @@ impl TwoNs {
     }
 }
 
+/// The relay thread's CPU time and the clock at one moment ([`TwoNs::relay_mark`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RelayMark {
+    cpu: Option<Duration>,
+    at: Instant,
+}
+
+/// What the relay's thread used between a mark and now: on a 2-core machine the relay is a
+/// third busy thread beside the two stacks', and near a whole core it bounded the run.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayShare {
+    pub cpu: Duration,
+    pub wall: Duration,
+}
+
+impl RelayShare {
+    /// CPU time over wall time: 1.0 is a whole core.
+    pub fn of_a_core(&self) -> f64 {
+        self.cpu.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+impl RelayMark {
+    /// Since the mark, for `ns`'s relay; None without one (or if it stopped meanwhile).
+    pub fn share(&self, ns: &TwoNs) -> Option<RelayShare> {
+        let (before, now) = (self.cpu?, ns.relay_cpu()?);
+        Some(RelayShare {
+            cpu: now.saturating_sub(before),
+            wall: self.at.elapsed(),
+        })
+    }
+}
+
 /// CPU time another thread of this process has used, from its CPU-time clock
 /// (`pthread_getcpuclockid`, nanoseconds); None if the kernel refuses it. `h` must be a thread
 /// that has not been joined (its handle is borrowed here, so it has not been).
-pub fn thread_cpu_time<T>(h: &JoinHandle<T>) -> Option<std::time::Duration> {
+pub fn thread_cpu_time<T>(h: &JoinHandle<T>) -> Option<Duration> {
     use std::os::unix::thread::JoinHandleExt;
     let mut clock: libc::clockid_t = 0;
     // SAFETY: the pthread_t comes from a live, unjoined JoinHandle, and `clock` is a valid
@@ -321,7 +367,7 @@ pub fn thread_cpu_time<T>(h: &JoinHandle<T>) -> Option<std::time::Duration> {
     if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
         return None;
     }
-    Some(std::time::Duration::new(
+    Some(Duration::new(
         u64::try_from(ts.tv_sec).ok()?,
         u32::try_from(ts.tv_nsec).ok()?,
     ))

@@ -34,7 +34,7 @@ use crate::perf::Recovery;
 use crate::topology::TwoNs;
 use serde::Serialize;
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tcp_bth_io::tun::devstats;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -293,13 +293,9 @@ pub fn run_cell(
 /// ([`RunRecord::relay_busy`]).
 fn run_counting_drops(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunRecord {
     let before = ns.device_drops();
-    let (relay_before, start) = (ns.relay_cpu(), Instant::now());
+    let relay = ns.relay_mark();
     let mut r = run_stack(ns, cell, stack, run);
-    let wall = start.elapsed().as_secs_f64();
-    r.relay_busy = relay_before
-        .zip(ns.relay_cpu())
-        .filter(|_| wall > 0.0)
-        .map(|(b, a)| a.saturating_sub(b).as_secs_f64() / wall);
+    r.relay_busy = relay.share(ns).map(|s| s.of_a_core());
     let during = before
         .zip(ns.device_drops())
         .map(|(b, a)| devstats::drops_between(&b, &a));

@@ -94,7 +94,7 @@ pub fn run_local(args: &PerfArgs, relay: &RelayArgs, prefix: &str) -> Result<boo
         connection,
     };
     let (tx, rx) = std::sync::mpsc::channel();
-    let (relay_cpu0, started) = (ns.relay_cpu(), std::time::Instant::now());
+    let relay = ns.relay_mark();
     let server = side(ns.a.clone(), true, args.clone(), plan.clone(), Some(tx));
     rx.recv()
         .map_err(|_| "server thread died".to_string())?
@@ -107,9 +107,7 @@ pub fn run_local(args: &PerfArgs, relay: &RelayArgs, prefix: &str) -> Result<boo
     let s = server
         .join()
         .map_err(|_| "server thread panicked".to_string())??;
-    let relay_cpu = relay_cpu0
-        .zip(ns.relay_cpu())
-        .map(|(a, b)| (b.saturating_sub(a), started.elapsed()));
+    let relay = relay.share(&ns);
     if args.json {
         let both = serde_json::json!({
             "client": json_side("client", &banner, &c),
@@ -122,14 +120,12 @@ pub fn run_local(args: &PerfArgs, relay: &RelayArgs, prefix: &str) -> Result<boo
             println!("{l}");
         }
     }
-    if let Some((cpu, wall)) = relay_cpu {
-        // On two cores the relay is a third busy thread: near a whole core, it is what
-        // bounded the run.
+    if let Some(r) = relay {
         say(format!(
             "relay: its thread used {:.2} s of CPU in the {:.2} s of the run ({:.0} % of a core)",
-            cpu.as_secs_f64(),
-            wall.as_secs_f64(),
-            100.0 * cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9)
+            r.cpu.as_secs_f64(),
+            r.wall.as_secs_f64(),
+            100.0 * r.of_a_core()
         ));
     }
     if let Some(st) = ns.stop_relay() {
