@@ -307,6 +307,12 @@ impl TwoNs {
         }
     }
 
+    /// Whether a relay thread (ours, in this process) joins the namespaces, rather than a veth
+    /// pair: a third busy thread on the machine while traffic flows.
+    pub fn has_relay(&self) -> bool {
+        self.relay.is_some()
+    }
+
     /// Stop the relay (if any) and return what it saw.
     pub fn stop_relay(&mut self) -> Option<RelayStats> {
         let (stop, h) = self.relay.take()?;

@@ -232,8 +232,10 @@ fn one_small_plain_cell_shows_staged_bytes() {
     assert!(render::markdown(&results).contains("| ours (plain) |"));
 }
 
-/// One small spraying cell over both stacks: the relay sprays round-robin over 4 paths, both
-/// stacks move every byte, and ours records both sides' recovery counters.
+/// One small spraying cell over both stacks and the path's ceiling through the relay (its
+/// receiver sleeping between packets, as the stacks' do): the relay sprays round-robin over 4
+/// paths, both stacks move every byte, the ceiling's packets arrive, and ours records both
+/// sides' recovery counters.
 fn one_small_spray_cell_runs_both_stacks() {
     let mut plan = compare::plan(true);
     plan.cells
@@ -241,12 +243,23 @@ fn one_small_spray_cell_runs_both_stacks() {
     plan.runs = 1;
     let cell = &mut plan.cells[0];
     cell.count = 8;
+    cell.ceiling = Some(CeilingSpec {
+        warmup_ms: 50,
+        measure_ms: 150,
+    });
     let prefix = format!("bthcmps{}", std::process::id());
     let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
-    assert_eq!(runs.len(), 2);
+    let stacks: Vec<Stack> = runs.iter().map(|r| r.stack).collect();
+    assert_eq!(stacks, [Stack::Ceiling, Stack::Kernel, Stack::Ours]);
+    let path = runs[0].path.as_ref().expect("the ceiling's figures");
+    assert!(path.packets > 0 && path.gbps() > 0.0, "{path:?}");
     for r in &runs {
         assert_eq!(r.error, None, "{:?}", r.stack);
-        assert_eq!(r.bytes, 8 << 20, "{:?}", r.stack);
+        if r.stack == Stack::Ceiling {
+            assert_eq!(r.verified, r.messages);
+        } else {
+            assert_eq!(r.bytes, 8 << 20, "{:?}", r.stack);
+        }
         // The relay is shared by the cell's runs: its CPU is read around each run.
         let busy = r.relay_busy.expect("a relay cell measures the relay's CPU");
         assert!(
@@ -255,9 +268,11 @@ fn one_small_spray_cell_runs_both_stacks() {
             r.stack
         );
     }
-    assert!(runs[1].client_recovery.is_some() && runs[1].server_recovery.is_some());
+    assert!(runs[2].client_recovery.is_some() && runs[2].server_recovery.is_some());
     let results = compare::summarize(&plan, &runs);
     assert!(render::markdown(&results).contains("bulk-1MiB-relay-spray4-200us"));
+    let t = render::mtu_markdown(&results);
+    assert_eq!(t.matches("bulk-1MiB-relay-spray4-200us").count(), 3, "{t}");
 }
 
 /// Every record of `runs` ran without error, moved `messages` messages and verified each.

@@ -121,6 +121,22 @@ impl Link {
     }
 
     /// Spraying over `paths` paths with the sweep's spread, [`SPRAY_SPREAD_US`].
+    /// Relay links whose bulk cells measure the path's ceiling in the full plan: the clean
+    /// relay and every spraying link, the ones where no packet is lost on purpose, so raw
+    /// packets say what the path itself carries (the spraying target, ≥ 1.5× kernel TCP,
+    /// is only reachable below it).
+    pub fn relay_ceiling(&self) -> bool {
+        match *self {
+            Link::Relay {
+                reorder,
+                loss,
+                reorder_depth_us,
+            } => reorder == 0.0 && loss == 0.0 && reorder_depth_us == RELAY_REORDER_DEPTH_US,
+            Link::Spray { .. } => true,
+            Link::Veth | Link::Bottleneck { .. } => false,
+        }
+    }
+
     pub fn spray(paths: u32) -> Link {
         Link::Spray {
             paths,
@@ -479,8 +495,9 @@ const RELAY_BULK_COUNT: u64 = 128;
 /// over veth at [`FULL_MTUS`](super::FULL_MTUS), each with the path's ceiling; its 1500-byte
 /// cell is the size sweep's bulk-1MiB-veth), the impairment sweep over the relay (bulk 1 MiB
 /// and request/response 4 KiB), the reordering-depth sweep and the spraying sweep (bulk
-/// 1 MiB), and the jumbo relay cells (bulk 1 MiB at [`JUMBO_RELAY_MTUS`]). `quick` is a small
-/// subset.
+/// 1 MiB), and the jumbo relay cells (bulk 1 MiB at [`JUMBO_RELAY_MTUS`]); the bulk cells
+/// through the clean relay and the spraying ones measure the path's ceiling through the relay
+/// too ([`Link::relay_ceiling`]). `quick` is a small subset.
 pub fn plan(quick: bool) -> Plan {
     use Workload::*;
     let relay = |(reorder, loss): (f64, f64)| Link::relay(reorder, loss);
@@ -552,6 +569,13 @@ pub fn plan(quick: bool) -> Plan {
     for mtu in JUMBO_RELAY_MTUS {
         for link in jumbo_relay_links() {
             cells.push(Cell::new(Bulk, RELAY_BULK_SIZE, JUMBO_RELAY_COUNT, link).with_mtu(mtu));
+        }
+    }
+    // The path's ceiling through the relay where it loses nothing on purpose: the clean relay
+    // and the spraying links, at every MTU.
+    for c in cells.iter_mut() {
+        if c.workload == Bulk && c.link.relay_ceiling() {
+            c.ceiling = Some(super::mtu::CEILING);
         }
     }
     // Our fallback byte stream beside BTH, in order and with holes: what staging costs.

@@ -118,11 +118,12 @@ pub(super) fn charted(c: &CellResult) -> bool {
     !c.cell.plain && c.cell.qps == 1 && c.cell.mtu == DEFAULT_MTU
 }
 
-/// The MTU chart's series: Gbit/s of the ceiling, kernel TCP and ours at each MTU whose cell
-/// measured the ceiling.
+/// The MTU chart's series: Gbit/s of the ceiling, kernel TCP and ours at each MTU whose veth
+/// cell measured the ceiling (the relay cells' ceilings are the paths chart's).
 fn mtu_series(results: &[CellResult]) -> [(&'static str, Series); 3] {
     let (mut ceil, mut k, mut o) = (Vec::new(), Vec::new(), Vec::new());
-    for c in results.iter().filter(|c| !c.cell.plain && c.cell.qps == 1) {
+    let swept = |c: &&CellResult| !c.cell.plain && c.cell.qps == 1 && c.cell.link == Link::Veth;
+    for c in results.iter().filter(swept) {
         let Some(ceiling) = &c.ceiling else { continue };
         let x = f64::from(c.cell.mtu);
         for (s, into) in [(ceiling, &mut ceil), (&c.kernel, &mut k), (&c.ours, &mut o)] {
@@ -159,6 +160,23 @@ fn series(
         }
     }
     [("kernel TCP", k), ("tcp-bth (ours)", o)]
+}
+
+/// [`series`] and, third, the path's ceiling (raw packets, no TCP) of the cells that
+/// measured it.
+fn series_and_ceiling(
+    results: &[CellResult],
+    keep: impl Fn(&CellResult) -> Option<f64>,
+) -> [(&'static str, Series); 3] {
+    let [k, o] = series(results, &keep, |s| Some(s.gbps));
+    let ceiling = results
+        .iter()
+        .filter(|c| charted(c))
+        .filter_map(|c| Some((keep(c)?, c.ceiling.as_ref()?)))
+        .filter(|(_, s)| s.runs_ok > 0)
+        .map(|(x, s)| (x, s.gbps))
+        .collect();
+    [k, o, ("ceiling: raw packets, no TCP", ceiling)]
 }
 
 /// Reordering rate of a relay cell without loss at the usual reordering depth.
@@ -301,7 +319,7 @@ pub fn charts(results: &[CellResult], dir: &Path) -> io::Result<Vec<PathBuf>> {
         .find(|c| charted(c) && paths_of(c, None).is_some())
         .map(|c| c.cell.size);
     let by_paths = |c: &CellResult| paths_of(c, spray_size);
-    let s = series(results, by_paths, |s| Some(s.gbps));
+    let s = series_and_ceiling(results, by_paths);
     if s.iter().any(|(_, v)| v.len() > 1) {
         let size = size_of(results, by_paths);
         let p = dir.join("throughput-vs-paths.svg");

@@ -38,7 +38,7 @@ pub fn count_at(mtu: u32, count: u64) -> u64 {
 }
 
 /// The ceiling's warm-up and window: 1 s measured after 0.2 s (`--quick`: 0.3 s after 0.1 s).
-const CEILING: CeilingSpec = CeilingSpec {
+pub(super) const CEILING: CeilingSpec = CeilingSpec {
     warmup_ms: 200,
     measure_ms: 1000,
 };
@@ -141,18 +141,44 @@ mod tests {
         assert_eq!((q.runs, q.cells[0].count), (2, QUICK_COUNT));
         assert!(q.describe().contains("MTU 4 KiB"), "{}", q.describe());
 
-        // The full plan: its 1500-byte cell is bulk-1MiB-veth with the ceiling, once.
+        // The full plan: its 1500-byte cell is bulk-1MiB-veth with the ceiling, once over
+        // veth at each MTU.
         let full = plan(false);
         for mtu in FULL_MTUS {
             let c: Vec<&Cell> = full
                 .cells
                 .iter()
-                .filter(|c| c.mtu == mtu && c.ceiling.is_some())
+                .filter(|c| c.mtu == mtu && c.ceiling.is_some() && c.link == Link::Veth)
                 .collect();
             assert_eq!(c.len(), 1, "MTU {mtu}");
-            assert_eq!((c[0].size, c[0].link), (1 << 20, Link::Veth));
+            assert_eq!(c[0].size, 1 << 20);
         }
-        assert_eq!(full.ceiling_runs(), FULL_MTUS.len() * full.runs);
+        // Through the relay: the clean relay and every spraying cell, bulk, nothing else
+        // (no cell that loses or reorders packets on purpose, no request/response cell).
+        let relayed: Vec<&str> = full
+            .cells
+            .iter()
+            .filter(|c| c.ceiling.is_some() && c.link != Link::Veth)
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(
+            relayed,
+            [
+                "bulk-1MiB-relay-r0-l0",
+                "bulk-1MiB-relay-spray2-200us",
+                "bulk-1MiB-relay-spray4-200us",
+                "bulk-1MiB-relay-spray8-200us",
+                "bulk-1MiB-relay-spray16-200us",
+                "bulk-1MiB-relay-r0-l0-mtu9000",
+                "bulk-1MiB-relay-spray4-200us-mtu9000",
+                "bulk-1MiB-relay-r0-l0-mtu65000",
+                "bulk-1MiB-relay-spray4-200us-mtu65000",
+            ]
+        );
+        assert_eq!(
+            full.ceiling_runs(),
+            (FULL_MTUS.len() + relayed.len()) * full.runs
+        );
         assert!(full
             .cells
             .iter()
@@ -237,7 +263,7 @@ mod tests {
         let want = [
             "| 1500 B | bulk-1MiB-veth | ceiling (raw packets, no TCP) | 1 | 10.000 | 12.000 | 1250 (3) | 1420 B |",
             "| 1500 B | bulk-1MiB-veth | kernel | 1 | 4.000 | – | – | – |",
-            "| 1500 B | bulk-1MiB-veth | ours | 1 | 1.000 | – | – | 1420 B | 2.00 / 1.00 | 0.10× | 0.25× |",
+            "| 1500 B | bulk-1MiB-veth | ours | 1 | 1.000 | – | – | 1420 B | 2.00 / 1.00 | – | 0.10× | 0.25× |",
             "| 65000 B | bulk-1MiB-veth-mtu65000 | ceiling (raw packets, no TCP) | 1 | 10.000 | 520.000 |",
             "| 65000 B | bulk-1MiB-veth-mtu65000 | ours | 1 | 1.000 | – | – | 64920 B |",
         ];

@@ -13,9 +13,11 @@
 //! Each packet carries a sequence number, so the receiver also counts the packets the path
 //! dropped in the window (a device queue overflowing when the receiver is the slower side).
 //! Packets are checked by length, IP header and sequence number, not byte by byte: the
-//! ceiling measures the path, not an application. The receiver polls its ring without
-//! sleeping once packets flow, so the sender does not pay for waking it (see `receive`).
-//! Its CPU figure is then a core's worth by construction.
+//! ceiling measures the path, not an application. Over veth the receiver polls its ring
+//! without sleeping once packets flow, so the sender does not pay for waking it; its CPU
+//! figure is then a core's worth by construction. Through the relay it sleeps between
+//! batches like our stack's driver: the relay is a third busy thread on the machine, and a
+//! polling receiver takes the core the relay needs ([`Poll`]).
 //!
 //! **Gbit/s** ([`PathCeiling::gbps`]) is comparable with `bth-compare`'s Gbit/s for the
 //! stacks, which count message payload: packets × [`payload_per_packet`] (MTU − 40 bytes of
@@ -29,6 +31,7 @@ use crate::perf::drive::IPV4_TCP_HEADERS;
 use crate::ready::spawn_set_up;
 use crate::topology::{TwoNs, A_STACK, B_STACK};
 use crate::tunpair::{stack_tun_mtu, thread_cpu};
+use etherparse::{IpNumber, Ipv4Header};
 use serde::Serialize;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -122,37 +125,28 @@ fn rate(n: f64, s: f64) -> f64 {
 }
 
 /// The sender's packet: IPv4, no options, DF, TTL 64, protocol 253, from A's stack address to
-/// B's, `mtu` bytes; the sequence number at [`SEQ_AT`] is written per packet (the header and
-/// its checksum stay the same).
+/// B's, `mtu` bytes (576 or more, `check_mtu`); the sequence number at [`SEQ_AT`] is written
+/// per packet (the header and its checksum stay the same). The header is etherparse's, as
+/// the stack's (`tcp_bth::endpoint`).
 fn template(mtu: usize) -> Vec<u8> {
+    let payload = (mtu - IP_HEADER) as u16;
+    let mut h = Ipv4Header::new(
+        payload,
+        64,
+        IpNumber(PROTOCOL),
+        A_STACK.octets(),
+        B_STACK.octets(),
+    )
+    .expect("an MTU-sized payload fits an IPv4 packet");
+    // A packet larger than a link's MTU is refused, not fragmented.
+    h.dont_fragment = true;
+    h.header_checksum = h.calc_header_checksum();
     let mut p = vec![0u8; mtu];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&(mtu as u16).to_be_bytes());
-    p[6] = 0x40; // DF: a packet larger than a link's MTU is refused, not fragmented
-    p[8] = 64;
-    p[9] = PROTOCOL;
-    p[12..16].copy_from_slice(&A_STACK.octets());
-    p[16..20].copy_from_slice(&B_STACK.octets());
-    let sum = header_checksum(&p[..IP_HEADER]);
-    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    p[..IP_HEADER].copy_from_slice(&h.to_bytes());
     for (i, b) in p[SEQ_AT + 8..].iter_mut().enumerate() {
         *b = i as u8;
     }
     p
-}
-
-/// The IPv4 header checksum (RFC 791) of `h`, its checksum field taken as zero.
-fn header_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for (i, w) in h.chunks(2).enumerate() {
-        if i != 5 {
-            sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
-        }
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// Whether `p` has `want`'s IPv4 header but for what forwarding changes (the TTL, lowered
@@ -170,6 +164,30 @@ const IN_FLIGHT: u64 = 256;
 /// How long the sender waits for the receiver when `IN_FLIGHT` is reached.
 const HELD_PAUSE: Duration = Duration::from_micros(20);
 
+/// Whether the receiver polls its ring between packets once they flow, or sleeps until the
+/// next completion. Polling spares the sender the wake-up in its write (see `receive`), but
+/// it spends a core: with a relay thread on the path, three threads then want the machine's
+/// two cores. Through 4 sprayed paths at MTU 1500 a polling receiver measured 1.40–1.53
+/// Gbit/s, a sleeping one 2.67–2.79 (alternating, two runs of `bth-compare --only
+/// bulk-1MiB-relay-spray4-200us --runs 2` each way), so the ceiling through the relay sleeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// Spin on the ring once packets flow (veth: sender and receiver, two threads).
+    BetweenPackets,
+    /// Sleep until the next packet, as our stack's driver does (a relay on the path).
+    Never,
+}
+
+impl Poll {
+    /// Poll only where the probe's two threads are the only busy ones.
+    pub fn for_topology(ns: &TwoNs) -> Poll {
+        match ns.has_relay() {
+            true => Poll::Never,
+            false => Poll::BetweenPackets,
+        }
+    }
+}
+
 /// The measurement's phases, shared by the two threads.
 const WARMING: u8 = 0;
 const MEASURING: u8 = 1;
@@ -181,7 +199,7 @@ const STOP: u8 = 2;
 pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
     // The same devices as the stack's: the same MTU and offload (a virtio-net header in
     // front of every packet when the stack has one).
-    let (mtu, offload) = (ns.mtu, ns.offload);
+    let (mtu, offload, poll) = (ns.mtu, ns.offload, Poll::for_topology(ns));
     let phase = Arc::new(AtomicU8::new(WARMING));
     let arrived = Arc::new(AtomicU64::new(0));
     let receiver = {
@@ -190,7 +208,7 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
             "bth-ceil-rx",
             move || stack_tun_mtu(&name, false, mtu, offload).and_then(Driver::open),
             move |mut io| {
-                let r = receive(&mut io, mtu, &spec, &phase, &arrived);
+                let r = receive(&mut io, mtu, &spec, poll, &phase, &arrived);
                 phase.store(STOP, Ordering::Relaxed);
                 r
             },
@@ -300,6 +318,7 @@ fn receive(
     io: &mut Driver,
     mtu: u32,
     spec: &CeilingSpec,
+    poll: Poll,
     phase: &AtomicU8,
     arrived: &AtomicU64,
 ) -> io::Result<PathCeiling> {
@@ -370,8 +389,12 @@ fn receive(
         // packets has to be woken, and that wake-up is work done in the sender's write. At MTU
         // 9000, where the sender is the bound, sleeping cost the sender about 0.1 CPU s per GB
         // and the ceiling read 11.0-11.2 Gbit/s, against 12.2-13.3 polling (three runs each,
-        // alternating). The receiver's CPU then counts its polling.
-        let until = if first.is_some() { io.now() } else { next };
+        // alternating). The receiver's CPU then counts its polling. Not through the relay
+        // ([`Poll`]).
+        let until = match (first, poll) {
+            (Some(_), Poll::BetweenPackets) => io.now(),
+            _ => next,
+        };
         io.wait(Some(until))?;
     }
 }
@@ -396,11 +419,15 @@ mod tests {
                 sum = (sum & 0xffff) + (sum >> 16);
             }
             assert_eq!(sum, 0xffff, "MTU {mtu}");
+            let (h, _) = Ipv4Header::from_slice(&p).expect("parses");
+            assert!(h.dont_fragment && h.time_to_live == 64, "{h:?}");
             // Forwarded twice: the TTL and checksum change, the rest stays.
+            let mut h = h;
+            h.time_to_live -= 2;
+            h.header_checksum = h.calc_header_checksum();
             let mut fwd = p.clone();
-            fwd[8] -= 2;
-            let sum = header_checksum(&fwd[..IP_HEADER]);
-            fwd[10..12].copy_from_slice(&sum.to_be_bytes());
+            fwd[..IP_HEADER].copy_from_slice(&h.to_bytes());
+            assert_ne!(fwd[..IP_HEADER], p[..IP_HEADER]);
             assert!(same_header(&fwd, &p));
             fwd[15] ^= 1;
             assert!(!same_header(&fwd, &p), "another source");

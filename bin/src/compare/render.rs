@@ -129,18 +129,19 @@ fn times(r: Option<f64>) -> String {
     r.map_or("–".into(), |r| format!("{r:.2}×"))
 }
 
-/// The path's ceiling beside both stacks, per MTU (empty if no cell measured the ceiling):
-/// three rows a cell — ceiling, kernel, ours — with ours/ceiling and ours/kernel on ours's
-/// row. Gbit/s is payload for every row: the stacks' message bytes, the ceiling's packets ×
-/// the payload of one full-MTU segment of ours; IP Gbit/s and packets/s (with the packets
-/// the path lost) are the ceiling's own.
+/// The path's ceiling beside both stacks, per cell that measured it (empty if none did): the
+/// MTU sweep over veth and the relay cells that lose nothing on purpose. Three rows a cell —
+/// ceiling, kernel, ours — with ours/ceiling and ours/kernel on ours's row. Gbit/s is
+/// payload for every row: the stacks' message bytes, the ceiling's packets × the payload of
+/// one full-MTU segment of ours; IP Gbit/s and packets/s (with the packets the path lost)
+/// are the ceiling's own; "relay busy" is each row's, as in [`markdown`].
 pub fn mtu_markdown(results: &[CellResult]) -> String {
     let mut s = String::new();
     for c in results {
         let Some(ceiling) = &c.ceiling else { continue };
         if s.is_empty() {
-            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (lost on the path) | payload per full segment | CPU s/GB send / receive | ours/ceiling | ours/kernel |\n\
-                  |---|---|---|---|---|---|---|---|---|---|---|\n";
+            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (lost on the path) | payload per full segment | CPU s/GB send / receive | relay busy | ours/ceiling | ours/kernel |\n\
+                  |---|---|---|---|---|---|---|---|---|---|---|---|\n";
         }
         let mtu = human_size(u64::from(c.cell.mtu));
         for (sm, ratios) in [
@@ -156,7 +157,7 @@ pub fn mtu_markdown(results: &[CellResult]) -> String {
                 .lost
                 .map(|lost| format!("{:.0} ({lost:.0})", sm.msgs_per_sec));
             s += &format!(
-                "| {mtu} | {} | {} | {} | {:.3} | {} | {} | {} | {:.2} / {:.2} | {} | {} |\n",
+                "| {mtu} | {} | {} | {} | {:.3} | {} | {} | {} | {:.2} / {:.2} | {} | {} | {} |\n",
                 c.cell.id,
                 stack_name(c, sm),
                 runs(sm),
@@ -166,6 +167,7 @@ pub fn mtu_markdown(results: &[CellResult]) -> String {
                 sm.seg_payload.map_or("–".into(), |p| format!("{p} B")),
                 sm.cpu_client_s_per_gb,
                 sm.cpu_server_s_per_gb,
+                share_of_core(sm.relay_busy),
                 ratios[0],
                 ratios[1],
             );

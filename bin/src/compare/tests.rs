@@ -186,6 +186,46 @@ fn the_paths_chart_has_both_stacks_and_starts_from_the_unsprayed_relay() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The full plan's relay cells with a ceiling put it on the paths chart as a third line, a
+/// point per path count (and the unsprayed relay), and stay off the MTU chart, which is the
+/// veth sweep's alone.
+#[test]
+fn the_paths_chart_has_the_relays_ceiling_and_the_mtu_chart_only_veths() {
+    let cells: Vec<Cell> = plan(false)
+        .cells
+        .into_iter()
+        .filter(|c| c.ceiling.is_some())
+        .collect();
+    let relayed = cells
+        .iter()
+        .filter(|c| c.link != Link::Veth && c.mtu == crate::topology::DEFAULT_MTU)
+        .count();
+    assert_eq!(relayed, 1 + SPRAY_PATHS.len());
+    let mut runs = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        let g = 1.0 + i as f64;
+        runs.push(fake(c, Stack::Ceiling, 0, 4.0 * g));
+        runs.push(fake(c, Stack::Kernel, 0, 3.0 * g));
+        runs.push(fake(c, Stack::Ours, 0, g));
+    }
+    let plan = Plan {
+        quick: false,
+        runs: 1,
+        cells,
+    };
+    let dir = temp_dir("relay-ceiling");
+    let files = render::charts(&summarize(&plan, &runs), &dir).expect("charts");
+    let paths = dir.join("throughput-vs-paths.svg");
+    assert!(files.contains(&paths), "{files:?}");
+    assert_both_series(&paths);
+    let svg = std::fs::read_to_string(&paths).expect("chart");
+    assert!(svg.contains("ceiling: raw packets, no TCP"), "{svg}");
+    assert_eq!(svg.matches("<circle").count(), 3 * relayed);
+    let mtu = std::fs::read_to_string(dir.join("throughput-vs-mtu.svg")).expect("chart");
+    assert_eq!(mtu.matches("<circle").count(), 3 * FULL_MTUS.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn spraying_cells_are_named_by_paths_and_spread_and_build_a_valid_link() {
     let full = plan(false);
