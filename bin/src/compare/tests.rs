@@ -47,6 +47,24 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
 
 /// Two runs per stack of every cell, ours at a third of the kernel's throughput, both falling
 /// with the cell's index (so each line has a slope and the points differ).
+/// One run of the ceiling, kernel TCP and ours in each of `cells` (ceiling 4×, kernel 3× ours,
+/// growing cell by cell), as a one-run plan.
+fn with_ceiling_runs(cells: Vec<Cell>) -> (Plan, Vec<RunRecord>) {
+    let mut runs = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        let g = 1.0 + i as f64;
+        runs.push(fake(c, Stack::Ceiling, 0, 4.0 * g));
+        runs.push(fake(c, Stack::Kernel, 0, 3.0 * g));
+        runs.push(fake(c, Stack::Ours, 0, g));
+    }
+    let plan = Plan {
+        quick: false,
+        runs: 1,
+        cells,
+    };
+    (plan, runs)
+}
+
 pub(super) fn results_of(cells: Vec<Cell>) -> Vec<CellResult> {
     let mut runs = Vec::new();
     for (i, c) in cells.iter().enumerate() {
@@ -201,18 +219,7 @@ fn the_paths_chart_has_the_relays_ceiling_and_the_mtu_chart_only_veths() {
         .filter(|c| c.link != Link::Veth && c.mtu == crate::topology::DEFAULT_MTU)
         .count();
     assert_eq!(relayed, 1 + SPRAY_PATHS.len());
-    let mut runs = Vec::new();
-    for (i, c) in cells.iter().enumerate() {
-        let g = 1.0 + i as f64;
-        runs.push(fake(c, Stack::Ceiling, 0, 4.0 * g));
-        runs.push(fake(c, Stack::Kernel, 0, 3.0 * g));
-        runs.push(fake(c, Stack::Ours, 0, g));
-    }
-    let plan = Plan {
-        quick: false,
-        runs: 1,
-        cells,
-    };
+    let (plan, runs) = with_ceiling_runs(cells);
     let dir = temp_dir("relay-ceiling");
     let files = render::charts(&summarize(&plan, &runs), &dir).expect("charts");
     let paths = dir.join("throughput-vs-paths.svg");
@@ -325,18 +332,7 @@ fn the_size_axis_reads_as_people_read_sizes() {
 #[test]
 fn the_mtu_chart_has_the_ceiling_kernel_and_ours_at_each_mtu() {
     let cells = mtu_plan(&FULL_MTUS, false).cells;
-    let mut runs = Vec::new();
-    for (i, c) in cells.iter().enumerate() {
-        let g = 1.0 + i as f64;
-        runs.push(fake(c, Stack::Ceiling, 0, 4.0 * g));
-        runs.push(fake(c, Stack::Kernel, 0, 3.0 * g));
-        runs.push(fake(c, Stack::Ours, 0, g));
-    }
-    let plan = Plan {
-        quick: false,
-        runs: 1,
-        cells,
-    };
+    let (plan, runs) = with_ceiling_runs(cells);
     // The sweep's other-MTU cells stay out of the size chart: only the MTU chart.
     let dir = temp_dir("mtu");
     let files = render::charts(&summarize(&plan, &runs), &dir).expect("charts");
