@@ -39,6 +39,7 @@ pub mod ctrl;
 pub mod drive;
 mod error;
 mod op;
+pub mod path;
 mod plain;
 mod recovery;
 mod report;
@@ -55,6 +56,7 @@ pub use config::{PerfConfig, MAX_VERIFIED_WRITE_REGION};
 pub use counters::{ConnCounters, Drops, PeerSummary};
 pub use error::PerfError;
 pub use op::{ParseOpError, PerfOp};
+pub use path::PathSamples;
 pub use recovery::Recovery;
 pub use report::{percentile, LatencyStats, PerfReport, Timeline, BUCKET, PEAK_WINDOW};
 pub use server::{Server, ServerRole};
@@ -117,7 +119,7 @@ fn is_payload(cfg: &PerfConfig, i: u64, got: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod tests_ctrl;
 #[cfg(test)]

@@ -91,6 +91,8 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
             rto_losses: 1,
             tlp_probes: 0,
         }),
+        client_path: None,
+        server_path: None,
         rx_held_max: if stack == Stack::Ours { 0 } else { 1 << 20 },
         kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
         ooo_placed: (stack == Stack::Ours).then_some(7),
@@ -188,6 +190,9 @@ fn one_small_real_cell_end_to_end() {
     // Ours records each side's thread counters (the kernel's threads are not ours to count):
     // the server waited for the first packet at least, so it gave up the CPU.
     assert_eq!((runs[0].client_thread, runs[0].server_thread), (None, None));
+    // The sender's view of the path, sampled during the run.
+    let path = runs[1].client_path.expect("the client's path samples");
+    assert!(path.samples > 0 && path.srtt_mean().is_some(), "{path:?}");
     let st = runs[1].server_thread.expect("the server's thread counters");
     assert!(runs[1].client_thread.is_some());
     assert!(st.voluntary_switches > 0, "{st:?}");

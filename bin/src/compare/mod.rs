@@ -30,7 +30,7 @@ pub use cells::{
 pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use path_ceiling::{CeilingSpec, PathCeiling};
 
-use crate::perf::Recovery;
+use crate::perf::{PathSamples, Recovery};
 use crate::topology::TwoNs;
 use serde::Serialize;
 use std::io;
@@ -99,6 +99,11 @@ pub struct RunRecord {
     /// probes). The kernel's `TCP_INFO` has no such split.
     pub client_recovery: Option<Recovery>,
     pub server_recovery: Option<Recovery>,
+    /// Ours only: each side's smoothed RTT, congestion window and outstanding bytes, sampled
+    /// every millisecond while it had data outstanding ([`PathSamples`]; the side that sent
+    /// no data has no samples).
+    pub client_path: Option<PathSamples>,
+    pub server_path: Option<PathSamples>,
     /// Receive-side bytes held outside posted buffers (max over the run). Ours: the receiving
     /// connection's staging structures (`Connection::rx_held`: byte-stream queue and
     /// out-of-order store; both 0 with `tcp_bth`, where segments are placed directly); kernel:
@@ -175,6 +180,8 @@ impl RunRecord {
             server_retrans: 0,
             spurious: None,
             client_recovery: None,
+            client_path: None,
+            server_path: None,
             server_recovery: None,
             rx_held_max: 0,
             kernel_max_inq: None,

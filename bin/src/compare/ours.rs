@@ -77,9 +77,12 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> 
     // Each side's counters summed over its connections.
     let sum = |side: fn(&PairRun) -> &PerfReport| {
         let reports: Vec<PerfReport> = r.pairs.iter().map(|p| side(p).clone()).collect();
-        aggregate(&reports).recovery
+        aggregate(&reports)
     };
-    let (cr, sr) = (sum(|p| &p.client.report), sum(|p| &p.server.report));
+    let (client, server) = (sum(|p| &p.client.report), sum(|p| &p.server.report));
+    let (cr, sr) = (client.recovery, server.recovery);
+    rec.client_path = Some(client.path);
+    rec.server_path = Some(server.path);
     rec.elapsed_s = end
         .zip(start)
         .map_or(0.0, |(e, s)| e.saturating_duration_since(s).as_secs_f64());

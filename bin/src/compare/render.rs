@@ -3,25 +3,12 @@
 //! in `charts.rs`).
 
 pub use super::charts::charts;
-use super::sizes::human_size;
+use super::sizes::{bytes, human_size, micros};
 use super::{CellResult, Plan, RunRecord, Summary};
 use serde::Serialize;
 
 fn opt_us(v: Option<f64>) -> String {
-    match v {
-        None => "–".into(),
-        Some(us) if us >= 10_000.0 => format!("{:.1} ms", us / 1000.0),
-        Some(us) if us >= 1000.0 => format!("{:.2} ms", us / 1000.0),
-        Some(us) => format!("{us:.0} µs"),
-    }
-}
-
-fn bytes(b: u64) -> String {
-    match b {
-        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
-        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b => format!("{b} B"),
-    }
+    v.map_or("–".into(), micros)
 }
 
 /// Which congestion control each stack ran, from the run records (each distinct name once).

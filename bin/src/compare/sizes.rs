@@ -38,6 +38,25 @@ pub fn human_size(bytes: u64) -> String {
     }
 }
 
+/// An amount of data measured rather than chosen (bytes held, in flight): one decimal in
+/// KiB or MiB (`1.3 MiB`, `859.5 KiB`), bytes below 1 KiB.
+pub fn bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+/// A time in microseconds as people read it: `45 µs`, `2.17 ms`, `105.5 ms`.
+pub fn micros(us: f64) -> String {
+    match us {
+        us if us >= 10_000.0 => format!("{:.1} ms", us / 1000.0),
+        us if us >= 1000.0 => format!("{:.2} ms", us / 1000.0),
+        us => format!("{us:.0} µs"),
+    }
+}
+
 /// [`human_size`] of a chart coordinate (sizes are drawn as `f64`).
 pub fn human_size_f64(v: f64) -> String {
     if v.is_finite() && v >= 0.0 {

@@ -31,6 +31,8 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         spurious: ours.then_some(0),
         client_recovery: ours.then(Recovery::default),
         server_recovery: ours.then(Recovery::default),
+        client_path: None,
+        server_path: None,
         rx_held_max: 0,
         kernel_max_inq: None,
         ooo_placed: None,

@@ -6,7 +6,7 @@ use super::PerfReport;
 /// The sum of the connections' reports: messages, bytes, verified messages and counters
 /// added; latencies merged (sorted); per-millisecond bytes added on the common driver clock;
 /// elapsed the longest; errors of all; the peer's counters added over the connections that
-/// sent them.
+/// sent them; the path samples of all.
 pub fn aggregate(reports: &[PerfReport]) -> PerfReport {
     let mut sum = PerfReport::default();
     for r in reports {
@@ -23,6 +23,7 @@ pub fn aggregate(reports: &[PerfReport]) -> PerfReport {
             *sum.peer.get_or_insert_with(Default::default) += p;
         }
         sum.timeline.merge(&r.timeline);
+        sum.path.merge(&r.path);
     }
     sum.recovery = sum.counters.recovery;
     sum.latencies.sort();

@@ -62,6 +62,7 @@ impl<R: Role> PerfApp<R> {
     pub fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         let over = self.turn(c, now);
         self.side.report.record_recovery(c);
+        self.side.report.path.sample(c, now);
         over
     }
 

@@ -2,7 +2,7 @@
 //! it: latency statistics ([`LatencyStats`]) and the peak bandwidth ([`Timeline`]).
 
 use super::counters::{ConnCounters, PeerSummary};
-use super::{PerfError, Recovery};
+use super::{PathSamples, PerfError, Recovery};
 use std::time::Duration;
 use tcp_bth::{Connection, State};
 
@@ -43,6 +43,8 @@ pub struct PerfReport {
     pub peer: Option<PeerSummary>,
     /// Bytes completed per millisecond, for the peak bandwidth.
     pub timeline: Timeline,
+    /// The connection's round trip, window and bytes in flight, sampled during the run.
+    pub path: PathSamples,
 }
 
 impl PerfReport {

@@ -10,7 +10,7 @@ use tcp_bth_io::sim::{pair_configs, Direction, LinkConfig, LinkStats, Pair};
 pub(super) const SIZE: u32 = 64 * 1024;
 pub(super) const COUNT: u64 = 48;
 
-pub(super) fn cfg(op: PerfOp) -> PerfConfig {
+pub(crate) fn cfg(op: PerfOp) -> PerfConfig {
     PerfConfig {
         op,
         size: SIZE,
@@ -24,7 +24,7 @@ pub(super) fn cfg(op: PerfOp) -> PerfConfig {
 }
 
 /// Client in A, server in B, each stepped once per simulated instant until both have closed.
-pub(super) fn run_sim(
+pub(crate) fn run_sim(
     client: PerfConfig,
     server: PerfConfig,
     link: LinkConfig,

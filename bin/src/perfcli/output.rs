@@ -109,6 +109,7 @@ fn own(role: &str, rows: usize, sum: &PerfReport) -> Vec<String> {
         sum.messages, sum.bytes, sum.verified
     )];
     out.extend(sum.counters.lines().iter().map(|l| format!("{role}: {l}")));
+    out.extend(sum.path.line().map(|l| format!("{role}: {l}")));
     out
 }
 

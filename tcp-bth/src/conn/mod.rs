@@ -367,6 +367,11 @@ impl Connection {
         self.snd.rtt.srtt()
     }
 
+    /// Smallest round trip measured so far (the path's base RTT, no queue in it).
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.snd.rtt.min_rtt()
+    }
+
     /// Sequence-space view for tools and tests: (snd_una, snd_nxt, rcv_nxt) as wire sequence
     /// numbers.
     pub fn seq_state(&self) -> (u32, u32, u32) {
