@@ -4,6 +4,7 @@ pub mod compare;
 pub mod interrupt;
 pub mod perf;
 pub mod perfcli;
+pub mod pinning;
 pub mod ready;
 pub mod relay_args;
 pub mod topology;

@@ -14,6 +14,8 @@
 //! device they run on (`perf::drive::Port`).
 
 use crate::interrupt::{on_interrupt, Registered, Undo};
+use crate::pinning::Pinned;
+use nix::unistd::Pid;
 use std::io;
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -148,7 +150,8 @@ pub struct TwoNs {
     /// What the stack's TUN devices offload: checksums unless told otherwise
     /// (`--no-csum-offload`); captures checked with tshark set `Offload::None`.
     pub offload: Offload,
-    relay: Option<(Arc<AtomicBool>, JoinHandle<io::Result<RelayStats>>)>,
+    /// The relay thread: its stop flag, its handle and its thread id (for [`TwoNs::pin`]).
+    relay: Option<(Arc<AtomicBool>, JoinHandle<io::Result<RelayStats>>, Pid)>,
     owned: bool,
     /// The namespaces this created, deleted on an interrupt too ([`crate::interrupt`]).
     _on_interrupt: Vec<Registered>,
@@ -201,6 +204,7 @@ impl TwoNs {
             Some(link) => {
                 let stop = Arc::new(AtomicBool::new(false));
                 let (na, nb, st) = (a.clone(), b.clone(), stop.clone());
+                let (tid_tx, tid_rx) = std::sync::mpsc::channel();
                 let set_up = move || {
                     let mk = |ns: &str, name: &str, addr| {
                         enter_netns(ns)?;
@@ -216,12 +220,17 @@ impl TwoNs {
                         })
                     };
                     let (ra, rb) = (mk(&na, "bthr0", A_LINK)?, mk(&nb, "bthr1", B_LINK)?);
+                    let _ = tid_tx.send(nix::unistd::gettid());
                     Relay::new(ra, rb, link)
                 };
                 let run = move |mut relay: Relay| relay.run(&st);
                 // Named, so profiles and `top -H` tell the relay from the stacks' threads.
                 let h = crate::ready::spawn_set_up("bth-relay", set_up, run)?;
-                t.relay = Some((stop, h));
+                // Sent before the set-up returned, which spawn_set_up waited for.
+                let tid = tid_rx
+                    .try_recv()
+                    .map_err(|_| io::Error::other("the relay thread did not say its id"))?;
+                t.relay = Some((stop, h, tid));
             }
         }
         in_ns(
@@ -291,7 +300,7 @@ impl TwoNs {
     /// CPU time (user and system) the relay's thread has used since it started; None without
     /// a relay, or once it has stopped ([`thread_cpu_time`]).
     fn relay_cpu(&self) -> Option<Duration> {
-        let (_, h) = self.relay.as_ref()?;
+        let (_, h, _) = self.relay.as_ref()?;
         if h.is_finished() {
             return None;
         }
@@ -313,9 +322,19 @@ impl TwoNs {
         self.relay.is_some()
     }
 
+    /// Give the relay thread a core of its own and the calling thread (and every thread it
+    /// spawns from now on: both stacks' and the ceiling's) the others, until the guard is
+    /// dropped ([`crate::pinning`]). None without a relay or with fewer than two CPUs.
+    pub fn pin(&self) -> io::Result<Option<Pinned>> {
+        match &self.relay {
+            Some((_, h, tid)) if !h.is_finished() => crate::pinning::pin(*tid),
+            _ => Ok(None),
+        }
+    }
+
     /// Stop the relay (if any) and return what it saw.
     pub fn stop_relay(&mut self) -> Option<RelayStats> {
-        let (stop, h) = self.relay.take()?;
+        let (stop, h, _) = self.relay.take()?;
         stop.store(true, Ordering::Relaxed);
         h.join().ok().and_then(|r| r.ok())
     }

@@ -50,10 +50,20 @@ fn verified_send_at(mtu: u32, relay: bool) {
         "--op", "send", "-s", &size, "-n", &count, "--verify", "--json", "--mtu", &mtu_arg,
     ];
     if relay {
-        args.push("--relay");
+        // Pinned: the relay thread on a core of its own (where the machine has two).
+        args.extend(["--relay", "--pin-relay"]);
     }
     let out = local(&args);
     assert!(out.status.success(), "{}", describe(&out));
+    if relay {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let want = match cpus {
+            1 => "nothing pinned",
+            _ => "pinned (--pin-relay): relay thread on CPU",
+        };
+        assert!(err.contains(want), "{}", describe(&out));
+    }
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(&out)));
     let (c, s) = (&v["client"], &v["server"]);
@@ -111,6 +121,17 @@ fn local_plain_send_at_an_mtu_that_fills_whole_pages_is_verified() {
     assert_eq!(v["server"]["rows"][0]["verified"], 50, "{v}");
 }
 
+/// `--pin-relay` without the relay is refused before anything is set up, saying what it needs.
+fn pinning_without_the_relay_is_refused_clearly() {
+    let out = Command::new(BIN)
+        .args(["local", "--pin-relay"])
+        .output()
+        .expect("run bth-perf");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--pin-relay needs the relay"), "{err}");
+}
+
 /// An MTU outside 576..=65535 is refused before anything is set up, saying the range.
 fn an_mtu_out_of_range_is_refused_clearly() {
     for m in ["575", "65536", "100000"] {
@@ -134,6 +155,7 @@ fn an_mtu_out_of_range_is_refused_clearly() {
 }
 
 bth_tests::test_main!(
+    pinning_without_the_relay_is_refused_clearly,
     local_send_at_mtu_9000_over_veth_is_verified[NetAdmin],
     local_send_at_mtu_65000_over_veth_is_verified[NetAdmin],
     local_send_at_mtu_9000_through_the_relay_is_verified[NetAdmin],

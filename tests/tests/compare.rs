@@ -93,6 +93,7 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         }),
         client_path: None,
         server_path: None,
+        relay_pinned: None,
         rx_held_max: if stack == Stack::Ours { 0 } else { 1 << 20 },
         kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
         ooo_placed: (stack == Stack::Ours).then_some(7),
@@ -252,6 +253,8 @@ fn one_small_spray_cell_runs_both_stacks() {
         warmup_ms: 50,
         measure_ms: 150,
     });
+    // And pinned (`--pin-relay`): each record says where its threads ran.
+    cell.pin_relay = true;
     let prefix = format!("bthcmps{}", std::process::id());
     let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
     let stacks: Vec<Stack> = runs.iter().map(|r| r.stack).collect();
@@ -274,6 +277,13 @@ fn one_small_spray_cell_runs_both_stacks() {
         );
     }
     assert!(runs[2].client_recovery.is_some() && runs[2].server_recovery.is_some());
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        for r in &runs {
+            let p = r.relay_pinned.as_deref().expect("pinned");
+            assert!(p.starts_with("relay thread on CPU"), "{p}");
+        }
+        assert!(render::congestion_line(&runs).contains("relay cells pinned"));
+    }
     let results = compare::summarize(&plan, &runs);
     assert!(render::markdown(&results).contains("bulk-1MiB-relay-spray4-200us"));
     let t = render::mtu_markdown(&results);

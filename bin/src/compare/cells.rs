@@ -234,6 +234,10 @@ pub struct Cell {
     /// Ours (and the ceiling's devices): the stack's TUN devices offload TCP checksums
     /// (`Offload::Checksum`, as kernel TCP over veth); `--no-csum-offload` turns it off.
     pub csum_offload: bool,
+    /// Through the relay: the relay thread on a core of its own and both stacks' threads
+    /// (and the ceiling's) on the others, for kernel TCP and ours alike (`--pin-relay`,
+    /// [`crate::pinning`]); off by default, the scheduler places every thread.
+    pub pin_relay: bool,
     /// Kernel TCP's congestion control, set on every socket of the cell (`TCP_CONGESTION`),
     /// whatever the machine's default: [`DEFAULT_KERNEL_CC`] unless `--kernel-cc` says
     /// otherwise.
@@ -271,6 +275,7 @@ impl Cell {
             mtu: DEFAULT_MTU,
             ceiling: None,
             csum_offload: true,
+            pin_relay: false,
             kernel_cc: DEFAULT_KERNEL_CC.into(),
         }
     }
@@ -278,12 +283,6 @@ impl Cell {
     /// Kernel TCP with another congestion control (`--kernel-cc`).
     pub fn with_kernel_cc(mut self, name: &str) -> Cell {
         self.kernel_cc = name.into();
-        self
-    }
-
-    /// The stack's TUN devices without checksum offload (`--no-csum-offload`).
-    pub fn without_csum_offload(mut self) -> Cell {
-        self.csum_offload = false;
         self
     }
 
@@ -644,6 +643,14 @@ impl Plan {
             self.runs,
             self.total_runs()
         );
+        if self
+            .cells
+            .iter()
+            .any(|c| c.pin_relay && c.link != Link::Veth)
+        {
+            s += "relay cells: the relay thread pinned to a core of its own, both stacks' \
+                  threads to the others (--pin-relay)\n";
+        }
         for c in &self.cells {
             let mtu = match c.mtu {
                 DEFAULT_MTU => String::new(),

@@ -31,6 +31,7 @@ pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use path_ceiling::{CeilingSpec, PathCeiling};
 
 use crate::perf::{PathSamples, Recovery};
+use crate::pinning::Pinned;
 use crate::topology::TwoNs;
 use serde::Serialize;
 use std::io;
@@ -120,6 +121,9 @@ pub struct RunRecord {
     /// run started to just after it ended, setup included) over that wall time: 1.0 is a whole
     /// core. Near 1.0 the relay, not the stack, bounded the run. None over veth.
     pub relay_busy: Option<f64>,
+    /// Relay cells with `--pin-relay`: where the relay's and the stacks' threads ran
+    /// ([`crate::pinning::Pinned::describe`]). None when the scheduler placed them.
+    pub relay_pinned: Option<String>,
     /// Ours only: how often the senders held data back for the receiver's grant
     /// (`Stats::grant_holds` of the client's connections, summed).
     pub grant_holds: Option<u64>,
@@ -188,6 +192,7 @@ impl RunRecord {
             ooo_placed: None,
             relay_queue_drops: None,
             relay_busy: None,
+            relay_pinned: None,
             grant_holds: None,
             device_drops: None,
             seg_payload: None,
@@ -267,6 +272,11 @@ pub fn run_cell(
         }
         true => None,
     };
+    // Threads spawned while this guard lives inherit the stacks' cores.
+    let pinned = match &shared {
+        Some(ns) => pin(ns, cell)?,
+        None => None,
+    };
     let stacks: &[Stack] = match cell.ceiling {
         Some(_) => &[Stack::Ceiling, Stack::Kernel, Stack::Ours],
         None => &[Stack::Kernel, Stack::Ours],
@@ -275,12 +285,19 @@ pub fn run_cell(
     for run in 0..runs {
         for &stack in stacks {
             let r = match &shared {
-                Some(ns) => run_counting_drops(ns, cell, stack, run),
+                Some(ns) => {
+                    let mut r = run_counting_drops(ns, cell, stack, run);
+                    r.relay_pinned = pinned.as_ref().map(Pinned::describe);
+                    r
+                }
                 None => {
                     let name = format!("{prefix}{}{run}", &stack.name()[..1]);
                     let mut ns = TwoNs::create_mtu(&name, link.clone(), cell.mtu)?
                         .with_offload(cell.offload());
+                    let pinned = pin(&ns, cell)?;
                     let mut r = run_counting_drops(&ns, cell, stack, run);
+                    r.relay_pinned = pinned.as_ref().map(Pinned::describe);
+                    drop(pinned);
                     let relay = ns.stop_relay();
                     r.relay_queue_drops =
                         relay.map(|s| s.a_to_b.dropped_queue + s.b_to_a.dropped_queue);
@@ -291,8 +308,17 @@ pub fn run_cell(
             out.push(r);
         }
     }
+    drop(pinned);
     drop(shared);
     Ok(out)
+}
+
+/// Pin `ns`'s relay and the calling thread if the cell asks for it (`--pin-relay`).
+fn pin(ns: &TwoNs, cell: &Cell) -> io::Result<Option<Pinned>> {
+    match cell.pin_relay {
+        true => ns.pin(),
+        false => Ok(None),
+    }
 }
 
 /// [`run_stack`], with the packets the topology's devices dropped during the run added to

@@ -11,7 +11,8 @@ fn opt_us(v: Option<f64>) -> String {
     v.map_or("–".into(), micros)
 }
 
-/// Which congestion control each stack ran, from the run records (each distinct name once).
+/// Which congestion control each stack ran, from the run records (each distinct name once),
+/// and where the relay cells' threads ran if they were pinned (`--pin-relay`).
 pub fn congestion_line(records: &[super::RunRecord]) -> String {
     let names = |stack: super::Stack| {
         let mut v: Vec<&str> = records
@@ -27,8 +28,18 @@ pub fn congestion_line(records: &[super::RunRecord]) -> String {
             v.join(", ")
         }
     };
+    let mut pinned: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r.relay_pinned.as_deref())
+        .collect();
+    pinned.sort_unstable();
+    pinned.dedup();
+    let pinning = match pinned.is_empty() {
+        true => String::new(),
+        false => format!("relay cells pinned (--pin-relay): {}\n", pinned.join("; ")),
+    };
     format!(
-        "congestion control: kernel TCP {} (set on every socket, TCP_CONGESTION), ours {}\n",
+        "congestion control: kernel TCP {} (set on every socket, TCP_CONGESTION), ours {}\n{pinning}",
         names(super::Stack::Kernel),
         names(super::Stack::Ours)
     )

@@ -33,6 +33,7 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         server_recovery: ours.then(Recovery::default),
         client_path: None,
         server_path: None,
+        relay_pinned: None,
         rx_held_max: 0,
         kernel_max_inq: None,
         ooo_placed: None,

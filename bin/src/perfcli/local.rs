@@ -66,9 +66,22 @@ fn side(
 }
 
 /// Run both sides; Ok(true) when every row ran and succeeded on both.
-pub fn run_local(args: &PerfArgs, relay: &RelayArgs, prefix: &str) -> Result<bool, String> {
+/// With `pin_relay`, the relay's thread gets a core of its own and both sides' threads the
+/// others ([`TwoNs::pin`]); refused without a relay.
+pub fn run_local(
+    args: &PerfArgs,
+    relay: &RelayArgs,
+    prefix: &str,
+    pin_relay: bool,
+) -> Result<bool, String> {
     let plan = args.plan().map_err(|e| e.to_string())?;
     let link = relay.link_config().map_err(|e| e.to_string())?;
+    if pin_relay && link.is_none() {
+        return Err(
+            "--pin-relay needs the relay (--relay, or any --relay-* option but --relay-seed)"
+                .into(),
+        );
+    }
     let printer = Printer::of(args);
     let say = |s: String| printer.note(&s);
     if let Some(l) = &link {
@@ -93,6 +106,14 @@ pub fn run_local(args: &PerfArgs, relay: &RelayArgs, prefix: &str) -> Result<boo
         mtu: args.mtu,
         connection,
     };
+    // Both sides' threads, spawned below, inherit the cores this leaves the caller.
+    let pinned = match pin_relay {
+        true => ns.pin().map_err(|e| format!("--pin-relay: {e}"))?,
+        false => None,
+    };
+    if pin_relay && pinned.is_none() {
+        say("--pin-relay: this process may use one CPU only, nothing pinned".into());
+    }
     let (tx, rx) = std::sync::mpsc::channel();
     let relay = ns.relay_mark();
     let server = side(ns.a.clone(), true, args.clone(), plan.clone(), Some(tx));
@@ -127,6 +148,9 @@ pub fn run_local(args: &PerfArgs, relay: &RelayArgs, prefix: &str) -> Result<boo
             r.wall.as_secs_f64(),
             100.0 * r.of_a_core()
         ));
+    }
+    if let Some(p) = pinned {
+        say(format!("pinned (--pin-relay): {}", p.describe()));
     }
     if let Some(st) = ns.stop_relay() {
         say(format!(

@@ -100,6 +100,14 @@ struct Cli {
     /// does.
     #[arg(long)]
     no_csum_offload: bool,
+    /// Relay cells: pin the relay thread to a core of its own (the last CPU this process may
+    /// use) and every thread of both stacks (and the path's ceiling) to the others, for kernel
+    /// TCP and ours alike, as if the network were hardware of its own. Off by default: the
+    /// scheduler places the three busy threads on the machine's cores, and on 2 cores the
+    /// relay then competes with both ends (docs/results.md, "Pinning the relay"). Each run's
+    /// record says where its threads ran (`relay_pinned`). No effect over veth or with one CPU.
+    #[arg(long)]
+    pin_relay: bool,
     /// Where to write the JSON file of every run.
     #[arg(long, default_value = "bth-compare.json")]
     json: PathBuf,
@@ -138,15 +146,11 @@ fn main() -> ExitCode {
         false => compare::mtu_plan(&cli.mtu, cli.quick),
     };
     let mut plan = plan.with_qps(&cli.qps);
+    // Settings of the whole run, on every cell.
     for c in &mut plan.cells {
         c.kernel_cc = cli.kernel_cc.clone();
-    }
-    if cli.no_csum_offload {
-        plan.cells = plan
-            .cells
-            .into_iter()
-            .map(|c| c.without_csum_offload())
-            .collect();
+        c.csum_offload = !cli.no_csum_offload;
+        c.pin_relay = cli.pin_relay;
     }
     if cli.runs == Some(0) {
         eprintln!("bth-compare: --runs 0: a cell needs at least one run per stack");

@@ -95,6 +95,12 @@ struct LocalArgs {
     perf: PerfArgs,
     #[command(flatten)]
     relay: RelayArgs,
+    /// With the relay: pin its thread to a core of its own (the last CPU this process may use)
+    /// and both sides' threads to the others, as if the network were hardware of its own. Off
+    /// by default: the scheduler places the three threads (on 2 cores the relay then competes
+    /// with both ends). Says where the threads ran at the end.
+    #[arg(long)]
+    pin_relay: bool,
 }
 
 fn main() -> ExitCode {
@@ -107,7 +113,7 @@ fn main() -> ExitCode {
     let r = match &cli.cmd {
         Cmd::Server(a) => run_host(None, &a.perf, &a.host),
         Cmd::Client(a) => run_host(Some(a.server), &a.perf, &a.host),
-        Cmd::Local(a) => run_local(&a.perf, &a.relay, &a.prefix),
+        Cmd::Local(a) => run_local(&a.perf, &a.relay, &a.prefix, a.pin_relay),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
