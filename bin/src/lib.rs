@@ -1,5 +1,6 @@
 //! Shared pieces of the command-line tools.
 
+pub mod cli;
 pub mod compare;
 pub mod interrupt;
 pub mod perf;

@@ -1,5 +1,6 @@
-//! `bth`'s command line without root: the demo refuses what would run nothing or fail only at
-//! its end, and `decode` says what the input is taken as and what to try instead.
+//! `bth`'s command line without root: the demo refuses what would run nothing, fail only at
+//! its end or mean something else than asked, and `decode` says what the input is taken as
+//! and what to try instead.
 
 use std::process::Command;
 
@@ -27,6 +28,16 @@ fn the_demo_refuses_no_messages_and_an_unwritable_capture_before_it_runs() {
         !out.contains("messages verified"),
         "ran before refusing: {out}"
     );
+}
+
+/// A smallest message of 0 bytes is refused (it used to become 1 without a word), and a
+/// negative probability is refused for its range, not taken for an unknown option `-0`.
+#[test]
+fn the_demo_refuses_a_zero_min_size_and_a_negative_loss_saying_why() {
+    let (ok, out, err) = run(&["demo", "--min-size", "0"]);
+    assert!(!ok && err.contains("1 <= --min-size"), "{out}{err}");
+    let (ok, out, err) = run(&["demo", "--loss", "-0.5"]);
+    assert!(!ok && err.contains("within [0, 1], got -0.5"), "{out}{err}");
 }
 
 #[test]

@@ -131,7 +131,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = bth_tools::cli::parse();
     // Before any thread: an interrupted run still deletes its namespaces (and turns forwarding
     // back off).
     if let Err(e) = bth_tools::interrupt::install("bth-compare") {

@@ -102,7 +102,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = bth_tools::cli::parse();
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match run(&cli, &mut out).and_then(|code| out.flush().map(|_| code)) {

@@ -68,7 +68,7 @@ fn parse_mix(s: &str) -> Result<[u32; 3], String> {
 }
 
 pub fn run(a: &DemoArgs) -> Result<(), String> {
-    if a.max_size == 0 || a.max_size > tcp_bth::wire::MAX_MESSAGE_LEN || a.min_size > a.max_size {
+    if a.min_size == 0 || a.max_size > tcp_bth::wire::MAX_MESSAGE_LEN || a.min_size > a.max_size {
         return Err(format!(
             "sizes must satisfy 1 <= --min-size <= --max-size <= {}",
             tcp_bth::wire::MAX_MESSAGE_LEN
@@ -95,7 +95,7 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
     link.validate().map_err(|e| e.to_string())?;
     let cfg = WorkloadConfig {
         messages: a.messages,
-        min_size: a.min_size.max(1),
+        min_size: a.min_size,
         max_size: a.max_size,
         mix: a.mix,
         recv_depth: a.recv_depth.max(1),

@@ -51,7 +51,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = bth_tools::cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Decode {
