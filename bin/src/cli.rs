@@ -12,6 +12,52 @@ pub fn parse<T: Parser>() -> T {
 }
 
 fn allow_negative(c: Command) -> Command {
-    c.allow_negative_numbers(true)
-        .mut_subcommands(allow_negative)
+    // Only for arguments that take a value: clap asserts that of the setting.
+    c.mut_args(|a| {
+        let takes = a.get_action().takes_values();
+        a.allow_negative_numbers(takes)
+    })
+    .mut_subcommands(allow_negative)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches, Subcommand};
+
+    #[derive(Parser, Debug)]
+    struct Top {
+        #[arg(long)]
+        flag: bool,
+        #[command(subcommand)]
+        cmd: Sub,
+    }
+
+    #[derive(Subcommand, Debug)]
+    enum Sub {
+        Run {
+            #[arg(long)]
+            loss: f64,
+            #[arg(long)]
+            quiet: bool,
+        },
+    }
+
+    /// Flags keep working (clap refuses the setting on an argument that takes no value, in a
+    /// debug assertion: `bth decode --options` tripped it), and a subcommand's value may be
+    /// negative.
+    #[test]
+    fn a_subcommands_value_may_be_negative_and_flags_are_left_alone() {
+        let cmd = allow_negative(Top::command());
+        cmd.clone().debug_assert();
+        let m = cmd
+            .try_get_matches_from(["top", "--flag", "run", "--loss", "-0.5", "--quiet"])
+            .expect("parses");
+        let t = Top::from_arg_matches(&m).expect("matches");
+        assert!(t.flag);
+        let Sub::Run { loss, quiet } = t.cmd;
+        assert_eq!((loss, quiet), (-0.5, true));
+        let plain = Top::command().try_get_matches_from(["top", "run", "--loss", "-0.5"]);
+        assert!(plain.is_err(), "clap's default takes -0.5 for an option");
+    }
 }

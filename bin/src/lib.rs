@@ -10,3 +10,4 @@ pub mod ready;
 pub mod relay_args;
 pub mod topology;
 pub mod tunpair;
+pub mod units;

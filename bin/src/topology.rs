@@ -324,11 +324,15 @@ impl TwoNs {
 
     /// Give the relay thread a core of its own and the calling thread (and every thread it
     /// spawns from now on: both stacks' and the ceiling's) the others, until the guard is
-    /// dropped ([`crate::pinning`]). None without a relay or with fewer than two CPUs.
+    /// dropped ([`crate::pinning`]). None without a relay or with fewer than two CPUs; an
+    /// error if the relay thread has already ended.
     pub fn pin(&self) -> io::Result<Option<Pinned>> {
         match &self.relay {
-            Some((_, h, tid)) if !h.is_finished() => crate::pinning::pin(*tid),
-            _ => Ok(None),
+            Some((_, h, _)) if h.is_finished() => Err(io::Error::other(
+                "the relay thread has ended: nothing to pin",
+            )),
+            Some((_, _, tid)) => crate::pinning::pin(*tid),
+            None => Ok(None),
         }
     }
 

@@ -15,6 +15,7 @@
 //! measure it).
 
 use super::{median, run_kernel, Cell, Link, RunRecord, Stack, Workload};
+use crate::pinning::Pinned;
 use crate::relay_args::{clean_relay_link, describe_link};
 use crate::topology::TwoNs;
 use std::io;
@@ -102,7 +103,8 @@ pub fn ceiling_cell(size: u32, count: u64) -> Cell {
 /// Run `cell` with kernel TCP `runs` times over veth and `runs` times through a relay with
 /// `link` (`None`: the relay's defaults without impairments, what `--relay` alone gives),
 /// alternating. The topologies are `{prefix}v-a`/`-b` and `{prefix}r-a`/`-b`, deleted on
-/// return, on error too. Needs CAP_NET_ADMIN.
+/// return, on error too. With `cell.pin_relay` the relay's runs are pinned (`TwoNs::pin`),
+/// the veth runs not. Needs CAP_NET_ADMIN.
 pub fn relay_ceiling(
     prefix: &str,
     cell: &Cell,
@@ -123,8 +125,10 @@ pub fn relay_ceiling(
     for run in 0..runs {
         let port = 5201 + run as u16;
         for (ns, into) in [(&veth, &mut out.veth), (&relay, &mut out.relay)] {
-            let r = run_kernel(ns, cell, run, port)
+            let pinned = super::pin(ns, cell)?;
+            let mut r = run_kernel(ns, cell, run, port)
                 .unwrap_or_else(|e| RunRecord::failed(cell, Stack::Kernel, run, &e));
+            r.relay_pinned = pinned.as_ref().map(Pinned::cpus);
             into.push(r);
         }
     }

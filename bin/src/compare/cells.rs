@@ -2,10 +2,10 @@
 //! full and a quick run ([`plan`]).
 
 use super::path_ceiling::CeilingSpec;
-use super::sizes::human_size;
 use crate::perf::{PerfConfig, PerfOp};
 use crate::relay_args::{clean_relay_link, DEFAULT_REORDER_DEPTH};
 use crate::topology::DEFAULT_MTU;
+use crate::units::human_size;
 use serde::Serialize;
 use std::time::Duration;
 use tcp_bth_io::sim::{LinkConfig, LinkConfigError, Spray, SprayMode};
@@ -120,23 +120,21 @@ impl Link {
         matches!(self, Link::Bottleneck { .. })
     }
 
-    /// Spraying over `paths` paths with the sweep's spread, [`SPRAY_SPREAD_US`].
-    /// Relay links whose bulk cells measure the path's ceiling in the full plan: the clean
-    /// relay and every spraying link, the ones where no packet is lost on purpose, so raw
-    /// packets say what the path itself carries (the spraying target, ≥ 1.5× kernel TCP,
-    /// is only reachable below it).
-    pub fn relay_ceiling(&self) -> bool {
-        match *self {
-            Link::Relay {
-                reorder,
-                loss,
-                reorder_depth_us,
-            } => reorder == 0.0 && loss == 0.0 && reorder_depth_us == RELAY_REORDER_DEPTH_US,
-            Link::Spray { .. } => true,
-            Link::Veth | Link::Bottleneck { .. } => false,
-        }
+    /// The relay with no impairment at the usual reordering depth: what `--relay` alone gives.
+    pub fn is_clean_relay(&self) -> bool {
+        *self == Link::relay(0.0, 0.0)
     }
 
+    /// Relay links whose bulk cells measure the path's ceiling (raw packets through the relay)
+    /// in the full plan: the clean relay and every spraying link, the ones where no packet is
+    /// lost on purpose, so raw packets say what the path itself carries (the spraying target,
+    /// ≥ 1.5× kernel TCP, is only reachable below it). Not the relay's own ceiling
+    /// (`ceiling::relay_ceiling`, kernel TCP over veth and through the relay).
+    pub fn measures_ceiling(&self) -> bool {
+        matches!(self, Link::Spray { .. }) || self.is_clean_relay()
+    }
+
+    /// Spraying over `paths` paths with the sweep's spread, [`SPRAY_SPREAD_US`].
     pub fn spray(paths: u32) -> Link {
         Link::Spray {
             paths,
@@ -496,7 +494,7 @@ const RELAY_BULK_COUNT: u64 = 128;
 /// and request/response 4 KiB), the reordering-depth sweep and the spraying sweep (bulk
 /// 1 MiB), and the jumbo relay cells (bulk 1 MiB at [`JUMBO_RELAY_MTUS`]); the bulk cells
 /// through the clean relay and the spraying ones measure the path's ceiling through the relay
-/// too ([`Link::relay_ceiling`]). `quick` is a small subset.
+/// too ([`Link::measures_ceiling`]). `quick` is a small subset.
 pub fn plan(quick: bool) -> Plan {
     use Workload::*;
     let relay = |(reorder, loss): (f64, f64)| Link::relay(reorder, loss);
@@ -573,7 +571,7 @@ pub fn plan(quick: bool) -> Plan {
     // The path's ceiling through the relay where it loses nothing on purpose: the clean relay
     // and the spraying links, at every MTU.
     for c in cells.iter_mut() {
-        if c.workload == Bulk && c.link.relay_ceiling() {
+        if c.workload == Bulk && c.link.measures_ceiling() {
             c.ceiling = Some(super::mtu::CEILING);
         }
     }

@@ -5,12 +5,12 @@
 //! measured), not at plotters' powers of ten; sizes read as people read them
 //! ([`human_size`]: `64 B`, `4 KiB`, `9000 B`).
 
-use super::sizes::{human_size, human_size_f64};
 use super::{
     CellResult, Link, Summary, Workload, RELAY_REORDER_DEPTH_US, REORDER_DEPTH_SWEEP_RATE,
     SPRAY_SPREAD_US,
 };
 use crate::topology::DEFAULT_MTU;
+use crate::units::{human_size, human_size_f64};
 use plotters::drawing::DrawingAreaErrorKind;
 use plotters::prelude::*;
 use std::io;
@@ -219,17 +219,7 @@ fn paths_of(c: &CellResult, spray_size: Option<u32>) -> Option<f64> {
     }
     match c.cell.link {
         Link::Spray { paths, spread_us } if spread_us == SPRAY_SPREAD_US => Some(f64::from(paths)),
-        Link::Relay {
-            reorder,
-            loss,
-            reorder_depth_us,
-        } if reorder == 0.0
-            && loss == 0.0
-            && reorder_depth_us == RELAY_REORDER_DEPTH_US
-            && spray_size == Some(c.cell.size) =>
-        {
-            Some(1.0)
-        }
+        l if l.is_clean_relay() && spray_size == Some(c.cell.size) => Some(1.0),
         _ => None,
     }
 }

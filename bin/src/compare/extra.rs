@@ -7,10 +7,12 @@ use super::{ceiling_cell, relay_ceiling};
 use std::fmt::Write as _;
 use tcp_bth_io::sim::incast::{self, IncastConfig, IncastError, IncastOp};
 
-/// The relay ceiling row: kernel TCP, 1 MiB messages, the bulk relay cells' byte count, over
-/// veth and through the clean relay, `runs` times each.
-pub fn ceiling_section(prefix: &str, runs: usize) -> String {
-    let cell = ceiling_cell(1 << 20, 128);
+/// The relay ceiling row: kernel TCP (on `kernel_cc`), 1 MiB messages, the bulk relay cells'
+/// byte count, over veth and through the clean relay (pinned with `pin_relay`), `runs` times
+/// each.
+pub fn ceiling_section(prefix: &str, runs: usize, kernel_cc: &str, pin_relay: bool) -> String {
+    let mut cell = ceiling_cell(1 << 20, 128).with_kernel_cc(kernel_cc);
+    cell.pin_relay = pin_relay;
     match relay_ceiling(prefix, &cell, None, runs) {
         Ok(c) => format!("{}\n", c.describe()),
         Err(e) => format!("relay ceiling: failed: {e}\n"),

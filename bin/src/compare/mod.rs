@@ -18,7 +18,6 @@ mod ours;
 pub mod path_ceiling;
 pub mod render;
 pub mod simulated;
-pub mod sizes;
 
 pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};
 pub use cells::{
@@ -31,7 +30,7 @@ pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use path_ceiling::{CeilingSpec, PathCeiling};
 
 use crate::perf::{PathSamples, Recovery};
-use crate::pinning::Pinned;
+use crate::pinning::{Pinned, PinnedCpus};
 use crate::topology::TwoNs;
 use serde::Serialize;
 use std::io;
@@ -121,9 +120,9 @@ pub struct RunRecord {
     /// run started to just after it ended, setup included) over that wall time: 1.0 is a whole
     /// core. Near 1.0 the relay, not the stack, bounded the run. None over veth.
     pub relay_busy: Option<f64>,
-    /// Relay cells with `--pin-relay`: where the relay's and the stacks' threads ran
-    /// ([`crate::pinning::Pinned::describe`]). None when the scheduler placed them.
-    pub relay_pinned: Option<String>,
+    /// Relay cells with `--pin-relay`: the cores the relay's and the stacks' threads ran on.
+    /// None when the scheduler placed them.
+    pub relay_pinned: Option<PinnedCpus>,
     /// Ours only: how often the senders held data back for the receiver's grant
     /// (`Stats::grant_holds` of the client's connections, summed).
     pub grant_holds: Option<u64>,
@@ -287,7 +286,7 @@ pub fn run_cell(
             let r = match &shared {
                 Some(ns) => {
                     let mut r = run_counting_drops(ns, cell, stack, run);
-                    r.relay_pinned = pinned.as_ref().map(Pinned::describe);
+                    r.relay_pinned = pinned.as_ref().map(Pinned::cpus);
                     r
                 }
                 None => {
@@ -296,7 +295,7 @@ pub fn run_cell(
                         .with_offload(cell.offload());
                     let pinned = pin(&ns, cell)?;
                     let mut r = run_counting_drops(&ns, cell, stack, run);
-                    r.relay_pinned = pinned.as_ref().map(Pinned::describe);
+                    r.relay_pinned = pinned.as_ref().map(Pinned::cpus);
                     drop(pinned);
                     let relay = ns.stop_relay();
                     r.relay_queue_drops =
@@ -314,7 +313,7 @@ pub fn run_cell(
 }
 
 /// Pin `ns`'s relay and the calling thread if the cell asks for it (`--pin-relay`).
-fn pin(ns: &TwoNs, cell: &Cell) -> io::Result<Option<Pinned>> {
+pub(crate) fn pin(ns: &TwoNs, cell: &Cell) -> io::Result<Option<Pinned>> {
     match cell.pin_relay {
         true => ns.pin(),
         false => Ok(None),

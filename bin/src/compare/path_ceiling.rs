@@ -138,8 +138,7 @@ fn template(mtu: usize) -> Vec<u8> {
         B_STACK.octets(),
     )
     .expect("an MTU-sized payload fits an IPv4 packet");
-    // A packet larger than a link's MTU is refused, not fragmented.
-    h.dont_fragment = true;
+    // `new` sets DF: a packet larger than a link's MTU is refused, not fragmented.
     h.header_checksum = h.calc_header_checksum();
     let mut p = vec![0u8; mtu];
     p[..IP_HEADER].copy_from_slice(&h.to_bytes());

@@ -3,16 +3,15 @@
 //! in `charts.rs`).
 
 pub use super::charts::charts;
-use super::sizes::{bytes, human_size, micros};
 use super::{CellResult, Plan, RunRecord, Summary};
+use crate::units::{bytes, human_size, micros};
 use serde::Serialize;
 
 fn opt_us(v: Option<f64>) -> String {
     v.map_or("–".into(), micros)
 }
 
-/// Which congestion control each stack ran, from the run records (each distinct name once),
-/// and where the relay cells' threads ran if they were pinned (`--pin-relay`).
+/// Which congestion control each stack ran, from the run records (each distinct name once).
 pub fn congestion_line(records: &[super::RunRecord]) -> String {
     let names = |stack: super::Stack| {
         let mut v: Vec<&str> = records
@@ -28,21 +27,26 @@ pub fn congestion_line(records: &[super::RunRecord]) -> String {
             v.join(", ")
         }
     };
-    let mut pinned: Vec<&str> = records
-        .iter()
-        .filter_map(|r| r.relay_pinned.as_deref())
-        .collect();
-    pinned.sort_unstable();
-    pinned.dedup();
-    let pinning = match pinned.is_empty() {
-        true => String::new(),
-        false => format!("relay cells pinned (--pin-relay): {}\n", pinned.join("; ")),
-    };
     format!(
-        "congestion control: kernel TCP {} (set on every socket, TCP_CONGESTION), ours {}\n{pinning}",
+        "congestion control: kernel TCP {} (set on every socket, TCP_CONGESTION), ours {}\n",
         names(super::Stack::Kernel),
         names(super::Stack::Ours)
     )
+}
+
+/// Where the relay cells' threads ran if they were pinned (`--pin-relay`; each distinct
+/// placement once), or nothing.
+pub fn pinning_line(records: &[super::RunRecord]) -> String {
+    let mut pinned: Vec<String> = records
+        .iter()
+        .filter_map(|r| r.relay_pinned.as_ref().map(|p| p.describe()))
+        .collect();
+    pinned.sort_unstable();
+    pinned.dedup();
+    match pinned.is_empty() {
+        true => String::new(),
+        false => format!("relay cells pinned (--pin-relay): {}\n", pinned.join("; ")),
+    }
 }
 
 fn stack_name(c: &CellResult, s: &Summary) -> &'static str {

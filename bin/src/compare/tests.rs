@@ -48,8 +48,6 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
     }
 }
 
-/// Two runs per stack of every cell, ours at a third of the kernel's throughput, both falling
-/// with the cell's index (so each line has a slope and the points differ).
 /// One run of the ceiling, kernel TCP and ours in each of `cells` (ceiling 4×, kernel 3× ours,
 /// growing cell by cell), as a one-run plan.
 fn with_ceiling_runs(cells: Vec<Cell>) -> (Plan, Vec<RunRecord>) {
@@ -68,6 +66,8 @@ fn with_ceiling_runs(cells: Vec<Cell>) -> (Plan, Vec<RunRecord>) {
     (plan, runs)
 }
 
+/// Two runs per stack of every cell, ours at a third of the kernel's throughput, both falling
+/// with the cell's index (so each line has a slope and the points differ).
 pub(super) fn results_of(cells: Vec<Cell>) -> Vec<CellResult> {
     let mut runs = Vec::new();
     for (i, c) in cells.iter().enumerate() {

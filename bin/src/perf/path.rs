@@ -1,103 +1,132 @@
 //! The path as one side's connection saw it during a run: smoothed round trip, congestion
-//! window and outstanding bytes (SND.NXT − SND.UNA: sent and not yet cumulatively
-//! acknowledged, SACKed bytes above a hole included), sampled once per millisecond of driver
-//! time while data was outstanding. iperf3 prints the window and the RTT per interval for the
-//! same reason: a run moves what it has in flight per round trip, so one that moved less had
-//! less in flight (the window, the peer's credit, the application) or a longer round trip (a
-//! queue on the path), and these say which.
+//! window and bytes in flight (RFC 6675's pipe: sent, neither acknowledged nor SACKed, nor
+//! marked lost; what the window bounds), sampled at most once per millisecond of driver time
+//! while the side had data in flight, each sample weighted by the time until the next. iperf3
+//! prints the window and the RTT per interval for the same reason: a run moves what it has in
+//! flight per round trip, so one that moved less had less in flight (the window, the peer's
+//! credit, the application) or a longer round trip (a queue on the path), and these say which.
+//!
+//! A side samples at the start of its application's turn, after the turn's ACKs were taken
+//! and before its new segments leave: the low point of each turn's flight, by at most what one
+//! turn acknowledges.
 
-use crate::compare::sizes::{bytes, micros};
+use crate::units::{bytes, micros};
 use serde::Serialize;
 use std::time::Duration;
 use tcp_bth::Connection;
 
-/// How often a side samples its connection (driver time).
+/// Least driver time between two samples.
 pub const EVERY: Duration = Duration::from_millis(1);
 
-/// Sums, maxima and counts of the samples, so that the samples of several connections (`-q`)
-/// merge into one set ([`PathSamples::merge`]).
+/// Time-weighted sums and maxima of the samples, so that the samples of several connections
+/// (`-q`) merge into one set ([`PathSamples::merge`]): means are then per connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct PathSamples {
-    /// Samples taken (data outstanding at each).
+    /// Connections whose samples these are.
+    pub connections: u64,
+    /// Samples taken (data in flight at each).
     pub samples: u64,
-    /// Of them with an RTT estimate (the first ACK of data gives one).
-    pub srtt_samples: u64,
-    pub srtt_sum_us: u64,
+    /// Driver time the samples stand for, in µs: from each sample to the next while data
+    /// stayed in flight. The means are over it.
+    pub covered_us: u64,
+    /// Of it, the time with an RTT estimate (the first ACK of data gives one).
+    pub srtt_covered_us: u64,
+    /// Smoothed RTT (µs) × time covered (µs), and the largest smoothed RTT sampled.
+    pub srtt_us_x_us: u128,
     pub srtt_max_us: u64,
     /// Smallest RTT measured over the connection's life (at the last sample).
     pub min_rtt_us: Option<u64>,
-    pub cwnd_sum: u64,
+    /// Congestion window and bytes in flight (bytes × µs), and their largest samples.
+    pub cwnd_x_us: u128,
     pub cwnd_max: u64,
-    pub outstanding_sum: u64,
-    pub outstanding_max: u64,
-    /// Driver time of the next sample.
+    pub pipe_x_us: u128,
+    pub pipe_max: u64,
+    /// The last sample, not yet weighted: its time, smoothed RTT (µs), window, pipe.
     #[serde(skip)]
-    next_at: Duration,
+    last: Option<(Duration, Option<u64>, u64, u64)>,
 }
 
 impl PathSamples {
-    /// Sample `c` if [`EVERY`] has passed since the last sample and data is outstanding.
+    /// Sample `c` if [`EVERY`] has passed since the last sample (the previous sample is
+    /// weighted by the time since); a side with nothing in flight closes its interval.
     pub fn sample(&mut self, c: &Connection, now: Duration) {
-        if now < self.next_at {
+        if let Some((at, ..)) = self.last {
+            if now < at + EVERY {
+                return;
+            }
+        }
+        self.connections = 1;
+        self.close(now);
+        let pipe = c.pipe();
+        if pipe == 0 {
             return;
         }
-        self.next_at = now + EVERY;
-        let (una, nxt, _) = c.seq_state();
-        let outstanding = u64::from(nxt.wrapping_sub(una));
-        if outstanding == 0 {
-            return;
-        }
-        self.samples += 1;
-        self.outstanding_sum += outstanding;
-        self.outstanding_max = self.outstanding_max.max(outstanding);
+        let srtt = c.srtt().map(|s| s.as_micros() as u64);
         let cwnd = c.cwnd();
-        self.cwnd_sum += cwnd;
+        self.samples += 1;
+        self.srtt_max_us = self.srtt_max_us.max(srtt.unwrap_or(0));
         self.cwnd_max = self.cwnd_max.max(cwnd);
-        if let Some(srtt) = c.srtt() {
-            let us = srtt.as_micros() as u64;
-            self.srtt_samples += 1;
-            self.srtt_sum_us += us;
-            self.srtt_max_us = self.srtt_max_us.max(us);
-        }
+        self.pipe_max = self.pipe_max.max(pipe);
         if let Some(m) = c.min_rtt() {
             self.min_rtt_us = Some(m.as_micros() as u64);
+        }
+        self.last = Some((now, srtt, cwnd, pipe));
+    }
+
+    /// Weight the last sample by the time from it to `now`.
+    fn close(&mut self, now: Duration) {
+        let Some((at, srtt, cwnd, pipe)) = self.last.take() else {
+            return;
+        };
+        let dt = now.saturating_sub(at).as_micros() as u64;
+        self.covered_us += dt;
+        self.cwnd_x_us += u128::from(cwnd) * u128::from(dt);
+        self.pipe_x_us += u128::from(pipe) * u128::from(dt);
+        if let Some(s) = srtt {
+            self.srtt_covered_us += dt;
+            self.srtt_us_x_us += u128::from(s) * u128::from(dt);
         }
     }
 
     /// Take `o`'s samples in too (another connection of the same run).
     pub fn merge(&mut self, o: &PathSamples) {
+        self.connections += o.connections;
         self.samples += o.samples;
-        self.srtt_samples += o.srtt_samples;
-        self.srtt_sum_us += o.srtt_sum_us;
+        self.covered_us += o.covered_us;
+        self.srtt_covered_us += o.srtt_covered_us;
+        self.srtt_us_x_us += o.srtt_us_x_us;
         self.srtt_max_us = self.srtt_max_us.max(o.srtt_max_us);
         self.min_rtt_us = match (self.min_rtt_us, o.min_rtt_us) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        self.cwnd_sum += o.cwnd_sum;
+        self.cwnd_x_us += o.cwnd_x_us;
         self.cwnd_max = self.cwnd_max.max(o.cwnd_max);
-        self.outstanding_sum += o.outstanding_sum;
-        self.outstanding_max = self.outstanding_max.max(o.outstanding_max);
+        self.pipe_x_us += o.pipe_x_us;
+        self.pipe_max = self.pipe_max.max(o.pipe_max);
     }
 
-    /// Mean smoothed RTT over the samples that had one.
+    /// Time-weighted mean smoothed RTT.
     pub fn srtt_mean(&self) -> Option<Duration> {
-        (self.srtt_samples > 0).then(|| Duration::from_micros(self.srtt_sum_us / self.srtt_samples))
+        let t = u128::from(self.srtt_covered_us);
+        (t > 0).then(|| Duration::from_micros((self.srtt_us_x_us / t) as u64))
     }
 
-    /// Mean outstanding bytes and mean congestion window, over the samples.
-    pub fn outstanding_mean(&self) -> Option<u64> {
-        (self.samples > 0).then(|| self.outstanding_sum / self.samples)
+    /// Time-weighted mean bytes in flight and congestion window.
+    pub fn pipe_mean(&self) -> Option<u64> {
+        let t = u128::from(self.covered_us);
+        (t > 0).then(|| (self.pipe_x_us / t) as u64)
     }
 
     pub fn cwnd_mean(&self) -> Option<u64> {
-        (self.samples > 0).then(|| self.cwnd_sum / self.samples)
+        let t = u128::from(self.covered_us);
+        (t > 0).then(|| (self.cwnd_x_us / t) as u64)
     }
 
-    /// One line for `bth-perf`'s output, or `None` if this side never had data outstanding at
-    /// a sample (it sent none: the responder of a SEND run).
+    /// One line for `bth-perf`'s output, or `None` if this side never had data in flight over
+    /// two samples (it sent none: the responder of a SEND run).
     pub fn line(&self) -> Option<String> {
-        let (outstanding, cwnd) = (self.outstanding_mean()?, self.cwnd_mean()?);
+        let (pipe, cwnd) = (self.pipe_mean()?, self.cwnd_mean()?);
         let srtt = match self.srtt_mean() {
             Some(m) => format!(
                 "smoothed RTT mean {} (max {})",
@@ -109,15 +138,19 @@ impl PathSamples {
         let min = self
             .min_rtt_us
             .map_or(String::new(), |m| format!(", min RTT {}", micros(m as f64)));
+        let per = match self.connections {
+            0 | 1 => String::new(),
+            n => format!(" (per connection, {n} connections)"),
+        };
         Some(format!(
-            "path: {srtt}{min}; outstanding (SND.NXT − SND.UNA) mean {} (max {}), congestion window mean {} (max {}); \
-             {} samples, one per {} ms with data outstanding",
-            bytes(outstanding),
-            bytes(self.outstanding_max),
+            "path{per}: {srtt}{min}; in flight mean {} (max {}), congestion window mean {} (max \
+             {}); over {} with data in flight, {} samples",
+            bytes(pipe),
+            bytes(self.pipe_max),
             bytes(cwnd),
             bytes(self.cwnd_max),
-            self.samples,
-            EVERY.as_millis()
+            micros(self.covered_us as f64),
+            self.samples
         ))
     }
 }
@@ -132,7 +165,7 @@ mod tests {
     /// A SEND run over the simulated link at two delays: the sender's samples follow the
     /// path (its minimum RTT at least the link's round trip, a longer link a longer smoothed
     /// RTT), its means lie within its maxima, and the receiver, which sent only the run's
-    /// control messages, has little outstanding.
+    /// control messages, has little in flight.
     #[test]
     fn the_sender_samples_the_path_and_the_receiver_little() {
         let mut srtt = Vec::new();
@@ -140,7 +173,7 @@ mod tests {
             let link = LinkConfig::default().with_delay(one_way);
             let (c, s) = run_sim(cfg(PerfOp::Send), cfg(PerfOp::Send), link);
             let p = c.path;
-            assert!(p.samples > 0 && p.srtt_samples > 0, "{p:?}");
+            assert!(p.samples > 1 && p.covered_us > 0, "{p:?}");
             let min = Duration::from_micros(p.min_rtt_us.expect("an RTT was measured"));
             assert!(
                 min >= 2 * one_way,
@@ -151,59 +184,57 @@ mod tests {
                 mean >= min && p.srtt_max_us >= mean.as_micros() as u64,
                 "{p:?}"
             );
-            let (o, w) = (p.outstanding_mean().unwrap(), p.cwnd_mean().unwrap());
-            assert!(o > 0 && o <= p.outstanding_max, "{p:?}");
+            let (f, w) = (p.pipe_mean().unwrap(), p.cwnd_mean().unwrap());
+            assert!(f > 0 && f <= p.pipe_max, "{p:?}");
             assert!(w > 0 && w <= p.cwnd_max, "{p:?}");
             let line = p.line().expect("a line");
             assert!(line.starts_with("path: smoothed RTT mean"), "{line}");
             // The receiver sends only the run's control messages (hello, statistics).
-            assert!(s.path.outstanding_max < 4096, "{:?}", s.path);
-            assert!(s.path.samples < p.samples, "{:?}", s.path);
+            assert!(s.path.pipe_max < 4096, "{:?}", s.path);
             srtt.push(mean);
         }
         assert!(srtt[1] > srtt[0] + Duration::from_micros(500), "{srtt:?}");
     }
 
+    /// Means are weighted by time: a value held for 3 ms weighs three times one held for 1 ms,
+    /// and merged sets are one set, per connection.
     #[test]
-    fn merged_samples_are_one_set() {
-        let a = PathSamples {
-            samples: 2,
-            srtt_samples: 2,
-            srtt_sum_us: 200,
-            srtt_max_us: 150,
+    fn means_are_weighted_by_time_and_merged_sets_are_one_set() {
+        let mut a = PathSamples {
+            connections: 1,
+            ..PathSamples::default()
+        };
+        let ms = Duration::from_millis;
+        a.last = Some((ms(0), Some(100), 10_000, 4_000));
+        a.close(ms(3));
+        a.last = Some((ms(3), Some(500), 20_000, 8_000));
+        a.close(ms(4));
+        assert_eq!(a.covered_us, 4_000);
+        assert_eq!(a.srtt_mean(), Some(Duration::from_micros(200)));
+        assert_eq!((a.cwnd_mean(), a.pipe_mean()), (Some(12_500), Some(5_000)));
+        let mut b = PathSamples {
+            connections: 1,
             min_rtt_us: Some(40),
-            cwnd_sum: 20_000,
-            cwnd_max: 12_000,
-            outstanding_sum: 10_000,
-            outstanding_max: 6_000,
             ..PathSamples::default()
         };
-        let b = PathSamples {
-            samples: 1,
-            srtt_samples: 0,
-            min_rtt_us: None,
-            cwnd_sum: 4_000,
-            cwnd_max: 4_000,
-            outstanding_sum: 2_000,
-            outstanding_max: 2_000,
-            ..PathSamples::default()
-        };
+        b.last = Some((ms(0), None, 4_000, 4_000));
+        b.close(ms(4));
         let mut m = a;
         m.merge(&b);
-        assert_eq!(m.samples, 3);
-        assert_eq!(m.srtt_mean(), Some(Duration::from_micros(100)));
-        assert_eq!((m.srtt_max_us, m.min_rtt_us), (150, Some(40)));
-        assert_eq!((m.cwnd_mean(), m.cwnd_max), (Some(8_000), 12_000));
+        assert_eq!((m.connections, m.covered_us), (2, 8_000));
         assert_eq!(
-            (m.outstanding_mean(), m.outstanding_max),
-            (Some(4_000), 6_000)
+            m.srtt_mean(),
+            Some(Duration::from_micros(200)),
+            "b had no RTT"
         );
+        assert_eq!((m.cwnd_mean(), m.pipe_mean()), (Some(8_250), Some(4_500)));
+        assert_eq!(m.min_rtt_us, Some(40));
         assert_eq!(PathSamples::default().line(), None);
         let line = m.line().unwrap();
         assert!(
-            line.contains("mean 100 µs (max 150 µs), min RTT 40 µs"),
+            line.starts_with("path (per connection, 2 connections): "),
             "{line}"
         );
-        assert!(line.contains("3 samples"), "{line}");
+        assert!(line.contains("over 8.00 ms with data in flight"), "{line}");
     }
 }

@@ -150,7 +150,7 @@ pub fn run_local(
         ));
     }
     if let Some(p) = pinned {
-        say(format!("pinned (--pin-relay): {}", p.describe()));
+        say(format!("pinned (--pin-relay): {}", p.cpus.describe()));
     }
     if let Some(st) = ns.stop_relay() {
         say(format!(

@@ -367,9 +367,16 @@ impl Connection {
         self.snd.rtt.srtt()
     }
 
-    /// Smallest round trip measured so far (the path's base RTT, no queue in it).
+    /// Smallest round trip measured so far: the closest this connection came to the path's
+    /// base RTT (host delays, and any queue that never drained, still in it).
     pub fn min_rtt(&self) -> Option<Duration> {
         self.snd.rtt.min_rtt()
+    }
+
+    /// Bytes in flight as recovery counts them (RFC 6675's pipe: sent, neither acknowledged
+    /// nor SACKed, nor marked lost), the figure the congestion window bounds.
+    pub fn pipe(&self) -> u64 {
+        self.snd.rec.pipe()
     }
 
     /// Sequence-space view for tools and tests: (snd_una, snd_nxt, rcv_nxt) as wire sequence

@@ -55,9 +55,9 @@ use std::time::Instant;
         as it can, the kernel forwards them over veth into B's TUN device, B's driver counts \
         them (1 s after 0.2 s of warm-up; --quick 0.3 s after 0.1 s). Its Gbit/s counts what \
         our stack would carry in as many packets (MTU - 80 payload bytes each), so it compares \
-        with the stacks' payload Gbit/s; its IP Gbit/s counts whole packets. The bulk cells \
-        through the clean relay and the spraying cells (at every MTU) measure it too, through \
-        the relay, its receiver sleeping between packets as the stacks' drivers do (polling, it \
+        with the stacks' payload Gbit/s; its IP Gbit/s counts whole packets. In the full plan \
+        the bulk cells through the clean relay and the spraying cells (at every MTU) measure it \
+        too, through the relay, its receiver sleeping between packets as the stacks' drivers do (polling, it \
         would take the core the relay needs). A table of its own gives ceiling, kernel and ours \
         per cell with ours/ceiling and ours/kernel; throughput-vs-mtu.svg charts the veth \
         sweep's three, throughput-vs-paths.svg has the relay's ceiling beside both stacks.\n\n\
@@ -100,12 +100,14 @@ struct Cli {
     /// does.
     #[arg(long)]
     no_csum_offload: bool,
-    /// Relay cells: pin the relay thread to a core of its own (the last CPU this process may
-    /// use) and every thread of both stacks (and the path's ceiling) to the others, for kernel
-    /// TCP and ours alike, as if the network were hardware of its own. Off by default: the
-    /// scheduler places the three busy threads on the machine's cores, and on 2 cores the
-    /// relay then competes with both ends (docs/results.md, "Pinning the relay"). Each run's
-    /// record says where its threads ran (`relay_pinned`). No effect over veth or with one CPU.
+    /// Relay cells (and the relay's own ceiling): pin the relay thread to a core of its own
+    /// (the last CPU this process may use) and every thread of both stacks (and of the path's
+    /// ceiling) to the others, for kernel TCP and ours alike. Not the same work moves for
+    /// both: the relay's TUN writes run the kernel's receive path, so kernel TCP's receive
+    /// processing runs on the relay's core, ours on the stacks' cores. Off by default: the
+    /// scheduler places the three busy threads, and on 2 cores the relay then competes with
+    /// both ends (docs/results.md, "Pinning the relay"). Each run's record says where its
+    /// threads ran (`relay_pinned`). No effect over veth or with one CPU.
     #[arg(long)]
     pin_relay: bool,
     /// Where to write the JSON file of every run.
@@ -192,7 +194,8 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     if let Some(mib) = cli.relay_ceiling {
-        let cell = compare::ceiling_cell(1 << 20, mib).with_kernel_cc(&cli.kernel_cc);
+        let mut cell = compare::ceiling_cell(1 << 20, mib).with_kernel_cc(&cli.kernel_cc);
+        cell.pin_relay = cli.pin_relay;
         let prefix = format!("bthceil{}", std::process::id());
         return match compare::relay_ceiling(&prefix, &cell, None, cli.runs.unwrap_or(3)) {
             Ok(c) => {
@@ -244,6 +247,10 @@ fn main() -> ExitCode {
     bar.finish_and_clear();
     let results = compare::summarize(&plan, &records);
     println!("{}", render::congestion_line(&records));
+    let pinning = render::pinning_line(&records);
+    if !pinning.is_empty() {
+        println!("{pinning}");
+    }
     if results.iter().any(|c| !c.cell.is_incast()) {
         println!("{}", render::markdown(&results));
     }
@@ -292,7 +299,12 @@ fn main() -> ExitCode {
     if wanted("relay-ceiling") {
         println!(
             "\n{}",
-            compare::extra::ceiling_section(&format!("bthcmp{pid}-c"), plan.runs)
+            compare::extra::ceiling_section(
+                &format!("bthcmp{pid}-c"),
+                plan.runs,
+                &cli.kernel_cc,
+                cli.pin_relay
+            )
         );
     }
     if wanted("incast") {

@@ -96,9 +96,10 @@ struct LocalArgs {
     #[command(flatten)]
     relay: RelayArgs,
     /// With the relay: pin its thread to a core of its own (the last CPU this process may use)
-    /// and both sides' threads to the others, as if the network were hardware of its own. Off
-    /// by default: the scheduler places the three threads (on 2 cores the relay then competes
-    /// with both ends). Says where the threads ran at the end.
+    /// and both sides' threads to the others. Off by default: the scheduler places the three
+    /// threads (on 2 cores the relay then competes with both ends). The forwarding into each
+    /// side's TUN device runs in the relay's writes, on its core. Says where the threads ran
+    /// at the end.
     #[arg(long)]
     pin_relay: bool,
 }

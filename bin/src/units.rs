@@ -1,5 +1,6 @@
-//! Sizes as people read them — 64 B, 4 KiB, 1 MiB, 9000 B — for every chart axis and table
-//! column of `bth-compare` that shows a size (message sizes, MTUs), never `1000000B`.
+//! Sizes and times as people read them — 64 B, 4 KiB, 1 MiB, 9000 B, 45 µs, 2.17 ms — for
+//! every chart axis and table column of `bth-compare` and every figure of `bth-perf` that shows
+//! one (message sizes, MTUs, bytes held or in flight, latencies), never `1000000B`.
 
 const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
 
