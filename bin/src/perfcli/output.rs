@@ -154,7 +154,17 @@ fn errors(role: &str, rows: &[Row], sum: &PerfReport) -> Vec<String> {
 /// The server's lines after the client's footer in `local`: the client's footer has the
 /// server's counters as it sent them, so only what the server knows alone: its errors.
 pub fn local_server_footer(rows: &[Row]) -> Vec<String> {
-    errors("server", rows, &sum(rows))
+    let sum = sum(rows);
+    // The server's path samples are its own (the peer summary above carries counters only):
+    // in a READ run the server sends the data.
+    let mut out: Vec<String> = sum
+        .path
+        .line()
+        .map(|l| format!("server: {l}"))
+        .into_iter()
+        .collect();
+    out.extend(errors("server", rows, &sum));
+    out
 }
 
 pub fn json_side(role: &str, banner: &Banner, rows: &[Row]) -> JsonSide {

@@ -401,4 +401,14 @@ fn a_read_runs_footers_say_where_the_reads_are_counted() {
     );
     let send = footer("client", "server", &[row(PerfOp::Send, 50, 0)]).join("\n");
     assert!(!send.contains("READs"), "{send}");
+    // In `local`, the server's own path samples follow (the READ responder sends the data).
+    let mut responder = row(PerfOp::Read, 0, 50);
+    responder.report.path.samples = 5;
+    responder.report.path.covered_us = 4000;
+    responder.report.path.pipe_x_us = 4000 * 65536;
+    responder.report.path.pipe_max = 65536;
+    let local = super::output::local_server_footer(&[responder]).join("\n");
+    assert!(local.starts_with("server: path: "), "{local}");
+    assert!(local.contains("in flight mean 64.0 KiB"), "{local}");
+    assert!(super::output::local_server_footer(&[row(PerfOp::Send, 50, 0)]).is_empty());
 }
