@@ -193,7 +193,10 @@ fn one_small_real_cell_end_to_end() {
     assert_eq!((runs[0].client_thread, runs[0].server_thread), (None, None));
     // The sender's view of the path, sampled during the run.
     let path = runs[1].client_path.expect("the client's path samples");
-    assert!(path.samples > 0 && path.srtt_mean().is_some(), "{path:?}");
+    assert!(path.samples > 0 && path.srtt_mean_us.is_some(), "{path:?}");
+    assert!(path
+        .in_flight_mean_bytes
+        .is_some_and(|b| b <= path.in_flight_max_bytes));
     let st = runs[1].server_thread.expect("the server's thread counters");
     assert!(runs[1].client_thread.is_some());
     assert!(st.voluntary_switches > 0, "{st:?}");

@@ -628,7 +628,10 @@ impl Plan {
     pub fn describe(&self) -> String {
         let ceiling = match self.ceiling_runs() {
             0 => String::new(),
-            n => format!(" + {n} runs of the path's ceiling (ceiling, kernel, ours per run)"),
+            n => format!(
+                " + {n} runs of the path's ceiling (a run of such a cell: ceiling, then kernel, \
+                 then ours)"
+            ),
         };
         let cc = self
             .cells

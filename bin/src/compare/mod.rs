@@ -29,7 +29,7 @@ pub use cells::{
 pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use path_ceiling::{CeilingSpec, PathCeiling};
 
-use crate::perf::{PathSamples, Recovery};
+use crate::perf::{PathSummary, Recovery};
 use crate::pinning::{Pinned, PinnedCpus};
 use crate::topology::TwoNs;
 use serde::Serialize;
@@ -99,11 +99,11 @@ pub struct RunRecord {
     /// probes). The kernel's `TCP_INFO` has no such split.
     pub client_recovery: Option<Recovery>,
     pub server_recovery: Option<Recovery>,
-    /// Ours only: each side's smoothed RTT, congestion window and outstanding bytes, sampled
-    /// every millisecond while it had data outstanding ([`PathSamples`]; the side that sent
-    /// no data has no samples).
-    pub client_path: Option<PathSamples>,
-    pub server_path: Option<PathSamples>,
+    /// Ours only: each side's smoothed RTT, congestion window and bytes in flight, sampled at
+    /// least a millisecond apart while it had data in flight and weighted by time
+    /// ([`crate::perf::PathSamples`]; the receiver of a bulk run has little: its control messages).
+    pub client_path: Option<PathSummary>,
+    pub server_path: Option<PathSummary>,
     /// Receive-side bytes held outside posted buffers (max over the run). Ours: the receiving
     /// connection's staging structures (`Connection::rx_held`: byte-stream queue and
     /// out-of-order store; both 0 with `tcp_bth`, where segments are placed directly); kernel:

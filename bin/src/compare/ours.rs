@@ -81,8 +81,8 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> 
     };
     let (client, server) = (sum(|p| &p.client.report), sum(|p| &p.server.report));
     let (cr, sr) = (client.recovery, server.recovery);
-    rec.client_path = Some(client.path);
-    rec.server_path = Some(server.path);
+    rec.client_path = Some(client.path.summary());
+    rec.server_path = Some(server.path.summary());
     rec.elapsed_s = end
         .zip(start)
         .map_or(0.0, |(e, s)| e.saturating_duration_since(s).as_secs_f64());

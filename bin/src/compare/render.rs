@@ -142,7 +142,7 @@ pub fn mtu_markdown(results: &[CellResult]) -> String {
     for c in results {
         let Some(ceiling) = &c.ceiling else { continue };
         if s.is_empty() {
-            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (lost on the path) | payload per full segment | CPU s/GB send / receive | relay busy | ours/ceiling | ours/kernel |\n\
+            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (packets lost in the window) | payload per full segment | CPU s/GB send / receive | relay busy | ours/ceiling | ours/kernel |\n\
                   |---|---|---|---|---|---|---|---|---|---|---|---|\n";
         }
         let mtu = human_size(u64::from(c.cell.mtu));

@@ -74,6 +74,9 @@ pub struct ConnCounters {
     pub payload_gathered: u64,
     /// Pure ACKs that the peer's data overtook, taken for their SACK and credit.
     pub late_acks: u64,
+    /// Of the PAWS drops: pure ACKs a later ACK of the peer's overtook
+    /// (`Stats::paws_overtaken_acks`).
+    pub paws_overtaken_acks: u64,
 }
 
 impl ConnCounters {
@@ -105,6 +108,7 @@ impl ConnCounters {
             payload_copied: s.tx_payload_copied,
             payload_gathered: s.tx_payload_gathered,
             late_acks: s.late_acks,
+            paws_overtaken_acks: s.paws_overtaken_acks,
         }
     }
 
@@ -134,6 +138,7 @@ impl ConnCounters {
             &mut self.payload_copied,
             &mut self.payload_gathered,
             &mut self.late_acks,
+            &mut self.paws_overtaken_acks,
         ]);
         v
     }
@@ -172,7 +177,7 @@ impl ConnCounters {
                 self.naks_received
             ),
             format!(
-                "drops on arrival: {} ({} malformed, {} ICRC, {} bad BTH, {} PAWS, {} out of \
+                "drops on arrival: {} ({} malformed, {} ICRC, {} bad BTH, {} PAWS{}, {} out of \
                  window, {} receiver not ready, {} out-of-order table full, {} placement \
                  refused, {} behind a refused request)",
                 d.total(),
@@ -180,6 +185,10 @@ impl ConnCounters {
                 d.icrc,
                 d.bad_bth,
                 d.paws,
+                match self.paws_overtaken_acks {
+                    0 => String::new(),
+                    n => format!(" (of them {n} ACKs a later ACK had overtaken, as Linux drops)"),
+                },
                 d.out_of_window,
                 d.receiver_not_ready,
                 d.ooo_table_full,

@@ -17,10 +17,31 @@ use tcp_bth::Connection;
 
 /// Least driver time between two samples.
 pub const EVERY: Duration = Duration::from_millis(1);
+/// Fewest samples [`PathSamples::line`] prints.
+pub const MIN_SAMPLES: u64 = 3;
+
+/// What the JSON outputs carry ([`PathSamples::summary`]): the means the `path:` line prints,
+/// the maxima, and what they are over. Times in µs, sizes in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PathSummary {
+    /// Connections the figures are per (`-q`: means and maxima per connection).
+    pub connections: u64,
+    pub samples: u64,
+    /// Driver time with data in flight the means are over.
+    pub covered_us: u64,
+    pub srtt_mean_us: Option<u64>,
+    pub srtt_max_us: u64,
+    pub min_rtt_us: Option<u64>,
+    /// Bytes in flight: RFC 6675's pipe.
+    pub in_flight_mean_bytes: Option<u64>,
+    pub in_flight_max_bytes: u64,
+    pub cwnd_mean_bytes: Option<u64>,
+    pub cwnd_max_bytes: u64,
+}
 
 /// Time-weighted sums and maxima of the samples, so that the samples of several connections
 /// (`-q`) merge into one set ([`PathSamples::merge`]): means are then per connection.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PathSamples {
     /// Connections whose samples these are.
     pub connections: u64,
@@ -31,7 +52,7 @@ pub struct PathSamples {
     pub covered_us: u64,
     /// Of it, the time with an RTT estimate (the first ACK of data gives one).
     pub srtt_covered_us: u64,
-    /// Smoothed RTT (µs) × time covered (µs), and the largest smoothed RTT sampled.
+    /// Smoothed RTT (µs) × time covered (µs), and the largest smoothed RTT sampled (µs).
     pub srtt_us_x_us: u128,
     pub srtt_max_us: u64,
     /// Smallest RTT measured over the connection's life (at the last sample).
@@ -42,7 +63,6 @@ pub struct PathSamples {
     pub pipe_x_us: u128,
     pub pipe_max: u64,
     /// The last sample, not yet weighted: its time, smoothed RTT (µs), window, pipe.
-    #[serde(skip)]
     last: Option<(Duration, Option<u64>, u64, u64)>,
 }
 
@@ -123,9 +143,29 @@ impl PathSamples {
         (t > 0).then(|| (self.cwnd_x_us / t) as u64)
     }
 
-    /// One line for `bth-perf`'s output, or `None` if this side never had data in flight over
-    /// two samples (it sent none: the responder of a SEND run).
+    /// The figures for the JSON outputs.
+    pub fn summary(&self) -> PathSummary {
+        PathSummary {
+            connections: self.connections,
+            samples: self.samples,
+            covered_us: self.covered_us,
+            srtt_mean_us: self.srtt_mean().map(|d| d.as_micros() as u64),
+            srtt_max_us: self.srtt_max_us,
+            min_rtt_us: self.min_rtt_us,
+            in_flight_mean_bytes: self.pipe_mean(),
+            in_flight_max_bytes: self.pipe_max,
+            cwnd_mean_bytes: self.cwnd_mean(),
+            cwnd_max_bytes: self.cwnd_max,
+        }
+    }
+
+    /// One line for `bth-perf`'s output, or `None` with fewer than [`MIN_SAMPLES`]: a side
+    /// that sent only the run's control messages (the responder of a SEND run) has a sample
+    /// or two, which say nothing about the path.
     pub fn line(&self) -> Option<String> {
+        if self.samples < MIN_SAMPLES {
+            return None;
+        }
         let (pipe, cwnd) = (self.pipe_mean()?, self.cwnd_mean()?);
         let srtt = match self.srtt_mean() {
             Some(m) => format!(
@@ -189,6 +229,13 @@ mod tests {
             assert!(w > 0 && w <= p.cwnd_max, "{p:?}");
             let line = p.line().expect("a line");
             assert!(line.starts_with("path: smoothed RTT mean"), "{line}");
+            // The JSON outputs carry the same means.
+            let sum = p.summary();
+            assert_eq!(sum.srtt_mean_us, Some(mean.as_micros() as u64));
+            assert_eq!(
+                (sum.in_flight_mean_bytes, sum.cwnd_mean_bytes),
+                (Some(f), Some(w))
+            );
             // The receiver sends only the run's control messages (hello, statistics).
             assert!(s.path.pipe_max < 4096, "{:?}", s.path);
             srtt.push(mean);
@@ -202,6 +249,7 @@ mod tests {
     fn means_are_weighted_by_time_and_merged_sets_are_one_set() {
         let mut a = PathSamples {
             connections: 1,
+            samples: 2,
             ..PathSamples::default()
         };
         let ms = Duration::from_millis;
@@ -214,6 +262,7 @@ mod tests {
         assert_eq!((a.cwnd_mean(), a.pipe_mean()), (Some(12_500), Some(5_000)));
         let mut b = PathSamples {
             connections: 1,
+            samples: 1,
             min_rtt_us: Some(40),
             ..PathSamples::default()
         };
@@ -230,6 +279,7 @@ mod tests {
         assert_eq!((m.cwnd_mean(), m.pipe_mean()), (Some(8_250), Some(4_500)));
         assert_eq!(m.min_rtt_us, Some(40));
         assert_eq!(PathSamples::default().line(), None);
+        assert_eq!(a.line(), None, "two samples say nothing");
         let line = m.line().unwrap();
         assert!(
             line.starts_with("path (per connection, 2 connections): "),

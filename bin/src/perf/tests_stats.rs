@@ -131,9 +131,18 @@ fn counters_survive_their_wire_form_and_drops_add_up() {
     c.drops.behind_refused_request = 24;
     c.payload_copied = 25;
     c.payload_gathered = 26;
+    assert!(!c.lines()[2].contains("overtaken"), "{}", c.lines()[2]);
+    c.drops.paws = 9;
+    c.paws_overtaken_acks = 8;
     assert_eq!(ConnCounters::from_words(&c.to_words()), c);
     assert!(c.lines()[3].contains("25 bytes copied") && c.lines()[3].contains("26 sent"));
-    assert_eq!(c.drops.total(), 40);
+    assert!(
+        c.lines()[2].contains("9 PAWS (of them 8 ACKs a later ACK had overtaken"),
+        "{}",
+        c.lines()[2]
+    );
+    // A subset of the PAWS drops, not counted again.
+    assert_eq!(c.drops.total(), 49);
     // A peer with fewer counters leaves the rest at 0; one with more is cut.
     let words = c.to_words();
     let short = ConnCounters::from_words(&words[..7]);
@@ -143,7 +152,7 @@ fn counters_survive_their_wire_form_and_drops_add_up() {
     assert_eq!(ConnCounters::from_words(&long), c);
     let mut sum = c;
     sum += c;
-    assert_eq!(sum.drops.total(), 80);
+    assert_eq!(sum.drops.total(), 98);
     assert_eq!((sum.payload_copied, sum.payload_gathered), (50, 52));
 }
 

@@ -1,7 +1,7 @@
 //! `--json`: the run as one JSON object on stdout, for scripts.
 
 use super::table::bw;
-use crate::perf::{ConnCounters, LatencyStats, PathSamples, PeerSummary, PerfConfig, PerfReport};
+use crate::perf::{ConnCounters, LatencyStats, PathSummary, PeerSummary, PerfConfig, PerfReport};
 use serde::Serialize;
 
 /// One row (one message size): what this side measured, and what the peer reported.
@@ -21,8 +21,8 @@ pub struct JsonRow {
     /// Post-to-completion latency of the messages this side posted (none at a server).
     pub latency: Option<LatencyStats>,
     pub counters: ConnCounters,
-    /// This side's smoothed RTT, window and outstanding bytes, sampled during the run.
-    pub path: PathSamples,
+    /// This side's smoothed RTT, window and bytes in flight over the run.
+    pub path: PathSummary,
     pub peer: Option<PeerSummary>,
     pub errors: Vec<String>,
 }
@@ -45,7 +45,7 @@ impl JsonRow {
             verified: r.verified,
             latency: r.latency_stats(),
             counters: r.counters,
-            path: r.path,
+            path: r.path.summary(),
             peer: r.peer,
             errors,
         }

@@ -153,11 +153,19 @@ pub fn run_local(
         say(format!("pinned (--pin-relay): {}", p.cpus.describe()));
     }
     if let Some(st) = ns.stop_relay() {
+        let sprayed = !st.a_to_b_paths.is_empty() || !st.b_to_a_paths.is_empty();
         say(format!(
-            "relay: dropped {} / reordered {} / duplicated {} packets",
+            "relay: dropped {} / reordered {} / duplicated {} packets{}",
             st.a_to_b.dropped() + st.b_to_a.dropped(),
             st.a_to_b.reordered + st.b_to_a.reordered,
-            st.a_to_b.duplicated + st.b_to_a.duplicated
+            st.a_to_b.duplicated + st.b_to_a.duplicated,
+            match sprayed {
+                // Spraying reorders by the paths' delays, packet by packet: not a hold-back.
+                true =>
+                    " (reordered: --relay-reorder's hold-backs; the spraying below \
+                         reorders by path delay and is not counted there)",
+                false => "",
+            }
         ));
         for (dir, paths) in [("a->b", &st.a_to_b_paths), ("b->a", &st.b_to_a_paths)] {
             if !paths.is_empty() {

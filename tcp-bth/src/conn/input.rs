@@ -249,6 +249,11 @@ impl Connection {
                 // Counted below with the late ACKs.
             } else if !f.rst() && old {
                 self.stats.paws_drops += 1;
+                let overtaken = pure_ack(seg)
+                    && seg_off == self.rcv.nxt as i64
+                    && self.snd.off_of(seg.ack) < self.snd.una as i64
+                    && self.within_replay_window(ts.tsval, recent);
+                self.stats.paws_overtaken_acks += u64::from(overtaken);
                 // A credit update overtaken by the peer's later ACKs (see `keep_late_credit`);
                 // the rest of the segment is dropped as RFC 7323 says.
                 self.keep_late_credit(seg, seg_off);

@@ -259,7 +259,10 @@ fn main() -> ExitCode {
         println!(
             "path ceiling, kernel TCP and ours: per MTU over veth, and through the relay where it \
              loses nothing on purpose (Gbit/s of payload; the ceiling's: what ours would carry in \
-             as many packets, MTU - 80 bytes each):\n\n{mtu}"
+             as many packets, MTU - 80 bytes each). The ceiling is a probe, one flow-controlled \
+             stream of MTU-sized packets, not a bound: kernel TCP's 64 KiB GSO packets pass it \
+             over veth and through the clean relay, and ours can where the probe's receiver is \
+             the slower side:\n\n{mtu}"
         );
     }
     let incast = render::incast_markdown(&results);
@@ -275,7 +278,7 @@ fn main() -> ExitCode {
         Ok(files) if files.is_empty() => {
             // Created for nothing: leave no empty directory behind (fails if it held files).
             let _ = std::fs::remove_dir(&cli.charts);
-            println!("charts: none (no chart has data from these cells)");
+            println!("charts: none (a chart needs two points or more of one kind; these cells give fewer)");
         }
         Ok(files) => {
             for f in files {

@@ -44,7 +44,10 @@ average on a side that saw too little to tell; MB is 2^20 bytes (--report-gbits:
 (loss recovery: retransmissions, spurious ones, RACK losses, RTOs, tail loss probes; segments \
 and ACKs sent; drops on arrival by cause; payload bytes sent copied into segments or sent from \
 the application's buffers with no copy, as the TUN driver does for a segment's payload of 2 KiB \
-or more: from MTU 2128 up, none at the default 1500) \
+or more: from MTU 2128 up, none at the default 1500), then what it saw of the path (path: \
+smoothed RTT mean and maximum beside the smallest RTT, bytes in flight and congestion window, \
+time-weighted over the time it had data in flight; a smoothed RTT far above the minimum is a \
+queue), \
 and those the peer sent it just before closing, with \
 the messages the peer counted and verified. Needs root (CAP_NET_ADMIN; `local` also \
 CAP_SYS_ADMIN and iproute2). Experiment: BTH_BUSY_POLL_US=N makes the TUN driver poll its ring \
