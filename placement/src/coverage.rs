@@ -49,6 +49,33 @@ impl UnitMap {
     }
 }
 
+/// What [`Coverage::probe_unit`] found for a segment that is exactly one unit of the grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnitProbe {
+    /// Every byte of it is already present.
+    Present,
+    /// None of it is: it can be inserted with [`Coverage::insert_unit`].
+    New(NewUnit),
+}
+
+/// A wholly new unit and the runs it touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NewUnit {
+    index: usize,
+    end: u32,
+    /// The byte just before it is present: it extends the run on its left.
+    pub joins_left: bool,
+    /// The byte just after it is present: it extends the run on its right.
+    pub joins_right: bool,
+}
+
+impl NewUnit {
+    /// Would inserting it start a run of its own (the fragmentation budget's concern)?
+    pub fn adds_run(&self) -> bool {
+        !self.joins_left && !self.joins_right
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Coverage {
     /// Bytes a grid unit: unit `i` is `[i * unit, (i + 1) * unit)`. 0 until a segment fixes it.
@@ -160,26 +187,50 @@ impl Coverage {
     /// before, in increasing order. Returns the number of newly present bytes.
     #[inline]
     pub fn insert(&mut self, start: u32, end: u32, mut new: impl FnMut(u32, u32)) -> u32 {
-        // The usual segment, inline: exactly one unit of the grid, none of it held in `rest`.
-        let u = self.unit;
-        let unit_index = start
-            .checked_div(u)
-            .filter(|&i| end.checked_sub(start) == Some(u) && i * u == start);
-        if let Some(k) = unit_index.map(|i| i as usize) {
-            let bit = 1 << (k % 64);
-            if let Some(w) = self.units.0.get_mut(k / 64).filter(|w| w[PART] & bit == 0) {
-                if w[FULL] & bit != 0 {
-                    return 0;
-                }
-                w[FULL] |= bit;
+        match self.probe_unit(start, end) {
+            Some(UnitProbe::Present) => 0,
+            Some(UnitProbe::New(unit)) => {
                 new(start, end);
-                let joins_left = k > 0 && self.has(k - 1, start - 1);
-                let joins_right = self.has(k + 1, end);
-                self.account(end, u, 1, !joins_left, !joins_right);
-                return u;
+                self.insert_unit(unit)
             }
+            None => self.insert_pieces(start, end, new),
         }
-        self.insert_pieces(start, end, new)
+    }
+
+    /// The usual segment, looked at without a change: is `[start, end)` exactly one unit of
+    /// the grid, none of it held in `rest`? None for anything else (no grid yet, another
+    /// length or offset, a unit partly present): [`insert`](Self::insert) handles those.
+    #[inline]
+    pub fn probe_unit(&self, start: u32, end: u32) -> Option<UnitProbe> {
+        let u = self.unit;
+        let k = start
+            .checked_div(u)
+            .filter(|&i| end.checked_sub(start) == Some(u) && i * u == start)?
+            as usize;
+        let bit = 1 << (k % 64);
+        let w = self.units.0.get(k / 64).filter(|w| w[PART] & bit == 0)?;
+        if w[FULL] & bit != 0 {
+            return Some(UnitProbe::Present);
+        }
+        let joins_left = k > 0 && self.has(k - 1, start - 1);
+        let joins_right = self.has(k + 1, end);
+        Some(UnitProbe::New(NewUnit {
+            index: k,
+            end,
+            joins_left,
+            joins_right,
+        }))
+    }
+
+    /// Mark a unit [`probe_unit`](Self::probe_unit) found new, with nothing changed since.
+    /// Returns its length, the bytes newly present.
+    #[inline]
+    pub fn insert_unit(&mut self, unit: NewUnit) -> u32 {
+        if let Some(w) = self.units.0.get_mut(unit.index / 64) {
+            w[FULL] |= 1 << (unit.index % 64);
+        }
+        self.account(unit.end, self.unit, 1, !unit.joins_left, !unit.joins_right);
+        self.unit
     }
 
     /// [`insert`](Self::insert) of anything else: unit by unit, whole new units to the bitmap
