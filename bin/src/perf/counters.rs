@@ -58,7 +58,8 @@ pub struct ConnCounters {
     pub segments_out: u64,
     /// Segments sent without payload: ACKs, credit and grant updates, SYN and FIN.
     pub acks_sent: u64,
-    /// ACKs built the moment they fell due rather than at the end of a driver turn.
+    /// ACKs sent that were built the moment they fell due rather than at the end of a driver
+    /// turn.
     pub acks_immediate: u64,
     pub dsacks_sent: u64,
     pub dsacks_received: u64,
@@ -77,6 +78,9 @@ pub struct ConnCounters {
     /// Of the PAWS drops: pure ACKs a later ACK of the peer's overtook
     /// (`Stats::paws_overtaken_acks`).
     pub paws_overtaken_acks: u64,
+    /// ACKs built when they fell due and dropped unsent: more than a driver turn's worth
+    /// waited, and a later one said more (`Stats::acks_superseded`).
+    pub acks_superseded: u64,
 }
 
 impl ConnCounters {
@@ -109,6 +113,7 @@ impl ConnCounters {
             payload_gathered: s.tx_payload_gathered,
             late_acks: s.late_acks,
             paws_overtaken_acks: s.paws_overtaken_acks,
+            acks_superseded: s.acks_superseded,
         }
     }
 
@@ -139,6 +144,7 @@ impl ConnCounters {
             &mut self.payload_gathered,
             &mut self.late_acks,
             &mut self.paws_overtaken_acks,
+            &mut self.acks_superseded,
         ]);
         v
     }
@@ -163,12 +169,16 @@ impl ConnCounters {
             format!("recovery: {}", self.recovery),
             format!(
                 "segments: {} in, {} out ({} without payload: ACKs, credit, SYN/FIN; {} ACKs \
-                 sent at once; {} late ACKs taken, overtaken by the peer's data); D-SACKs {} \
+                 sent at once{}; {} late ACKs taken, overtaken by the peer's data); D-SACKs {} \
                  sent / {} received; {} undos; NAKs {} sent / {} received",
                 self.segments_in,
                 self.segments_out,
                 self.acks_sent,
                 self.acks_immediate,
+                match self.acks_superseded {
+                    0 => String::new(),
+                    n => format!(", {n} more superseded by a later one before leaving"),
+                },
                 self.late_acks,
                 self.dsacks_sent,
                 self.dsacks_received,

@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 /// Pure ACKs built and not yet taken by `poll_transmit`: room for a driver turn of 512
 /// segments. A driver that stops polling must not make this grow: past this many, the oldest
 /// is dropped (a later ACK carries more, only the ACK clock gets coarser).
-const MAX_PENDING_ACKS: usize = 256;
+pub(super) const MAX_PENDING_ACKS: usize = 256;
 
 /// What the arrival of one data segment looked like to the receive side.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +65,12 @@ impl AckState {
     pub fn take_pending(&mut self) -> Option<BuiltAck> {
         self.pending.pop_front().map(|(seg, _)| seg)
     }
+
+    /// Built ACKs not taken yet.
+    #[cfg(test)]
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
 }
 
 impl Connection {
@@ -77,7 +83,6 @@ impl Connection {
         let fills_hole = a.hole_before && self.rcv.nxt > a.nxt_before;
         let two_full = self.ack.unacked_bytes >= 2 * self.ack.rcv_mss;
         if first_hole || fills_hole || self.ack.dsack.is_some() || two_full {
-            self.stats.acks_immediate += 1;
             self.ack_now(now);
         } else if a.message_end {
             self.owed.ack = true;
@@ -98,9 +103,10 @@ impl Connection {
     /// Build a pure ACK of this moment and queue it for `poll_transmit`.
     pub(super) fn ack_now(&mut self, now: Duration) {
         if self.ack.pending.len() >= MAX_PENDING_ACKS {
-            if let Some((_, true)) = self.ack.pending.pop_front() {
+            if let Some((_, credit)) = self.ack.pending.pop_front() {
+                self.stats.acks_superseded += 1;
                 // The credit it carried must still travel: the next ACK carries it.
-                self.owed.credit = true;
+                self.owed.credit |= credit;
             }
         }
         let credit = self.owed.credit;

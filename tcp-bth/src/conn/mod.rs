@@ -146,9 +146,13 @@ pub struct Stats {
     pub bytes_sent: u64,
     /// Payload bytes sent again (retransmissions and loss probes of sent data).
     pub bytes_retransmitted: u64,
-    /// ACKs built the moment they fell due (every second full segment, a hole, a filled hole,
-    /// a duplicate), instead of at the end of the driver's turn.
+    /// ACKs sent that were built the moment they fell due (every second full segment, a hole,
+    /// a filled hole, a duplicate), instead of at the end of the driver's turn.
     pub acks_immediate: u64,
+    /// ACKs built when they fell due and dropped unsent, because more than a driver turn's
+    /// worth waited to leave and a later one carries what they said (`conn/ack.rs`,
+    /// `MAX_PENDING_ACKS`).
+    pub acks_superseded: u64,
     /// Pure ACKs sent in amendment 1's plain form (timestamps and up to three SACK blocks).
     pub plain_form_acks: u64,
     /// Duplicate segments reported back with a D-SACK block (RFC 2883).

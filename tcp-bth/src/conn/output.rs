@@ -156,6 +156,8 @@ impl Connection {
         }
         // ACKs built when they fell due (ack.rs) go before new data.
         if let Some(ack) = self.ack.take_pending() {
+            // Counted as it leaves, so this never exceeds the segments sent.
+            self.stats.acks_immediate += 1;
             let seg = &mut out.buf[..ack.len()];
             seg.copy_from_slice(&ack);
             if out.fill == ChecksumFill::Partial {

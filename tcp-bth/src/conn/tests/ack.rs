@@ -3,6 +3,7 @@
 //! reduction its spurious retransmissions caused.
 
 use super::*;
+use crate::conn::ack::MAX_PENDING_ACKS;
 use crate::wire::TcpRepr;
 use std::cell::RefCell;
 
@@ -65,7 +66,33 @@ fn every_second_full_segment_is_acknowledged_within_one_turn() {
         acks * 2 + 2 >= data && acks <= data,
         "{acks} ACKs for {data} data segments"
     );
-    assert!(d.b.stats().acks_immediate > 0);
+    let b = d.b.stats();
+    assert!(b.acks_immediate > 0 && b.acks_immediate <= acks);
+    assert_eq!(b.acks_superseded, 0);
+}
+
+/// More ACKs fall due than a driver turn's worth before any leaves: the oldest are dropped
+/// and counted apart, and only those that leave count as sent at once (so that count never
+/// exceeds the segments sent).
+#[test]
+fn acks_built_beyond_a_turn_are_superseded_and_counted() {
+    let mut d = established(true);
+    let out_before = d.b.stats().segments_out;
+    for _ in 0..MAX_PENDING_ACKS + 44 {
+        d.b.ack_now(d.now);
+    }
+    assert_eq!(d.b.ack.pending(), MAX_PENDING_ACKS);
+    assert_eq!(d.b.stats().acks_superseded, 44);
+    assert_eq!(d.b.stats().acks_immediate, 0, "none has left yet");
+    let mut sent = 0;
+    while let Some(p) = d.b.poll_transmit(d.now) {
+        assert!(is_pure_ack(&p));
+        sent += 1;
+    }
+    let b = d.b.stats();
+    assert_eq!(sent, MAX_PENDING_ACKS as u64);
+    assert_eq!(b.acks_immediate, sent);
+    assert_eq!(b.segments_out - out_before, sent);
 }
 
 /// A lone segment that ends no message is acknowledged after the delayed-ACK bound, not at
