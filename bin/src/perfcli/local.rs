@@ -12,6 +12,11 @@ use crate::relay_args::{describe_link, RelayArgs};
 use crate::topology::{self, TwoNs};
 use crate::tunpair::stack_tun_mtu;
 use std::net::SocketAddrV4;
+use tcp_bth_io::tun::devstats;
+
+/// What one side's thread returns: its rows, and the packets its own TUN device dropped
+/// (None if they could not be read).
+type SideResult = Result<(Vec<Row>, Option<u64>), String>;
 
 /// One side's thread: its TUN device in its namespace, then its rows. `ready` is told once
 /// the device is up (the client waits for the server's).
@@ -21,7 +26,7 @@ fn side(
     args: PerfArgs,
     plan: Plan,
     ready: Option<std::sync::mpsc::Sender<Result<(), String>>>,
-) -> std::thread::JoinHandle<Result<Vec<Row>, String>> {
+) -> std::thread::JoinHandle<SideResult> {
     std::thread::spawn(move || {
         let addr = if server {
             topology::A_STACK
@@ -57,11 +62,13 @@ fn side(
             bars: !server && progress::wanted(args.json),
         };
         // The client's rows make the table; the server's are summed in its footer.
-        Ok(run.run(&mut port, |row| {
+        let rows = run.run(&mut port, |row| {
             if !server {
                 printer.row(row)
             }
-        }))
+        });
+        // Read here: the device lives in this thread's namespace and goes with the port.
+        Ok((rows, port.device_drops().ok().map(|d| d.total())))
     })
 }
 
@@ -116,23 +123,34 @@ pub fn run_local(
     }
     let (tx, rx) = std::sync::mpsc::channel();
     let relay = ns.relay_mark();
+    let devices_before = ns.device_drops();
     let server = side(ns.a.clone(), true, args.clone(), plan.clone(), Some(tx));
     rx.recv()
         .map_err(|_| "server thread died".to_string())?
         .map_err(|e| format!("server: {e}"))?;
     printer.start(&banner);
     let client = side(ns.b.clone(), false, args.clone(), plan.clone(), None);
-    let c = client
+    let (c, client_drops) = client
         .join()
         .map_err(|_| "client thread panicked".to_string())??;
-    let s = server
+    let (s, server_drops) = server
         .join()
         .map_err(|_| "server thread panicked".to_string())??;
     let relay = relay.share(&ns);
+    let topology_drops = devices_before
+        .zip(ns.device_drops())
+        .map(|(b, a)| devstats::drops_between(&b, &a));
     if args.json {
         let both = serde_json::json!({
             "client": json_side("client", &banner, &c),
             "server": json_side("server", &banner, &s),
+            // Packets dropped by each stack's TUN device and by the rest of the topology
+            // (null: could not be read).
+            "device_drops": {
+                "client": client_drops,
+                "server": server_drops,
+                "topology": topology_drops,
+            },
         });
         println!("{both:#}");
     } else {
@@ -149,6 +167,11 @@ pub fn run_local(
             100.0 * r.of_a_core()
         ));
     }
+    say(device_drops_line(
+        client_drops,
+        server_drops,
+        topology_drops,
+    ));
     if let Some(p) = pinned {
         say(format!("pinned (--pin-relay): {}", p.cpus.describe()));
     }
@@ -178,4 +201,43 @@ pub fn run_local(
         }
     }
     Ok(all_ok(plan.rows.len(), &c) && all_ok(plan.rows.len(), &s))
+}
+
+/// The packets the network devices dropped during the run: each stack's TUN device and the
+/// rest of the topology (veth, the relay's devices). On a clean path these are what the
+/// retransmissions answer: a TUN device queues 500 packets by default.
+fn device_drops_line(client: Option<u64>, server: Option<u64>, topology: Option<u64>) -> String {
+    let parts = [client, server, topology];
+    let n = |v: Option<u64>| v.map_or_else(|| "unreadable".to_string(), |v| v.to_string());
+    let sum: u64 = parts.iter().flatten().sum();
+    let total = match parts.iter().all(Option::is_some) {
+        true => sum.to_string(),
+        false => format!("at least {sum}"),
+    };
+    format!(
+        "devices: {total} packets dropped (client's TUN device {}, server's {}, the other \
+         devices of both namespaces {})",
+        n(client),
+        n(server),
+        n(topology)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_drops_line;
+
+    #[test]
+    fn device_drops_line_sums_what_was_read_and_marks_what_was_not() {
+        assert_eq!(
+            device_drops_line(Some(3), Some(0), Some(736)),
+            "devices: 739 packets dropped (client's TUN device 3, server's 0, the other \
+             devices of both namespaces 736)"
+        );
+        assert_eq!(
+            device_drops_line(Some(3), None, Some(1)),
+            "devices: at least 4 packets dropped (client's TUN device 3, server's unreadable, \
+             the other devices of both namespaces 1)"
+        );
+    }
 }

@@ -49,7 +49,10 @@ smoothed RTT mean and maximum beside the smallest RTT, bytes in flight and conge
 time-weighted over the time it had data in flight; a smoothed RTT far above the minimum is a \
 queue), \
 and those the peer sent it just before closing, with \
-the messages the peer counted and verified. Needs root (CAP_NET_ADMIN; `local` also \
+the messages the peer counted and verified. `local` also prints the packets the network devices \
+dropped during the run (devices: each stack's TUN device, whose queue holds 500 packets, and \
+the other devices of both namespaces): on a clean path they are what retransmissions answer. \
+Needs root (CAP_NET_ADMIN; `local` also \
 CAP_SYS_ADMIN and iproute2). Experiment: BTH_BUSY_POLL_US=N makes the TUN driver poll its ring \
 rather than sleep for N microseconds after each packet arrives (default 0, off; \
 docs/datapath.md).";
