@@ -106,9 +106,27 @@ pub enum RelayArgsError {
     /// `--relay-rate` beyond what fits in bit/s.
     #[error("--relay-rate {0} Mbit/s is too large")]
     Rate(u64),
-    /// The link refused the values (a probability outside [0, 1], too many paths, …).
-    #[error("relay: {0}")]
+    /// The link refused the values (a probability outside [0, 1], too many paths, …); the
+    /// message names the option that set the value ([`option_for`]).
+    #[error("{opt}: {err}", opt = option_for(.0), err = .0)]
     Link(#[from] LinkConfigError),
+}
+
+/// The option that sets the value a [`LinkConfigError`] is about, so the message names what
+/// the user typed rather than the link's field.
+fn option_for(e: &LinkConfigError) -> &'static str {
+    match e {
+        LinkConfigError::Probability { field, .. } => match *field {
+            "loss" => "--relay-loss",
+            "reorder" => "--relay-reorder",
+            "duplicate" => "--relay-duplicate",
+            "corrupt" => "--relay-corrupt",
+            _ => "relay",
+        },
+        LinkConfigError::ZeroReorderDepth { .. } => "--relay-reorder-depth",
+        LinkConfigError::PathCount { .. } => "--relay-paths",
+        LinkConfigError::PathLoss { .. } => "--relay-path-loss",
+    }
 }
 
 impl RelayArgs {

@@ -168,6 +168,25 @@ fn invalid_combinations_are_errors() {
         parse(&["--relay-rate", &u64::MAX.to_string()]),
         Err(RelayArgsError::Rate(u64::MAX))
     );
+    // The message names the option the user typed, not the link's field.
+    for (args, option) in [
+        (&["--relay-loss", "1.5"][..], "--relay-loss: "),
+        (&["--relay-corrupt", "2"], "--relay-corrupt: "),
+        (&["--relay-duplicate", "3"], "--relay-duplicate: "),
+        (&["--relay-reorder", "4"], "--relay-reorder: "),
+        (
+            &["--relay-reorder", "0.1", "--relay-reorder-depth", "0"],
+            "--relay-reorder-depth: ",
+        ),
+        (&["--relay-paths", "40"], "--relay-paths: "),
+        (
+            &["--relay-paths", "3", "--relay-path-loss=-1"],
+            "--relay-path-loss: ",
+        ),
+    ] {
+        let e = parse(args).expect_err("refused").to_string();
+        assert!(e.starts_with(option), "{args:?}: {e}");
+    }
     // Messages name the flag to fix.
     let e = RelayArgsError::NeedsPaths {
         flag: "--relay-spread",
