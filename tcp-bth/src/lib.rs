@@ -27,7 +27,7 @@ pub mod rtt;
 pub use config::Config;
 pub use conn::{
     Completion, ConnError, Connection, ConnectionError, Event, GatherLimits, Mode, PostBufError,
-    PostSendError, RegisterError, Rejected, RxHeld, Sge, State, Stats, WcOp,
+    PostSendError, RegisterError, Rejected, RxHeld, SendLimits, Sge, State, Stats, WcOp,
 };
 pub use endpoint::{
     ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Transmit,

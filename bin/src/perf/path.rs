@@ -13,7 +13,7 @@
 use crate::units::{bytes, micros};
 use serde::Serialize;
 use std::time::Duration;
-use tcp_bth::Connection;
+use tcp_bth::{Connection, SendLimits};
 
 /// Least driver time between two samples.
 pub const EVERY: Duration = Duration::from_millis(1);
@@ -37,6 +37,38 @@ pub struct PathSummary {
     pub in_flight_max_bytes: u64,
     pub cwnd_mean_bytes: Option<u64>,
     pub cwnd_max_bytes: u64,
+    /// What held the sender back, summed over the connections (`Connection::send_limits`).
+    pub limits: LimitsSummary,
+}
+
+/// [`SendLimits`] in µs, for the JSON outputs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LimitsSummary {
+    /// Time with data to send or in flight: the sum of the rest.
+    pub busy_us: u64,
+    /// A segment went out, or the data path was full (the driver did not ask).
+    pub sending_us: u64,
+    pub cwnd_us: u64,
+    pub peer_window_us: u64,
+    pub credit_us: u64,
+    pub grant_us: u64,
+    /// Data in flight and nothing more posted to send.
+    pub application_us: u64,
+}
+
+impl LimitsSummary {
+    fn of(l: &SendLimits) -> LimitsSummary {
+        let us = |d: Duration| d.as_micros() as u64;
+        LimitsSummary {
+            busy_us: us(l.busy()),
+            sending_us: us(l.sending),
+            cwnd_us: us(l.cwnd),
+            peer_window_us: us(l.peer_window),
+            credit_us: us(l.credit),
+            grant_us: us(l.grant),
+            application_us: us(l.application),
+        }
+    }
 }
 
 /// Time-weighted sums and maxima of the samples, so that the samples of several connections
@@ -64,12 +96,17 @@ pub struct PathSamples {
     pub pipe_max: u64,
     /// The last sample, not yet weighted: its time, smoothed RTT (µs), window, pipe.
     last: Option<(Duration, Option<u64>, u64, u64)>,
+    /// What held the sender back (cumulative: the latest reading of each connection, summed
+    /// over merged ones).
+    pub limits: SendLimits,
 }
 
 impl PathSamples {
     /// Sample `c` if [`EVERY`] has passed since the last sample (the previous sample is
     /// weighted by the time since); a side with nothing in flight closes its interval.
     pub fn sample(&mut self, c: &Connection, now: Duration) {
+        // Cumulative in the connection: the latest reading is the run's.
+        self.limits = c.send_limits(now);
         if let Some((at, ..)) = self.last {
             if now < at + EVERY {
                 return;
@@ -124,6 +161,13 @@ impl PathSamples {
         self.cwnd_max = self.cwnd_max.max(o.cwnd_max);
         self.pipe_x_us += o.pipe_x_us;
         self.pipe_max = self.pipe_max.max(o.pipe_max);
+        let (l, m) = (&mut self.limits, &o.limits);
+        l.sending += m.sending;
+        l.cwnd += m.cwnd;
+        l.peer_window += m.peer_window;
+        l.credit += m.credit;
+        l.grant += m.grant;
+        l.application += m.application;
     }
 
     /// Time-weighted mean smoothed RTT.
@@ -156,6 +200,7 @@ impl PathSamples {
             in_flight_max_bytes: self.pipe_max,
             cwnd_mean_bytes: self.cwnd_mean(),
             cwnd_max_bytes: self.cwnd_max,
+            limits: LimitsSummary::of(&self.limits),
         }
     }
 
@@ -191,6 +236,34 @@ impl PathSamples {
             bytes(self.cwnd_max),
             micros(self.covered_us as f64),
             self.samples
+        ))
+    }
+
+    /// What held the sender back, as shares of the time it had data to send or in flight;
+    /// `None` when it was never busy, or under the path line's sample threshold (a side that
+    /// sent only the run's control messages).
+    pub fn limits_line(&self) -> Option<String> {
+        let l = &self.limits;
+        let busy = l.busy();
+        if self.samples < MIN_SAMPLES || busy.is_zero() {
+            return None;
+        }
+        let pct = |d: Duration| 100.0 * d.as_secs_f64() / busy.as_secs_f64();
+        let per = match self.connections {
+            0 | 1 => String::new(),
+            n => format!(" (summed over {n} connections)"),
+        };
+        Some(format!(
+            "sender{per}: busy {}; sending or data path full {:.0} %, held by the congestion \
+             window {:.0} %, the peer's window {:.0} %, its credit {:.0} %, its grant {:.0} %, \
+             the application {:.0} %",
+            micros(busy.as_micros() as f64),
+            pct(l.sending),
+            pct(l.cwnd),
+            pct(l.peer_window),
+            pct(l.credit),
+            pct(l.grant),
+            pct(l.application),
         ))
     }
 }
@@ -236,11 +309,48 @@ mod tests {
                 (sum.in_flight_mean_bytes, sum.cwnd_mean_bytes),
                 (Some(f), Some(w))
             );
-            // The receiver sends only the run's control messages (hello, statistics).
+            // The sender was busy for the run and something accounts for all of it; the
+            // receiver sends only the run's control messages (hello, statistics).
+            let l = p.limits;
+            assert!(l.busy() > Duration::ZERO, "{l:?}");
+            assert_eq!(sum.limits.busy_us, l.busy().as_micros() as u64);
+            let limits = p.limits_line().expect("a sender line");
+            assert!(limits.starts_with("sender: busy "), "{limits}");
             assert!(s.path.pipe_max < 4096, "{:?}", s.path);
+            assert!(s.path.limits.busy() < l.busy() / 4, "{l:?} {:?}", s.path);
             srtt.push(mean);
         }
         assert!(srtt[1] > srtt[0] + Duration::from_micros(500), "{srtt:?}");
+    }
+
+    /// The sender line gives each state's share of the busy time, and merged connections sum.
+    #[test]
+    fn the_sender_line_gives_shares_of_the_busy_time() {
+        let ms = Duration::from_millis;
+        let one = PathSamples {
+            connections: 1,
+            samples: 3,
+            limits: SendLimits {
+                sending: ms(1),
+                cwnd: ms(2),
+                application: ms(1),
+                ..SendLimits::default()
+            },
+            ..PathSamples::default()
+        };
+        assert_eq!(
+            one.limits_line().unwrap(),
+            "sender: busy 4.00 ms; sending or data path full 25 %, held by the congestion \
+             window 50 %, the peer's window 0 %, its credit 0 %, its grant 0 %, the \
+             application 25 %"
+        );
+        let mut two = one;
+        two.merge(&one);
+        assert_eq!(two.limits.busy(), ms(8));
+        assert!(two
+            .limits_line()
+            .unwrap()
+            .starts_with("sender (summed over 2 connections): busy 8.00 ms"));
     }
 
     /// Means are weighted by time: a value held for 3 ms weighs three times one held for 1 ms,

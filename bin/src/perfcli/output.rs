@@ -110,6 +110,7 @@ fn own(role: &str, rows: usize, sum: &PerfReport) -> Vec<String> {
     )];
     out.extend(sum.counters.lines().iter().map(|l| format!("{role}: {l}")));
     out.extend(sum.path.line().map(|l| format!("{role}: {l}")));
+    out.extend(sum.path.limits_line().map(|l| format!("{role}: {l}")));
     out
 }
 

@@ -16,6 +16,7 @@
 
 mod ack;
 mod admission;
+mod chrono;
 mod cq;
 mod error;
 mod events;
@@ -42,6 +43,7 @@ mod tests;
 use crate::config::Config;
 use crate::wire::{MsgClass, Nak, Opcode};
 pub use bth_placement::{Cqe as Completion, WcOp, WcStatus};
+pub use chrono::SendLimits;
 use cq::CompletionQueue;
 pub use error::{ConnError, ConnectionError, PostBufError, PostSendError, RegisterError, Rejected};
 pub use events::Event;
@@ -344,6 +346,12 @@ impl Connection {
 
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// What held the sender back, over time, up to `now` (`chrono.rs`: Linux's `busy`,
+    /// `rwnd_limited` and `sndbuf_limited`, with this stack's limits).
+    pub fn send_limits(&self, now: Duration) -> SendLimits {
+        self.snd.chrono.read(now)
     }
 
     pub fn recovery_stats(&self) -> RecoveryStats {

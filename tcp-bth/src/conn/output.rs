@@ -1,6 +1,7 @@
 //! Building segments to send: handshake, retransmissions first, then new data within
 //! min(cwnd, peer window, peer grant, message credit), then FIN, then pure ACKs.
 
+use super::chrono::Limit;
 use super::*;
 use crate::wire::{Bth, ChecksumFill, SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 use bth_framer::SegmentDesc;
@@ -199,6 +200,7 @@ impl Connection {
         // 1. A tail loss probe (not held by cwnd), 2. segments marked lost, in order.
         let probe = self.snd.tlp_probe.take();
         let resend = probe.or_else(|| self.snd.rec.next_lost());
+        let mut resend_held = false;
         if let Some((start, end)) = resend {
             let pipe = self.snd.rec.pipe();
             if probe.is_some() || pipe + (end - start) <= cwnd.max(mss) || pipe == 0 {
@@ -207,14 +209,25 @@ impl Connection {
                     let tsval = self.rcv.tsval(now);
                     self.snd.rec.on_retransmit(start, now, tsval);
                     self.arm_rto(now);
+                    self.snd.chrono.enter(now, Some(Limit::Sending));
                     return Some(self.build_data(now, start, body, out));
                 }
+            } else {
+                resend_held = true;
             }
         }
         // 3. New data. A probe of new data is one segment, whatever cwnd says.
         let probe_new = std::mem::take(&mut self.snd.tlp_new);
         let end = self.snd.framer.stream_end();
         if self.snd.nxt >= end {
+            // Nothing new: lost segments waiting for cwnd, or the application's turn (idle
+            // when nothing is in flight either).
+            let state = match (resend_held, self.snd.rec.is_empty()) {
+                (true, _) => Some(Limit::Cwnd),
+                (false, false) => Some(Limit::Application),
+                (false, true) => None,
+            };
+            self.snd.chrono.enter(now, state);
             return None;
         }
         let room_cwnd = if probe_new {
@@ -222,17 +235,26 @@ impl Connection {
         } else {
             cwnd.saturating_sub(self.snd.rec.pipe())
         };
-        let room = room_cwnd.min(self.snd.window_room()).min(mss);
+        let room_wnd = self.snd.window_room();
+        let room = room_cwnd.min(room_wnd).min(mss);
+        // What binds when the data is held: the smaller of the two windows (cwnd on a tie,
+        // and while lost segments wait for it).
+        let binding = match resend_held || room_cwnd <= room_wnd {
+            true => Limit::Cwnd,
+            false => Limit::PeerWindow,
+        };
         // Wait for a full segment's room rather than sending runts (Nagle-like).
         let (pipe, unsent) = (self.snd.rec.pipe(), end - self.snd.nxt);
         let held = |r: u64| r == 0 || (r < mss && r < unsent && pipe > 0);
         if held(room) {
             self.arm_persist(now);
+            self.snd.chrono.enter(now, Some(binding));
             return None;
         }
         if matches!(self.mode, Mode::Bth { .. }) && !self.snd.credit_allows(self.snd.nxt) {
             self.arm_persist(now);
             self.note_rnr_wait(now);
+            self.snd.chrono.enter(now, Some(Limit::Credit));
             return None;
         }
         self.clear_rnr_wait();
@@ -240,6 +262,7 @@ impl Connection {
         let room = room.min(self.admission_room());
         if held(room) {
             self.note_grant_hold(now);
+            self.snd.chrono.enter(now, Some(Limit::Grant));
             return None;
         }
         self.end_grant_hold(now);
@@ -247,6 +270,7 @@ impl Connection {
         let Some(body) = self.data_body(start, room as u32) else {
             // A READ request is one indivisible 16-byte segment: wait for that much room.
             self.arm_persist(now);
+            self.snd.chrono.enter(now, Some(binding));
             return None;
         };
         let len = body.payload_len() as u32;
@@ -257,6 +281,7 @@ impl Connection {
         self.stats.bytes_sent += u64::from(len);
         self.arm_rto(now);
         self.arm_tlp(now);
+        self.snd.chrono.enter(now, Some(Limit::Sending));
         Some(self.build_data(now, start, body, out))
     }
 

@@ -42,6 +42,8 @@ pub(super) struct SendState {
     pub grant_ack: u64,
     /// Since when new data has been held back by the grant alone, if it is.
     pub grant_held_since: Option<Duration>,
+    /// What held the sender back, over time (`chrono.rs`).
+    pub chrono: super::chrono::Chrono,
 }
 
 impl SendState {
@@ -72,6 +74,7 @@ impl SendState {
             admission: bth_cc::ReceiverAdmission::new(),
             grant_ack: 0,
             grant_held_since: None,
+            chrono: Default::default(),
         }
     }
 

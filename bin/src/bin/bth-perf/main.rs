@@ -47,7 +47,9 @@ the application's buffers with no copy, as the TUN driver does for a segment's p
 or more: from MTU 2128 up, none at the default 1500), then what it saw of the path (path: \
 smoothed RTT mean and maximum beside the smallest RTT, bytes in flight and congestion window, \
 time-weighted over the time it had data in flight; a smoothed RTT far above the minimum is a \
-queue), \
+queue) and what held its sender back (sender: the time it had data to send or in flight, and \
+the shares of it spent sending or with the data path full, held by the congestion window, by \
+the peer's window, credit or grant, or waiting for the application to post more), \
 and those the peer sent it just before closing, with \
 the messages the peer counted and verified. `local` also prints the packets the network devices \
 dropped during the run (devices: each stack's TUN device, whose queue holds 500 packets, and \

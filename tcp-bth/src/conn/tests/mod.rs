@@ -10,6 +10,7 @@ mod events;
 mod gather;
 mod isn;
 mod late_ack;
+mod limits;
 mod paws;
 mod read;
 mod socket;

@@ -1,0 +1,124 @@
+//! What held the sender back, over time: Linux's send-side chronographs (`tcp_chrono_start`,
+//! `busy`, `rwnd_limited`, `sndbuf_limited` in `ss -i`), with the limits of this stack.
+//!
+//! Every time the connection is asked for its next data segment it says what it found: it
+//! sent one, or something held the data back (the congestion window, the peer's window, the
+//! peer's message credit, its byte grant), or it had nothing to send while data was in flight
+//! (the application). The time until the next such answer is charged to that state. A
+//! connection with nothing in flight and nothing to send is idle and charges nothing.
+//!
+//! "Sending" also covers the time the data path was full: a driver whose transmit buffers are
+//! all in flight does not ask, so the last answer (a segment sent) stands. A throughput
+//! measurement reads these to tell which bound it met: mostly "cwnd" is the congestion
+//! controller, mostly "peer window" or "grant" the receiver, mostly "application" the
+//! workload, mostly "sending" the machine (CPU, the data path).
+
+use std::time::Duration;
+
+/// The states time is charged to, in [`SendLimits`]' order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Limit {
+    /// A segment went out (or the data path was full and nothing was asked).
+    Sending,
+    /// The congestion window was full.
+    Cwnd,
+    /// The peer's TCP window was full.
+    PeerWindow,
+    /// The peer had no receive posted for the next SEND (its R=1 message credit).
+    Credit,
+    /// The peer's byte grant (receiver-driven admission) was used up.
+    Grant,
+    /// Data in flight and nothing more to send: the application had not posted more.
+    Application,
+}
+
+/// Time the sender spent in each state since the connection was established (see the module
+/// documentation). Their sum is the time the connection had data to send or in flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendLimits {
+    pub sending: Duration,
+    pub cwnd: Duration,
+    pub peer_window: Duration,
+    pub credit: Duration,
+    pub grant: Duration,
+    pub application: Duration,
+}
+
+impl SendLimits {
+    /// Time with data to send or in flight.
+    pub fn busy(&self) -> Duration {
+        self.sending + self.cwnd + self.peer_window + self.credit + self.grant + self.application
+    }
+
+    fn slot(&mut self, l: Limit) -> &mut Duration {
+        match l {
+            Limit::Sending => &mut self.sending,
+            Limit::Cwnd => &mut self.cwnd,
+            Limit::PeerWindow => &mut self.peer_window,
+            Limit::Credit => &mut self.credit,
+            Limit::Grant => &mut self.grant,
+            Limit::Application => &mut self.application,
+        }
+    }
+}
+
+/// The running chronograph: the state now and since when.
+#[derive(Debug, Default)]
+pub(super) struct Chrono {
+    current: Option<(Limit, Duration)>,
+    totals: SendLimits,
+}
+
+impl Chrono {
+    /// The sender is in `state` from `now` on (None: idle).
+    pub fn enter(&mut self, now: Duration, state: Option<Limit>) {
+        if self.current.map(|(l, _)| l) == state {
+            return;
+        }
+        self.stop(now);
+        self.current = state.map(|l| (l, now));
+    }
+
+    /// Charge the running state up to `now` and stop.
+    fn stop(&mut self, now: Duration) {
+        if let Some((l, since)) = self.current.take() {
+            *self.totals.slot(l) += now.saturating_sub(since);
+        }
+    }
+
+    /// The totals, with the running state charged up to `now`.
+    pub fn read(&self, now: Duration) -> SendLimits {
+        let mut t = self.totals;
+        if let Some((l, since)) = self.current {
+            *t.slot(l) += now.saturating_sub(since);
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn time_goes_to_the_state_until_the_next_one_and_idle_charges_nothing() {
+        let mut c = Chrono::default();
+        c.enter(MS, Some(Limit::Sending));
+        c.enter(3 * MS, Some(Limit::Sending)); // the same state: no restart
+        c.enter(4 * MS, Some(Limit::Cwnd));
+        c.enter(6 * MS, None);
+        c.enter(10 * MS, Some(Limit::PeerWindow));
+        let t = c.read(11 * MS);
+        assert_eq!(t.sending, 3 * MS);
+        assert_eq!(t.cwnd, 2 * MS);
+        assert_eq!(
+            t.peer_window, MS,
+            "the running state counts up to the reading"
+        );
+        assert_eq!(t.busy(), 6 * MS, "the idle 4 ms are nobody's");
+        // Reading does not stop the clock.
+        assert_eq!(c.read(12 * MS).peer_window, 2 * MS);
+    }
+}
