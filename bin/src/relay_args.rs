@@ -107,7 +107,7 @@ pub enum RelayArgsError {
     #[error("--relay-rate {0} Mbit/s is too large")]
     Rate(u64),
     /// The link refused the values (a probability outside [0, 1], too many paths, …); the
-    /// message names the option that set the value ([`option_for`]).
+    /// message names the option that set the value.
     #[error("{opt}: {err}", opt = option_for(.0), err = .0)]
     Link(#[from] LinkConfigError),
 }
