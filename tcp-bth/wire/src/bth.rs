@@ -237,10 +237,20 @@ pub fn icrc(header8: &[u8], payload: &[u8]) -> u32 {
 }
 
 /// [`icrc`] over a payload made of `parts` in order.
+///
+/// CRC32C (CRC-32/ISCSI) from `crc-fast`, which folds with carry-less multiplication
+/// (PCLMULQDQ, VPCLMULQDQ where the CPU has them, chosen at run time): on this project's
+/// machine 28.6 GB/s over a 1448-byte payload and 58 over 64,960 bytes, against 13.1 and 26.0
+/// for the `crc32c` crate's three-way `crc32` instruction loop used before, which was the
+/// largest single cost of both sides at MTU 65000 (`docs/datapath.md`, "The ICRC").
 pub fn icrc_parts<P: AsRef<[u8]>>(header8: &[u8], parts: &[P]) -> u32 {
-    parts.iter().fold(crc32c::crc32c(header8), |c, p| {
-        crc32c::crc32c_append(c, p.as_ref())
-    })
+    let mut d = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    d.update(header8);
+    for p in parts {
+        d.update(p.as_ref());
+    }
+    // A 32-bit CRC in the low half of the 64-bit result.
+    d.finalize() as u32
 }
 
 /// What one opcode wire value demands of an option, so that [`accepts`] needs one table load
