@@ -1,6 +1,6 @@
 //! Placement throughput against plain memcpy: messages cut into 1448-byte segments, delivered
 //! in one shuffled order, in three sizes that put the working set (sources plus destinations)
-//! in three places on a machine with 2 MiB of L2 per core and 32 MiB of L3:
+//! in three places on a machine with 1 MiB of L2 per core and 32 MiB of L3:
 //!
 //! * `1MiB`: one 1 MiB message, 2 MiB in all: in cache;
 //! * `16MiB`: one message of 16 MiB - 1 (the largest the 24-bit offset allows), 32 MiB in all:

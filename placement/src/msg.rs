@@ -371,7 +371,7 @@ mod tests {
         b.mbo = offset;
         b.ext = tcp_bth_wire::Extension::Reth(Reth {
             rkey,
-            addr: addr + u64::from(offset),
+            addr: addr.wrapping_add(u64::from(offset)),
         });
         Inbound::from_bth(&b, &payload[..n as usize]).unwrap()
     }
@@ -393,22 +393,30 @@ mod tests {
         #[test]
         fn short_path_agrees_with_the_long_path(
             cuts in proptest::collection::vec((0u32..8, prop_oneof![3 => Just(UNIT), 1 => 1u32..600], any::<bool>()), 1..40),
+            // Units from 60 on cross into the bitmap's second word.
+            base in prop_oneof![Just(0u32), Just(60u32)],
             short_by in prop_oneof![Just(0u32), 1u32..UNIT],
             max_ranges in 1usize..4,
-            limit in prop_oneof![Just(7 * UNIT), Just(4 * UNIT)],
-            buf_len in prop_oneof![3 => Just(8 * UNIT as usize), 1 => 0usize..8 * UNIT as usize],
+            limit in prop_oneof![Just(7), Just(4)],
+            buf_len in prop_oneof![3 => Just(8usize), 1 => 0usize..8],
+            buf_short_by in 0usize..UNIT as usize,
         ) {
+            let limit = (base + limit) * UNIT;
+            let buf_len = match buf_len {
+                8 => (base as usize + 8) * UNIT as usize,
+                n => ((base as usize + n) * UNIT as usize).saturating_sub(buf_short_by),
+            };
             // A message of six units, or ending inside its sixth; segments past its end, or
             // ending where it does not, contradict it, and with the lower size limit its last
             // two units lie beyond what the receiver announced.
-            let len = 6 * UNIT - short_by;
+            let len = (base + 6) * UNIT - short_by;
             let payload: Vec<u8> = (0..600u32).map(|i| (i % 251 + 1) as u8).collect();
             let books = || Books { max_ranges, max_message_len: limit, ..Books::default() };
             let (mut fast_books, mut long_books) = (books(), books());
             let (mut fast_track, mut long_track) = (MsgTrack::default(), MsgTrack::default());
             let (mut fast_buf, mut long_buf) = (vec![0u8; buf_len], vec![0u8; buf_len]);
             for (unit, n, ends_here) in cuts {
-                let offset = unit * UNIT;
+                let offset = (base + unit) * UNIT;
                 let n = if offset + n > len && !ends_here { len.saturating_sub(offset).max(1) } else { n };
                 let total = if ends_here { offset + n } else { len.max(offset + n) };
                 let seg = segment(offset, n, total, &payload);
@@ -431,12 +439,15 @@ mod tests {
             region_len in prop_oneof![3 => Just(8 * UNIT as usize), 1 => 1usize..8 * UNIT as usize],
             writable in prop_oneof![3 => Just(true), 1 => Just(false)],
             wrong_rkey in prop_oneof![3 => Just(false), 1 => Just(true)],
+            // The address the peer names: the region's, or anywhere (past it, wrapping u64).
+            addr_off in prop_oneof![3 => Just(0u64), 1 => any::<u64>()],
         ) {
             let len = 6 * UNIT;
             let payload: Vec<u8> = (0..600u32).map(|i| (i % 251 + 1) as u8).collect();
             let access = if writable { Access::LOCAL_WRITE | Access::REMOTE_WRITE } else { Access::LOCAL_WRITE };
             let (mut fast_mr, mut long_mr, rkey, addr) = region_pair(region_len, access);
             let rkey = if wrong_rkey { rkey ^ 0x100 } else { rkey };
+            let addr = addr.wrapping_add(addr_off);
             let books = || Books { max_ranges: 3, max_message_len: len, ..Books::default() };
             let (mut fast_books, mut long_books) = (books(), books());
             let (mut fast_track, mut long_track) = (MsgTrack::default(), MsgTrack::default());
@@ -449,10 +460,12 @@ mod tests {
                 let long = place_any(&mut long_track, &seg, Dest::Region(&mut long_mr, reth), &mut long_books);
                 prop_assert_eq!(fast, long, "segment at {} of {}", offset, n);
                 let bytes = |mr: &MemoryRegions| mr.bytes(rkey).map(<[u8]>::to_vec).unwrap_or_default();
+                let (fast_bytes, long_bytes) = (bytes(&fast_mr), bytes(&long_mr));
                 prop_assert_eq!(
-                    observed(&fast_track, &fast_books, &bytes(&fast_mr)),
-                    observed(&long_track, &long_books, &bytes(&long_mr))
+                    observed(&fast_track, &fast_books, &fast_bytes),
+                    observed(&long_track, &long_books, &long_bytes)
                 );
+                prop_assert!(fast_bytes == long_bytes);
             }
         }
     }

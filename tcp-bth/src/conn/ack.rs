@@ -54,16 +54,25 @@ pub(super) struct AckState {
     rcv_mss: u64,
     /// RFC 2883: a duplicate range the next ACK reports as its first SACK block.
     pub dsack: Option<(u64, u64)>,
-    /// Built ACKs, each with whether it carries our credit (R=1).
-    pending: VecDeque<(BuiltAck, bool)>,
+    /// Built ACKs, each with what it carries that a later ACK would not repeat on its own:
+    /// our credit (R=1) and a D-SACK block.
+    pending: VecDeque<Pending>,
 }
 
 /// A pure ACK as built: a header and nothing else, so no heap allocation per ACK.
 pub(super) type BuiltAck = ArrayVec<u8, TCP_HEADER_MAX>;
 
+/// A built ACK waiting for `poll_transmit`.
+#[derive(Debug)]
+struct Pending {
+    seg: BuiltAck,
+    credit: bool,
+    dsack: Option<(u64, u64)>,
+}
+
 impl AckState {
     pub fn take_pending(&mut self) -> Option<BuiltAck> {
-        self.pending.pop_front().map(|(seg, _)| seg)
+        self.pending.pop_front().map(|p| p.seg)
     }
 
     /// Built ACKs not taken yet.
@@ -103,20 +112,26 @@ impl Connection {
     /// Build a pure ACK of this moment and queue it for `poll_transmit`.
     pub(super) fn ack_now(&mut self, now: Duration) {
         if self.ack.pending.len() >= MAX_PENDING_ACKS {
-            if let Some((_, credit)) = self.ack.pending.pop_front() {
+            if let Some(old) = self.ack.pending.pop_front() {
                 self.stats.acks_superseded += 1;
-                // The credit it carried must still travel: the next ACK carries it.
-                self.owed.credit |= credit;
+                // What it carried that the next ACK would not must still travel: its credit,
+                // and its D-SACK unless a newer duplicate takes the one block.
+                self.owed.credit |= old.credit;
+                if self.ack.dsack.is_none() {
+                    self.ack.dsack = old.dsack;
+                }
             }
         }
         let credit = self.owed.credit;
+        // Building the ACK takes the D-SACK (`output.rs`): remember which it was.
+        let dsack = self.ack.dsack;
         let mut buf = [0u8; TCP_HEADER_MAX];
         let n = self.pure_ack(now, &mut output::Out::new(&mut buf, ChecksumFill::Full));
         let mut seg = BuiltAck::new();
         seg.try_extend_from_slice(&buf[..n])
             .expect("a pure ACK is a header only");
         self.owed.ack = false;
-        self.ack.pending.push_back((seg, credit));
+        self.ack.pending.push_back(Pending { seg, credit, dsack });
     }
 
     /// A segment carrying our ACK is going out: nothing is owed until more data arrives.

@@ -8,7 +8,10 @@
 //! connection with nothing in flight and nothing to send is idle and charges nothing.
 //!
 //! "Sending" also covers the time the data path was full: a driver whose transmit buffers are
-//! all in flight does not ask, so the last answer (a segment sent) stands. A throughput
+//! all in flight does not ask, so the last answer (a segment sent) stands. An endpoint with
+//! several connections asks them in turn, so one that was not asked because another filled
+//! the data path keeps its last answer, which may be a hold. A closed connection's clock stops
+//! at its last answer. A throughput
 //! measurement reads these to tell which bound it met: mostly "cwnd" is the congestion
 //! controller, mostly "peer window" or "grant" the receiver, mostly "application" the
 //! workload, mostly "sending" the machine (CPU, the data path).
@@ -28,7 +31,9 @@ pub(super) enum Limit {
     Credit,
     /// The peer's byte grant (receiver-driven admission) was used up.
     Grant,
-    /// Data in flight and nothing more to send: the application had not posted more.
+    /// Data in flight and nothing more to send: the application had not posted more. The
+    /// wait for the last ACKs of a transfer counts here, a tail loss probe's or RTO's wait
+    /// included.
     Application,
 }
 
@@ -67,11 +72,15 @@ impl SendLimits {
 pub(super) struct Chrono {
     current: Option<(Limit, Duration)>,
     totals: SendLimits,
+    /// When the sender last said what it found: a closed connection is read up to here, so
+    /// its last state does not keep counting after the connection ended.
+    last: Duration,
 }
 
 impl Chrono {
     /// The sender is in `state` from `now` on (None: idle).
     pub fn enter(&mut self, now: Duration, state: Option<Limit>) {
+        self.last = self.last.max(now);
         if self.current.map(|(l, _)| l) == state {
             return;
         }
@@ -84,6 +93,11 @@ impl Chrono {
         if let Some((l, since)) = self.current.take() {
             *self.totals.slot(l) += now.saturating_sub(since);
         }
+    }
+
+    /// When the sender last said what it found.
+    pub fn last(&self) -> Duration {
+        self.last
     }
 
     /// The totals, with the running state charged up to `now`.

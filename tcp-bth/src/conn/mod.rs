@@ -351,7 +351,11 @@ impl Connection {
     /// What held the sender back, over time, up to `now` (`chrono.rs`: Linux's `busy`,
     /// `rwnd_limited` and `sndbuf_limited`, with this stack's limits).
     pub fn send_limits(&self, now: Duration) -> SendLimits {
-        self.snd.chrono.read(now)
+        let at = match self.state {
+            State::Closed => self.snd.chrono.last().min(now),
+            _ => now,
+        };
+        self.snd.chrono.read(at)
     }
 
     pub fn recovery_stats(&self) -> RecoveryStats {

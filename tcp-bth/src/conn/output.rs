@@ -259,18 +259,22 @@ impl Connection {
         }
         self.clear_rnr_wait();
         // Last the peer's grant, so a hold is counted only when nothing else holds the data.
-        let room = room.min(self.admission_room());
-        if held(room) {
+        let granted = room.min(self.admission_room());
+        if held(granted) {
             self.note_grant_hold(now);
             self.snd.chrono.enter(now, Some(Limit::Grant));
             return None;
         }
         self.end_grant_hold(now);
         let start = self.snd.nxt;
-        let Some(body) = self.data_body(start, room as u32) else {
+        let Some(body) = self.data_body(start, granted as u32) else {
             // A READ request is one indivisible 16-byte segment: wait for that much room.
             self.arm_persist(now);
-            self.snd.chrono.enter(now, Some(binding));
+            let by = match granted < room {
+                true => Limit::Grant,
+                false => binding,
+            };
+            self.snd.chrono.enter(now, Some(by));
             return None;
         };
         let len = body.payload_len() as u32;

@@ -78,17 +78,24 @@ fn every_second_full_segment_is_acknowledged_within_one_turn() {
 fn acks_built_beyond_a_turn_are_superseded_and_counted() {
     let mut d = established(true);
     let out_before = d.b.stats().segments_out;
+    // The first ACK carries a D-SACK; when it is dropped, the ACK built then must carry it.
+    d.b.note_duplicate(0, 100);
     for _ in 0..MAX_PENDING_ACKS + 44 {
         d.b.ack_now(d.now);
     }
     assert_eq!(d.b.ack.pending(), MAX_PENDING_ACKS);
     assert_eq!(d.b.stats().acks_superseded, 44);
     assert_eq!(d.b.stats().acks_immediate, 0, "none has left yet");
-    let mut sent = 0;
+    let (mut sent, mut with_dsack) = (0, 0);
     while let Some(p) = d.b.poll_transmit(d.now) {
         assert!(is_pure_ack(&p));
         sent += 1;
+        with_dsack += usize::from(!TcpRepr::parse(&p, None).unwrap().options.sack.is_empty());
     }
+    assert_eq!(
+        with_dsack, 1,
+        "the dropped ACK's D-SACK went with a later one"
+    );
     let b = d.b.stats();
     assert_eq!(sent, MAX_PENDING_ACKS as u64);
     assert_eq!(b.acks_immediate, sent);

@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// B posts a receive of `len` bytes and A starts sending a SEND of that length; returns the
+/// time A posted it.
+fn start_bulk(d: &mut Wire, len: usize) -> Duration {
+    d.b.post_recv(1, vec![0; len]).unwrap();
+    d.settle(Duration::from_millis(10));
+    d.a.post_send(send_wr(1, pattern(1, len))).unwrap();
+    d.now
+}
+
 /// Run until B completes a receive (within a few seconds of virtual time).
 fn b_completes(d: &mut Wire) -> bool {
     d.run(
@@ -18,11 +27,7 @@ fn b_completes(d: &mut Wire) -> bool {
 #[test]
 fn a_bulk_sender_is_busy_until_acknowledged_and_a_receiver_never() {
     let mut d = established(true);
-    let len = 4 << 20;
-    d.b.post_recv(1, vec![0; len]).unwrap();
-    d.settle(Duration::from_millis(10));
-    let start = d.now;
-    d.a.post_send(send_wr(1, pattern(1, len))).unwrap();
+    let start = start_bulk(&mut d, 4 << 20);
     assert!(b_completes(&mut d));
     d.settle(Duration::from_millis(10));
     let a = d.a.send_limits(d.now);
@@ -54,4 +59,19 @@ fn waiting_for_the_peers_receive_is_charged_to_credit() {
         after.credit - a.credit < Duration::from_millis(1),
         "{after:?}"
     );
+}
+
+/// A connection aborted mid-transfer stops its clock: later readings add nothing.
+#[test]
+fn an_aborted_connections_clock_stops() {
+    let mut d = established(true);
+    start_bulk(&mut d, 4 << 20);
+    // Part of the transfer, then the sender aborts.
+    d.run(Duration::from_micros(300), |_, _, p| Some(p), |_| false);
+    assert!(d.a.send_limits(d.now).busy() > Duration::ZERO);
+    d.a.abort();
+    d.settle(Duration::from_millis(10));
+    assert!(d.a.is_closed());
+    let at_close = d.a.send_limits(d.now);
+    assert_eq!(d.a.send_limits(d.now + Duration::from_secs(5)), at_close);
 }
