@@ -56,7 +56,7 @@ pub use config::{PerfConfig, MAX_VERIFIED_WRITE_REGION};
 pub use counters::{ConnCounters, Drops, PeerSummary};
 pub use error::PerfError;
 pub use op::{ParseOpError, PerfOp};
-pub use path::{PathSamples, PathSummary};
+pub use path::{LimitsSummary, PathSamples, PathSummary};
 pub use recovery::Recovery;
 pub use report::{percentile, LatencyStats, PerfReport, Timeline, BUCKET, PEAK_WINDOW};
 pub use server::{Server, ServerRole};

@@ -381,6 +381,10 @@ pub struct Summary {
     pub grant_holds: Option<f64>,
     /// Median over runs of the relay thread's share of a core ([`RunRecord::relay_busy`]).
     pub relay_busy: Option<f64>,
+    /// Ours: what held the sender back, each state's median share of its busy time over the
+    /// runs ([`crate::perf::LimitsSummary::STATES`]; per run the busier side, the one that
+    /// sent the data); None for the other stacks.
+    pub sender_held: Option<[f64; 6]>,
     /// Median over runs of the packets the network devices dropped.
     pub device_drops: Option<f64>,
     /// Payload bytes per full data segment (the first successful run's; they all agree).
@@ -493,11 +497,28 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         relay_queue_drops: median_of(&ok, |r| r.relay_queue_drops),
         grant_holds: median_of(&ok, |r| r.grant_holds),
         relay_busy: median_f64(&ok, |r| r.relay_busy),
+        sender_held: sender_held(&ok),
         device_drops: median_of(&ok, |r| r.device_drops),
         seg_payload: ok.iter().find_map(|r| r.seg_payload),
         ip_gbps: path_median(&ok, PathCeiling::ip_gbps),
         lost: path_median(&ok, |p| p.lost as f64),
     }
+}
+
+/// Each sender state's median share over the runs (see [`Summary::sender_held`]).
+fn sender_held(runs: &[&&RunRecord]) -> Option<[f64; 6]> {
+    let per_run: Vec<[f64; 6]> = runs
+        .iter()
+        .filter_map(|r| {
+            let busier = [r.client_path, r.server_path]
+                .into_iter()
+                .flatten()
+                .max_by_key(|p| p.limits.busy_us)?;
+            busier.limits.shares()
+        })
+        .collect();
+    (!per_run.is_empty())
+        .then(|| std::array::from_fn(|i| median(per_run.iter().map(|s| s[i]).collect())))
 }
 
 /// Median of a ceiling figure over the runs that measured one.

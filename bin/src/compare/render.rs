@@ -118,6 +118,36 @@ pub fn markdown(results: &[CellResult]) -> String {
     s
 }
 
+/// What held ours' sender back, per cell that recorded it (empty if none did): each state's
+/// median share of the sender's busy time ([`super::Summary::sender_held`]). A state that
+/// holds it most of the time in front of a long queue (the `path` figures' smoothed RTT far
+/// above the minimum) sets the queue's length, not the rate (`docs/results.md`, "What held
+/// ours' sender back").
+pub fn limits_markdown(results: &[CellResult]) -> String {
+    let rows: Vec<String> = results
+        .iter()
+        .filter_map(|c| {
+            let shares = c.ours.sender_held?;
+            let cols: Vec<String> = shares
+                .iter()
+                .map(|v| format!("{:.0} %", v * 100.0))
+                .collect();
+            Some(format!("| {} | {} |\n", c.cell.id, cols.join(" | ")))
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let names = crate::perf::LimitsSummary::STATES;
+    let mut s = format!(
+        "| cell | {} |\n|---|{}\n",
+        names.join(" | "),
+        "---|".repeat(names.len())
+    );
+    s.extend(rows);
+    s
+}
+
 /// A thread's CPU time over wall time, as a share of one core ("–" where there is none).
 fn share_of_core(v: Option<f64>) -> String {
     v.map_or("–".into(), |v| format!("{:.0} %", v * 100.0))

@@ -370,13 +370,13 @@ fn a_runs_device_drops_add_the_stacks_own_devices_to_the_topologys_for_ours_only
     assert_eq!(add_drops(Some(7), None, Stack::Ours), None);
 }
 
-#[test]
-fn the_table_shows_the_relays_median_share_of_a_core_and_a_dash_without_a_relay() {
+/// The quick plan's first cell with three runs of each stack, ours' run `i` given to `edit`.
+fn three_runs(edit: impl Fn(usize, &mut RunRecord)) -> (Plan, Vec<RunRecord>) {
     let cells = vec![plan(true).cells.remove(0)];
     let mut runs = Vec::new();
-    for (run, busy) in [(0, Some(0.91)), (1, Some(0.97)), (2, Some(0.99))] {
+    for run in 0..3 {
         let mut r = fake(&cells[0], Stack::Ours, run, 1.0);
-        r.relay_busy = busy;
+        edit(run, &mut r);
         runs.push(r);
         runs.push(fake(&cells[0], Stack::Kernel, run, 2.0));
     }
@@ -385,6 +385,12 @@ fn the_table_shows_the_relays_median_share_of_a_core_and_a_dash_without_a_relay(
         runs: 3,
         cells,
     };
+    (plan, runs)
+}
+
+#[test]
+fn the_table_shows_the_relays_median_share_of_a_core_and_a_dash_without_a_relay() {
+    let (plan, runs) = three_runs(|run, r| r.relay_busy = Some([0.91, 0.97, 0.99][run]));
     let results = summarize(&plan, &runs);
     assert_eq!(results[0].ours.relay_busy, Some(0.97));
     assert_eq!(results[0].kernel.relay_busy, None);
@@ -403,4 +409,42 @@ fn the_table_shows_the_relays_median_share_of_a_core_and_a_dash_without_a_relay(
     };
     assert_eq!(cell("ours"), "97 %");
     assert_eq!(cell("kernel"), "–");
+}
+
+/// What held ours' sender back: per run the busier side's shares, their medians per cell, and
+/// a table row per cell that has them (none for kernel TCP).
+#[test]
+fn the_senders_limits_are_medians_of_the_busier_side() {
+    use crate::perf::{LimitsSummary, PathSummary};
+    let path = |busy: u64, cwnd: u64| PathSummary {
+        limits: LimitsSummary {
+            busy_us: busy,
+            sending_us: busy - cwnd,
+            cwnd_us: cwnd,
+            ..LimitsSummary::default()
+        },
+        ..PathSummary::default()
+    };
+    let (plan, runs) = three_runs(|run, r| {
+        // The client sent the data; the server's few control messages must not count.
+        r.client_path = Some(path(1000, [900, 500, 800][run]));
+        r.server_path = Some(path(10, 10));
+    });
+    let results = summarize(&plan, &runs);
+    let held = results[0].ours.sender_held.expect("ours has them");
+    assert!(
+        (held[0] - 0.2).abs() < 1e-9 && (held[1] - 0.8).abs() < 1e-9,
+        "{held:?}"
+    );
+    assert_eq!(results[0].kernel.sender_held, None);
+    let table = super::render::limits_markdown(&results);
+    let row = table.lines().nth(2).expect("one row");
+    assert_eq!(
+        row,
+        format!(
+            "| {} | 20 % | 80 % | 0 % | 0 % | 0 % | 0 % |",
+            results[0].cell.id
+        )
+    );
+    assert!(super::render::limits_markdown(&summarize(&plan, &[])).is_empty());
 }

@@ -57,6 +57,30 @@ pub struct LimitsSummary {
 }
 
 impl LimitsSummary {
+    /// What [`shares`](Self::shares) are of, in its order.
+    pub const STATES: [&'static str; 6] = [
+        "sending or data path full",
+        "congestion window",
+        "peer's window",
+        "credit",
+        "grant",
+        "application",
+    ];
+
+    /// Each state's share of the busy time ([`STATES`](Self::STATES)); None if never busy.
+    pub fn shares(&self) -> Option<[f64; 6]> {
+        let busy = self.busy_us as f64;
+        let parts = [
+            self.sending_us,
+            self.cwnd_us,
+            self.peer_window_us,
+            self.credit_us,
+            self.grant_us,
+            self.application_us,
+        ];
+        (self.busy_us > 0).then(|| parts.map(|p| p as f64 / busy))
+    }
+
     fn of(l: &SendLimits) -> LimitsSummary {
         let us = |d: Duration| d.as_micros() as u64;
         LimitsSummary {

@@ -254,6 +254,14 @@ fn main() -> ExitCode {
     if results.iter().any(|c| !c.cell.is_incast()) {
         println!("{}", render::markdown(&results));
     }
+    let held = render::limits_markdown(&results);
+    if !held.is_empty() {
+        println!(
+            "what held ours' sender back (each state's median share of the time the sending \
+             side had data to send or in flight; a state that holds it in front of a long queue \
+             sets the queue's length, not the rate):\n\n{held}"
+        );
+    }
     let mtu = render::mtu_markdown(&results);
     if !mtu.is_empty() {
         println!(
