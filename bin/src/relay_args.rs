@@ -68,7 +68,7 @@ pub struct RelayArgs {
     /// limit [default: 0].
     #[arg(long, value_name = "Mbit/s")]
     pub relay_rate: Option<u64>,
-    /// Relay: spray packets over N paths (2 to 16) after the bottleneck, as packet-spraying
+    /// Relay: spray packets over N paths (1 to 16; 2 or more spray) after the bottleneck, as packet-spraying
     /// fabrics do (Ultra Ethernet, SRD, adaptive routing); path delays are spread evenly from 0
     /// to --relay-spread, so packets are reordered by up to the spread. 1 means one path, no
     /// spraying [default: 1].
@@ -94,9 +94,12 @@ pub struct RelayArgs {
 /// Why the `--relay-*` options cannot make a link.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RelayArgsError {
-    /// `--relay-paths 0`.
-    #[error("--relay-paths must be 1 (no spraying) to {MAX_PATHS}, got 0")]
-    ZeroPaths,
+    /// `--relay-path-loss` outside [0, 1] (or NaN).
+    #[error("--relay-path-loss must be within [0, 1], got {0}")]
+    PathLoss(f64),
+    /// `--relay-paths` of 0 or more than the link takes.
+    #[error("--relay-paths must be 1 (no spraying) to {MAX_PATHS}, got {0}")]
+    Paths(usize),
     /// A spraying option without `--relay-paths` of 2 or more.
     #[error("{flag} applies to sprayed paths: add --relay-paths 2 to {MAX_PATHS}")]
     NeedsPaths { flag: &'static str },
@@ -187,7 +190,8 @@ impl RelayArgs {
             link = link.with_bandwidth_bps(bps);
         }
         match self.relay_paths.unwrap_or(1) {
-            0 => return Err(RelayArgsError::ZeroPaths),
+            n @ 0 => return Err(RelayArgsError::Paths(n)),
+            n if n > MAX_PATHS => return Err(RelayArgsError::Paths(n)),
             1 => {
                 for (flag, given) in [
                     ("--relay-spread", self.relay_spread.is_some()),
@@ -204,9 +208,13 @@ impl RelayArgs {
                     SprayArg::RoundRobin => SprayMode::RoundRobin,
                     SprayArg::Random => SprayMode::Random,
                 };
+                let path_loss = self.relay_path_loss.unwrap_or(0.0);
+                // One value for every path: say so, not which path the link checked first.
+                if !(0.0..=1.0).contains(&path_loss) {
+                    return Err(RelayArgsError::PathLoss(path_loss));
+                }
                 let spread = self.relay_spread.map_or(DEFAULT_SPREAD, us);
-                let spray = Spray::even(n, spread, mode)?
-                    .with_path_loss(self.relay_path_loss.unwrap_or(0.0));
+                let spray = Spray::even(n, spread, mode)?.with_path_loss(path_loss);
                 link = link.with_spray(spray);
             }
         }

@@ -2,13 +2,14 @@
 //! in one shuffled order, in three sizes that put the working set (sources plus destinations)
 //! in three places on a machine with 1 MiB of L2 per core and 32 MiB of L3:
 //!
-//! * `1MiB`: one 1 MiB message, 2 MiB in all: in cache;
+//! * `1MiB`: one 1 MiB message, 2 MiB in all: in the caches (L2 and L3);
 //! * `16MiB`: one message of 16 MiB - 1 (the largest the 24-bit offset allows), 32 MiB in all:
-//!   the benchmark #14's target was set on, at the edge of this machine's L3;
+//!   the size the project's placement target (0.9× memcpy) refers to, at the edge of this
+//!   machine's L3;
 //! * `4x16MiB`: four such messages, 128 MiB in all: from memory.
 //!
 //! Two baselines copy the same slices into the same offsets in the same order:
-//! `memcpy` from a table of (offset, end) pairs, as before; `memcpy_segments` from the same
+//! `memcpy` from a table of (offset, end) pairs; `memcpy_segments` from the same
 //! segment descriptors (`Inbound`) placement reads, so that both walk the same 0.7 MiB of
 //! descriptors per 16 MiB and the gap to `place_send` is placement's own work. At the edge of
 //! the cache that footprint alone moves the ratio (`docs/placement.md`, "Measured").

@@ -177,7 +177,7 @@ impl ConnCounters {
                 self.acks_immediate,
                 match self.acks_superseded {
                     0 => String::new(),
-                    n => format!(", {n} more superseded by a later one before leaving"),
+                    n => format!(", {n} more dropped unsent, a later ACK covering them"),
                 },
                 self.late_acks,
                 self.dsacks_sent,

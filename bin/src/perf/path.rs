@@ -64,7 +64,7 @@ impl LimitsSummary {
         "peer's window",
         "credit",
         "grant",
-        "application",
+        "nothing more to send",
     ];
 
     /// Each state's share of the busy time ([`STATES`](Self::STATES)); None if never busy.
@@ -279,8 +279,9 @@ impl PathSamples {
         };
         Some(format!(
             "sender{per}: busy {}; sending or data path full {:.0} %, held by the congestion \
-             window {:.0} %, the peer's window {:.0} %, its credit {:.0} %, its grant {:.0} %, \
-             the application {:.0} %",
+             window {:.0} %, the peer's window {:.0} %, its credit {:.0} %, its grant {:.0} %; \
+             nothing more to send (the application's turn, or the last ACKs or READ responses \
+             awaited) {:.0} %",
             micros(busy.as_micros() as f64),
             pct(l.sending),
             pct(l.cwnd),
@@ -365,8 +366,8 @@ mod tests {
         assert_eq!(
             one.limits_line().unwrap(),
             "sender: busy 4.00 ms; sending or data path full 25 %, held by the congestion \
-             window 50 %, the peer's window 0 %, its credit 0 %, its grant 0 %, the \
-             application 25 %"
+             window 50 %, the peer's window 0 %, its credit 0 %, its grant 0 %; nothing more \
+             to send (the application's turn, or the last ACKs or READ responses awaited) 25 %"
         );
         let mut two = one;
         two.merge(&one);

@@ -216,7 +216,7 @@ fn device_drops_line(client: Option<u64>, server: Option<u64>, topology: Option<
     };
     format!(
         "devices: {total} packets dropped (client's TUN device {}, server's {}, the other \
-         devices of both namespaces {})",
+         devices of both namespaces, veth or the relay's TUN devices, {})",
         n(client),
         n(server),
         n(topology)
@@ -232,12 +232,12 @@ mod tests {
         assert_eq!(
             device_drops_line(Some(3), Some(0), Some(736)),
             "devices: 739 packets dropped (client's TUN device 3, server's 0, the other \
-             devices of both namespaces 736)"
+             devices of both namespaces, veth or the relay's TUN devices, 736)"
         );
         assert_eq!(
             device_drops_line(Some(3), None, Some(1)),
             "devices: at least 4 packets dropped (client's TUN device 3, server's unreadable, \
-             the other devices of both namespaces 1)"
+             the other devices of both namespaces, veth or the relay's TUN devices, 1)"
         );
     }
 }

@@ -158,11 +158,10 @@ pub fn local_server_footer(rows: &[Row]) -> Vec<String> {
     let sum = sum(rows);
     // The server's path samples are its own (the peer summary above carries counters only):
     // in a READ run the server sends the data.
-    let mut out: Vec<String> = sum
-        .path
-        .line()
-        .map(|l| format!("server: {l}"))
+    let mut out: Vec<String> = [sum.path.line(), sum.path.limits_line()]
         .into_iter()
+        .flatten()
+        .map(|l| format!("server: {l}"))
         .collect();
     out.extend(errors("server", rows, &sum));
     out

@@ -49,7 +49,8 @@ smoothed RTT mean and maximum beside the smallest RTT, bytes in flight and conge
 time-weighted over the time it had data in flight; a smoothed RTT far above the minimum is a \
 queue) and what held its sender back (sender: the time it had data to send or in flight, and \
 the shares of it spent sending or with the data path full, held by the congestion window, by \
-the peer's window, credit or grant, or waiting for the application to post more), \
+the peer's window, credit or grant, or with nothing more to send: the application's turn, \
+or the last ACKs or READ responses awaited), \
 and those the peer sent it just before closing, with \
 the messages the peer counted and verified. `local` also prints the packets the network devices \
 dropped during the run (devices: each stack's TUN device, whose queue holds 500 packets, and \
@@ -66,6 +67,23 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// What `local` prints after the table, one line each (`bth-perf --help` says more).
+const LOCAL_OUTPUT: &str = "\
+After the table each side prints its counters and, when it had data in flight:
+  path:    smoothed RTT (mean, max) beside the smallest RTT, bytes in flight and congestion
+           window, time-weighted; a smoothed RTT far above the minimum is a queue. In flight
+           is sampled at each turn's low point, after that turn's ACKs, so it reads below the
+           window even while the window holds the sender.
+  sender:  of the time it had data to send or in flight, the shares spent sending (or with
+           the data path full), held by the congestion window, the peer's window, credit or
+           grant, and with nothing more to send (the application's turn, or the last ACKs or
+           READ responses awaited).
+Then, for the run:
+  devices: packets dropped by each stack's TUN device (queue of 500) and by the other devices
+           of both namespaces (veth, or the relay's TUN devices); on a clean path these are
+           what the retransmissions answer.
+  relay:   with --relay-*, its share of a core, what it dropped, reordered and duplicated.";
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Serve runs on this host: our stack on a TUN device in this network namespace.
@@ -73,6 +91,7 @@ enum Cmd {
     /// Run the workload against `bth-perf server` on another host.
     Client(ClientArgs),
     /// Both sides on this machine, in two network namespaces bth-perf creates and deletes.
+    #[command(after_help = LOCAL_OUTPUT)]
     Local(LocalArgs),
 }
 

@@ -160,14 +160,14 @@ pub enum LinkConfigError {
     #[error("link {field} probability must be within [0, 1], got {value}")]
     Probability { field: &'static str, value: f64 },
     /// `reorder > 0` but `reorder_depth` is zero, so reordering could not delay anything.
-    #[error("link reorder probability {reorder} needs a non-zero reorder_depth")]
+    #[error("reordering with probability {reorder} needs a non-zero reordering depth")]
     ZeroReorderDepth { reorder: f64 },
     /// A [`Spray`] with fewer than 2 or more than [`MAX_PATHS`] paths (one path is no spraying:
     /// leave [`LinkConfig::spray`] at `None`).
     #[error("spraying needs 2 to {max} paths, got {paths}", max = MAX_PATHS)]
     PathCount { paths: usize },
     /// A path's loss probability is NaN or outside `[0, 1]`.
-    #[error("path {path} loss probability must be within [0, 1], got {value}")]
+    #[error("path loss probability must be within [0, 1], got {value} (path {path})")]
     PathLoss { path: usize, value: f64 },
 }
 
