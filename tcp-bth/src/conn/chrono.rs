@@ -11,10 +11,13 @@
 //! all in flight does not ask, so the last answer (a segment sent) stands. An endpoint with
 //! several connections asks them in turn, so one that was not asked because another filled
 //! the data path keeps its last answer, which may be a hold. A closed connection's clock stops
-//! at its last answer. A throughput
-//! measurement reads these to tell which bound it met: mostly "cwnd" is the congestion
-//! controller, mostly "peer window" or "grant" the receiver, mostly "application" the
-//! workload, mostly "sending" the machine (CPU, the data path).
+//! at its last answer.
+//!
+//! A throughput measurement reads these to tell which bound it met: mostly "cwnd" is the
+//! congestion controller, mostly "peer window" or "grant" the receiver, mostly "application"
+//! (`bth-perf` prints it as "nothing more to send") the workload or the last round trips,
+//! mostly "sending" the machine (CPU, the data path). A hold in front of a long queue (a
+//! smoothed RTT far above the minimum) sets the queue's length, not the rate.
 
 use std::time::Duration;
 
