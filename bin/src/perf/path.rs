@@ -194,6 +194,12 @@ impl PathSamples {
         l.application += m.application;
     }
 
+    /// Under [`MIN_SAMPLES`] per connection: a side that sent only a run's control messages
+    /// (with `-q`, a few per connection) has samples that say nothing about the path.
+    fn too_few_samples(&self) -> bool {
+        self.samples < MIN_SAMPLES * self.connections.max(1)
+    }
+
     /// Time-weighted mean smoothed RTT.
     pub fn srtt_mean(&self) -> Option<Duration> {
         let t = u128::from(self.srtt_covered_us);
@@ -228,11 +234,11 @@ impl PathSamples {
         }
     }
 
-    /// One line for `bth-perf`'s output, or `None` with fewer than [`MIN_SAMPLES`]: a side
-    /// that sent only the run's control messages (the responder of a SEND run) has a sample
-    /// or two, which say nothing about the path.
+    /// One line for `bth-perf`'s output, or `None` with fewer than [`MIN_SAMPLES`] per
+    /// connection: a side that sent only the run's control messages (the responder of a SEND
+    /// run) has a sample or two, which say nothing about the path.
     pub fn line(&self) -> Option<String> {
-        if self.samples < MIN_SAMPLES {
+        if self.too_few_samples() {
             return None;
         }
         let (pipe, cwnd) = (self.pipe_mean()?, self.cwnd_mean()?);
@@ -258,7 +264,8 @@ impl PathSamples {
             bytes(self.pipe_max),
             bytes(cwnd),
             bytes(self.cwnd_max),
-            micros(self.covered_us as f64),
+            // Per connection, like the means: summed it would exceed the run.
+            micros(self.covered_us as f64 / self.connections.max(1) as f64),
             self.samples
         ))
     }
@@ -269,20 +276,23 @@ impl PathSamples {
     pub fn limits_line(&self) -> Option<String> {
         let l = &self.limits;
         let busy = l.busy();
-        if self.samples < MIN_SAMPLES || busy.is_zero() {
+        if self.too_few_samples() || busy.is_zero() {
             return None;
         }
         let pct = |d: Duration| 100.0 * d.as_secs_f64() / busy.as_secs_f64();
-        let per = match self.connections {
-            0 | 1 => String::new(),
-            n => format!(" (summed over {n} connections)"),
+        // Busy time per connection, like the path line's means: summed over `-q` connections
+        // it would exceed the run. The shares are the same either way.
+        let n = self.connections.max(1);
+        let per = match n {
+            1 => String::new(),
+            n => format!(" (per connection, {n} connections)"),
         };
         Some(format!(
             "sender{per}: busy {}; sending or data path full {:.0} %, held by the congestion \
              window {:.0} %, the peer's window {:.0} %, its credit {:.0} %, its grant {:.0} %; \
              nothing more to send (the application's turn, or the last ACKs or READ responses \
              awaited) {:.0} %",
-            micros(busy.as_micros() as f64),
+            micros(busy.as_micros() as f64 / n as f64),
             pct(l.sending),
             pct(l.cwnd),
             pct(l.peer_window),
@@ -371,11 +381,12 @@ mod tests {
         );
         let mut two = one;
         two.merge(&one);
+        // Summed inside, printed per connection (the shares are the same).
         assert_eq!(two.limits.busy(), ms(8));
         assert!(two
             .limits_line()
             .unwrap()
-            .starts_with("sender (summed over 2 connections): busy 8.00 ms"));
+            .starts_with("sender (per connection, 2 connections): busy 4.00 ms"));
     }
 
     /// Means are weighted by time: a value held for 3 ms weighs three times one held for 1 ms,
@@ -397,7 +408,7 @@ mod tests {
         assert_eq!((a.cwnd_mean(), a.pipe_mean()), (Some(12_500), Some(5_000)));
         let mut b = PathSamples {
             connections: 1,
-            samples: 1,
+            samples: 4,
             min_rtt_us: Some(40),
             ..PathSamples::default()
         };
@@ -420,6 +431,9 @@ mod tests {
             line.starts_with("path (per connection, 2 connections): "),
             "{line}"
         );
-        assert!(line.contains("over 8.00 ms with data in flight"), "{line}");
+        assert!(line.contains("over 4.00 ms with data in flight"), "{line}");
+        // Two connections need twice the samples: three are a few control messages each.
+        let few = PathSamples { samples: 5, ..m };
+        assert_eq!(few.line(), None);
     }
 }
