@@ -185,13 +185,7 @@ impl PathSamples {
         self.cwnd_max = self.cwnd_max.max(o.cwnd_max);
         self.pipe_x_us += o.pipe_x_us;
         self.pipe_max = self.pipe_max.max(o.pipe_max);
-        let (l, m) = (&mut self.limits, &o.limits);
-        l.sending += m.sending;
-        l.cwnd += m.cwnd;
-        l.peer_window += m.peer_window;
-        l.credit += m.credit;
-        l.grant += m.grant;
-        l.application += m.application;
+        self.limits += o.limits;
     }
 
     /// Under [`MIN_SAMPLES`] per connection: a side that sent only a run's control messages

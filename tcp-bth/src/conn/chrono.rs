@@ -70,6 +70,18 @@ impl SendLimits {
     }
 }
 
+/// Adds time state by state: the limits of several connections together.
+impl std::ops::AddAssign for SendLimits {
+    fn add_assign(&mut self, o: SendLimits) {
+        self.sending += o.sending;
+        self.cwnd += o.cwnd;
+        self.peer_window += o.peer_window;
+        self.credit += o.credit;
+        self.grant += o.grant;
+        self.application += o.application;
+    }
+}
+
 /// The running chronograph: the state now and since when.
 #[derive(Debug, Default)]
 pub(super) struct Chrono {

@@ -111,8 +111,9 @@ pub struct Stats {
     pub paws_drops: u64,
     /// Of `paws_drops`: pure ACKs at RCV.NXT acknowledging less than SND.UNA with a TSval
     /// less than an RTO older than `ts_recent`, i.e. ACKs a later ACK overtook (spraying makes
-    /// thousands a run), or a copy of one replayed within an RTO (the two look alike). Dropped as Linux drops them (`tcp_disordered_ack` exempts only
-    /// ACK == SND.UNA); nothing they say is news but an older SACK or D-SACK block.
+    /// thousands a run), or a copy of one replayed within an RTO (the two look alike). Dropped
+    /// as Linux drops them (`tcp_disordered_ack` exempts only ACK == SND.UNA); nothing they
+    /// say is news but an older SACK or D-SACK block.
     pub paws_overtaken_acks: u64,
     /// Reordered duplicate ACKs with an older TSval, accepted as Linux does
     /// (`tcp_disordered_ack`) instead of dropped by PAWS.
