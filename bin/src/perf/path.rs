@@ -53,7 +53,7 @@ pub struct LimitsSummary {
     pub credit_us: u64,
     pub grant_us: u64,
     /// Data in flight and nothing more posted to send.
-    pub application_us: u64,
+    pub nothing_to_send_us: u64,
 }
 
 impl LimitsSummary {
@@ -76,7 +76,7 @@ impl LimitsSummary {
             self.peer_window_us,
             self.credit_us,
             self.grant_us,
-            self.application_us,
+            self.nothing_to_send_us,
         ];
         (self.busy_us > 0).then(|| parts.map(|p| p as f64 / busy))
     }
@@ -90,7 +90,7 @@ impl LimitsSummary {
             peer_window_us: us(l.peer_window),
             credit_us: us(l.credit),
             grant_us: us(l.grant),
-            application_us: us(l.application),
+            nothing_to_send_us: us(l.nothing_to_send),
         }
     }
 }
@@ -292,7 +292,7 @@ impl PathSamples {
             pct(l.peer_window),
             pct(l.credit),
             pct(l.grant),
-            pct(l.application),
+            pct(l.nothing_to_send),
         ))
     }
 }
@@ -362,7 +362,7 @@ mod tests {
             limits: SendLimits {
                 sending: ms(1),
                 cwnd: ms(2),
-                application: ms(1),
+                nothing_to_send: ms(1),
                 ..SendLimits::default()
             },
             ..PathSamples::default()

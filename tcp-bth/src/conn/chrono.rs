@@ -3,8 +3,8 @@
 //!
 //! Every time the connection is asked for its next data segment it says what it found: it
 //! sent one, or something held the data back (the congestion window, the peer's window, the
-//! peer's message credit, its byte grant), or it had nothing to send while data was in flight
-//! (the application). The time until the next such answer is charged to that state. A
+//! peer's message credit, its byte grant), or it had nothing more to send while data was in
+//! flight. The time until the next such answer is charged to that state. A
 //! connection with nothing in flight and nothing to send is idle and charges nothing.
 //!
 //! "Sending" also covers the time the data path was full: a driver whose transmit buffers are
@@ -14,8 +14,8 @@
 //! at its last answer.
 //!
 //! A throughput measurement reads these to tell which bound it met: mostly "cwnd" is the
-//! congestion controller, mostly "peer window" or "grant" the receiver, mostly "application"
-//! (`bth-perf` prints it as "nothing more to send") the workload or the last round trips,
+//! congestion controller, mostly "peer window" or "grant" the receiver, mostly "nothing more
+//! to send" the workload (the application had not posted more) or the last round trips,
 //! mostly "sending" the machine (CPU, the data path). A hold in front of a long queue (a
 //! smoothed RTT far above the minimum) sets the queue's length, not the rate.
 
@@ -37,7 +37,7 @@ pub(super) enum Limit {
     /// Data in flight and nothing more to send: the application had not posted more. The
     /// wait for the last ACKs of a transfer counts here, a tail loss probe's or RTO's wait
     /// included.
-    Application,
+    NothingToSend,
 }
 
 /// Time the sender spent in each state since the connection was established (see the module
@@ -49,13 +49,18 @@ pub struct SendLimits {
     pub peer_window: Duration,
     pub credit: Duration,
     pub grant: Duration,
-    pub application: Duration,
+    pub nothing_to_send: Duration,
 }
 
 impl SendLimits {
     /// Time with data to send or in flight.
     pub fn busy(&self) -> Duration {
-        self.sending + self.cwnd + self.peer_window + self.credit + self.grant + self.application
+        self.sending
+            + self.cwnd
+            + self.peer_window
+            + self.credit
+            + self.grant
+            + self.nothing_to_send
     }
 
     fn slot(&mut self, l: Limit) -> &mut Duration {
@@ -65,7 +70,7 @@ impl SendLimits {
             Limit::PeerWindow => &mut self.peer_window,
             Limit::Credit => &mut self.credit,
             Limit::Grant => &mut self.grant,
-            Limit::Application => &mut self.application,
+            Limit::NothingToSend => &mut self.nothing_to_send,
         }
     }
 }
@@ -78,7 +83,7 @@ impl std::ops::AddAssign for SendLimits {
         self.peer_window += o.peer_window;
         self.credit += o.credit;
         self.grant += o.grant;
-        self.application += o.application;
+        self.nothing_to_send += o.nothing_to_send;
     }
 }
 

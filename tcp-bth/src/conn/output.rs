@@ -224,7 +224,7 @@ impl Connection {
             // when nothing is in flight either).
             let state = match (resend_held, self.snd.rec.is_empty()) {
                 (true, _) => Some(Limit::Cwnd),
-                (false, false) => Some(Limit::Application),
+                (false, false) => Some(Limit::NothingToSend),
                 (false, true) => None,
             };
             self.snd.chrono.enter(now, state);
