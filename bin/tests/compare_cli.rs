@@ -86,3 +86,38 @@ fn values_that_would_run_nothing_are_refused_clearly() {
     let (ok, _, err) = run(&["--only", "relay-ceiling", "--dry-run"]);
     assert!(ok, "{err}");
 }
+
+#[test]
+fn only_picks_a_whole_id_alone_and_the_union_of_several_patterns() {
+    let cells = |args: &[&str]| -> Vec<String> {
+        let (ok, out, err) = run(args);
+        assert!(ok, "{args:?}: {err}");
+        // The plan's first line counts; each cell line starts with its id.
+        out.lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(
+        cells(&["--only", "bulk-1MiB-veth", "--dry-run"]),
+        ["bulk-1MiB-veth"]
+    );
+    let both = cells(&["--only", "bulk-1MiB-veth,spray4-200us-mtu", "--dry-run"]);
+    assert_eq!(
+        both,
+        [
+            "bulk-1MiB-veth",
+            "bulk-1MiB-relay-spray4-200us-mtu9000",
+            "bulk-1MiB-relay-spray4-200us-mtu65000"
+        ]
+    );
+    // With --qps the picked cell runs at each count.
+    assert_eq!(
+        cells(&["--only", "bulk-4KiB-veth", "--qps", "1,8", "--dry-run"]),
+        ["bulk-4KiB-veth", "bulk-4KiB-veth-q8"]
+    );
+    let (ok, _, err) = run(&["--only", "bulk-1MiB-veth,sprya4", "--dry-run"]);
+    assert!(!ok);
+    assert!(err.contains("sprya4 matches no cell"), "{err}");
+    assert!(!err.contains("bulk-1MiB-veth matches"), "{err}");
+}

@@ -14,6 +14,7 @@ mod charts;
 pub mod extra;
 pub mod kernel;
 mod mtu;
+mod only;
 mod ours;
 pub mod path_ceiling;
 pub mod render;
@@ -27,6 +28,7 @@ pub use cells::{
     SPRAY_PATHS, SPRAY_SPREAD_US,
 };
 pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
+pub use only::Only;
 pub use path_ceiling::{CeilingSpec, PathCeiling};
 
 use crate::perf::{PathSummary, Recovery};

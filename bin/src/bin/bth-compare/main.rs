@@ -78,10 +78,13 @@ struct Cli {
     /// Runs per stack per cell (default: 3, or 2 with --quick).
     #[arg(long)]
     runs: Option<usize>,
-    /// Only cells whose id contains this string (`incast-tun`: the incast cells over TUN;
-    /// `incast`: those and the simulator's incast tables).
-    #[arg(long)]
-    only: Option<String>,
+    /// Only these cells: a whole cell id selects that cell alone, any other pattern every cell
+    /// whose id contains it; several, comma-separated, select the union (e.g.
+    /// `--only bulk-1MiB-veth,spray4`). `incast-tun`: the incast cells over TUN; `incast`:
+    /// those and the simulator's incast tables; `relay-ceiling`: the relay's own ceiling.
+    /// --dry-run lists the ids.
+    #[arg(long, value_name = "PATTERNS", value_parser = compare::Only::parse)]
+    only: Option<compare::Only>,
     /// Run every cell with each of these connection counts, e.g. `--qps 1,8`: N of our QPs
     /// (one driver and one endpoint per side) against N kernel sockets, the cell's messages
     /// shared out among them (cell id suffix `-qN`). Works with --quick and --only.
@@ -143,10 +146,28 @@ fn main() -> ExitCode {
         eprintln!("bth-compare: --qps counts start at 1");
         return ExitCode::FAILURE;
     }
-    let plan = match cli.mtu.is_empty() {
+    let mut plan = match cli.mtu.is_empty() {
         true => compare::plan(cli.quick),
         false => compare::mtu_plan(&cli.mtu, cli.quick),
     };
+    // --only picks cells of the plan; --qps then runs each picked cell at each count.
+    if let Some(only) = &cli.only {
+        // The full run's extra sections answer to --only too ("relay-ceiling", "incast").
+        let extras: &[&str] = match !cli.quick && cli.mtu.is_empty() {
+            true => &["relay-ceiling", "incast"],
+            false => &[],
+        };
+        let ids: Vec<&str> = plan.cells.iter().map(|c| c.id.as_str()).collect();
+        let unmatched = only.unmatched(&ids, extras);
+        if !unmatched.is_empty() && cli.relay_ceiling.is_none() {
+            eprintln!(
+                "bth-compare: --only: {} matches no cell of this plan (--dry-run lists them)",
+                unmatched.join(", ")
+            );
+            return ExitCode::FAILURE;
+        }
+        only.retain(&mut plan.cells);
+    }
     let mut plan = plan.with_qps(&cli.qps);
     // Settings of the whole run, on every cell.
     for c in &mut plan.cells {
@@ -164,21 +185,6 @@ fn main() -> ExitCode {
     }
     if let Some(r) = cli.runs {
         plan.runs = r;
-    }
-    if let Some(f) = &cli.only {
-        plan.cells.retain(|c| c.id.contains(f.as_str()));
-        // The full run's extra sections answer to --only too ("relay-ceiling", "incast").
-        let extra = !cli.quick
-            && cli.mtu.is_empty()
-            && ["relay-ceiling", "incast"]
-                .iter()
-                .any(|w| w.contains(f.as_str()));
-        if plan.cells.is_empty() && !extra && cli.relay_ceiling.is_none() {
-            eprintln!(
-                "bth-compare: --only {f:?} matches no cell of this plan (--dry-run lists them)"
-            );
-            return ExitCode::FAILURE;
-        }
     }
     if cli.dry_run {
         print!("{}", plan.describe());
@@ -305,7 +311,7 @@ fn main() -> ExitCode {
     }
     // The full run's other rows: the relay's own ceiling, and the incast scenario (simulator).
     let wanted = |what: &str| {
-        !cli.quick && cli.mtu.is_empty() && cli.only.as_deref().is_none_or(|f| what.contains(f))
+        !cli.quick && cli.mtu.is_empty() && cli.only.as_ref().is_none_or(|o| o.wants_extra(what))
     };
     if wanted("relay-ceiling") {
         println!(
