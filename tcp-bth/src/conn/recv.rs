@@ -100,7 +100,7 @@ impl RecvState {
         // 1 µs ticks (RFC 7323 recommends 1 ms..1 s but only requires that the clock not wrap
         // within an MSL, which 71.6 minutes satisfies): a retransmission and its original get
         // different TSvals even at datacenter RTTs, which Eifel-style spurious-retransmission
-        // detection (recovery.rs) needs. The price is a TSval cycle of 71.6 minutes, which the
+        // detection (recovery/rack.rs) needs. The price is a TSval cycle of 71.6 minutes, which the
         // PAWS idle rule (`ts_recent_valid`) accounts for.
         (now.as_micros() as u32).wrapping_add(self.ts_offset)
     }
