@@ -45,8 +45,10 @@
 //! figure and what was in flight before each ACK since, at most cwnd (the ACK that reveals a
 //! loss has often just acknowledged most of the flight). For `on_ack` it is
 //! the data in flight after the ACK (RFC 6675 `pipe` is fine): the window only grows while at
-//! least half of it was in use before the ACK (RFC 7661), so an application-, rwnd- or
-//! admission-limited sender does not inflate a window it never tested. `on_rto` has no flight
+//! least half of it was in use before some ACK of the current or the previous round (one
+//! flight acknowledged; RFC 7661), so an application-, rwnd- or admission-limited sender does
+//! not inflate a window it never tested, and the later ACKs of a batch taken before the
+//! sender refills still count. `on_rto` has no flight
 //! argument; cwnd stands in for FlightSize there (as in Linux).
 //!
 //! **Sending.** The sender's effective window is `min(cwnd, peer rwnd, admission window)`; the
@@ -267,5 +269,71 @@ mod tests {
         let cc = Algorithm::Cubic.build(1460);
         is_send(&cc);
         assert!(format!("{cc:?}").contains("Cubic"));
+    }
+}
+
+/// A sender that stops filling its window, under driver turns (every ACK of a flight taken
+/// before the refill): the window-used test must stop its growth within about two flights.
+#[cfg(test)]
+mod window_used_tests {
+    use crate::*;
+    use core::time::Duration;
+    const MSS: u64 = 1000;
+
+    /// Driver turns: min(cwnd, app) segments sent, then all their ACKs before the refill.
+    fn turns(
+        cc: &mut dyn CongestionControl,
+        now: &mut Duration,
+        app: u64,
+        n: usize,
+        rtt: Duration,
+    ) {
+        for _ in 0..n {
+            let flight = (cc.cwnd() / MSS).min(app);
+            for k in 1..=flight {
+                *now += rtt / (flight as u32);
+                cc.on_ack(*now, MSS, Some(rtt), (flight - k) * MSS);
+            }
+        }
+    }
+
+    /// After a timeout, a sender with 3 segments in flight slow-starts no further than about
+    /// twice that, whatever it had in flight before the timeout.
+    #[test]
+    fn after_a_timeout_an_app_limited_sender_does_not_regrow_to_ssthresh() {
+        for alg in Algorithm::ALL {
+            let mut cc = alg.build(MSS as u32);
+            let mut now = Duration::ZERO;
+            turns(cc.as_mut(), &mut now, u64::MAX, 4, Duration::from_millis(1));
+            cc.on_rto(now);
+            turns(cc.as_mut(), &mut now, 3, 50, Duration::from_millis(1));
+            assert!(
+                cc.cwnd() <= 8 * MSS,
+                "{alg}: cwnd {} segs with 3 in flight",
+                cc.cwnd() / MSS
+            );
+        }
+    }
+
+    /// A CUBIC sender that drops to 4 segments in flight stops growing within a couple of
+    /// round trips, not a couple of cwnds of data (here ~100 round trips).
+    #[test]
+    fn cubic_stops_growing_soon_after_the_sender_stops_filling_the_window() {
+        let rtt = Duration::from_millis(50);
+        let mut cc = Cubic::new(MSS as u32);
+        let mut now = Duration::ZERO;
+        turns(&mut cc, &mut now, u64::MAX, 6, rtt);
+        cc.on_congestion_event(now, cc.cwnd());
+        cc.on_recovery_end(now);
+        turns(&mut cc, &mut now, u64::MAX, 5, rtt);
+        turns(&mut cc, &mut now, 4, 2, rtt);
+        let w = cc.cwnd();
+        turns(&mut cc, &mut now, 4, 200, rtt);
+        assert!(
+            cc.cwnd() <= w + 2 * MSS,
+            "{} -> {} segs with 4 in flight",
+            w / MSS,
+            cc.cwnd() / MSS
+        );
     }
 }

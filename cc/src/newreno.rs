@@ -100,8 +100,9 @@ impl CongestionControl for NewReno {
         if !self.w.rto_holds_ssthresh() {
             self.undo = Some((self.w.cwnd, self.w.ssthresh));
             // FlightSize at the timeout is not passed in; cwnd stands for it (Linux does the
-            // same). The cwnd-limited test in `Window::on_ack` keeps cwnd within about twice
-            // the data actually sent, so cwnd/2 does not overstate FlightSize/2 by much.
+            // same). The window-used test (`Window::window_used`: half of cwnd in flight
+            // within the last two flights) keeps cwnd within about twice the data actually
+            // sent, so cwnd/2 does not overstate FlightSize/2 by much.
             self.w.ssthresh = self.loss_ssthresh(self.w.cwnd);
         }
         // RFC 3465 §2.1: bytes_acked is reset on a timeout.

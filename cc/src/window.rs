@@ -83,12 +83,16 @@ pub(crate) struct Window {
     /// acknowledged plus what stayed in flight) and at the congestion event itself. What a
     /// loss reduces, with cwnd as its cap ([`reduction_base`](Self::reduction_base)).
     pub peak_flight: u64,
-    /// Whether the window was used (see [`on_ack`](Self::on_ack)): the most in flight before
-    /// any ACK of the current round (about a cwnd of data acknowledged) and of the one before.
+    /// Whether the window was used ([`window_used`](Self::window_used)): the most in flight
+    /// before any ACK of the current round and of the one before.
     round_peak: u64,
     prev_round_peak: u64,
     /// Bytes acknowledged in the current round.
     round_acked: u64,
+    /// The round ends once this many bytes are acknowledged: what was in flight before its
+    /// first ACK, so that it ends when that flight has been acknowledged (Linux's
+    /// `cwnd_usage_seq`), about a round trip whatever the sender's rate or cwnd.
+    round_len: u64,
 }
 
 impl Window {
@@ -106,6 +110,7 @@ impl Window {
             round_peak: 0,
             prev_round_peak: 0,
             round_acked: 0,
+            round_len: 0,
         }
     }
 
@@ -179,20 +184,29 @@ impl Window {
         acked
     }
 
-    /// Linux's `tcp_is_cwnd_limited`, in its slow-start form (cwnd at most twice the most in
-    /// flight), over the current and the previous round rather than per ACK: at least half
-    /// the window was in flight before some ACK of either. Per ACK, the test failed for most
-    /// ACKs of a driver turn, which takes all its ACKs before the sender refills the window:
-    /// the fourth ACK of a turn over a 10-segment window saw 4 segments in flight, and its
-    /// growth was lost. At 1 % loss through the relay the window grew about 0.35 segments per
-    /// round trip between reductions where CUBIC's Reno-friendly 0.53 was due, and averaged
-    /// 15 KiB; with this test 19 KiB, what the Mathis bound gives. Linux refills after each
-    /// ACK and asks whether cwnd blocked the sender during the last window (`docs/stack.md`).
+    /// Whether the sender used the window: at least half of it was in flight before some ACK
+    /// of the current round or of the one before, a round being the flight in flight at its
+    /// start, acknowledged. This is the slow-start form of Linux's `tcp_is_cwnd_limited`
+    /// (cwnd at most twice the most in flight) in every state, which is looser than Linux in
+    /// congestion avoidance (Linux then asks that cwnd itself blocked the sender), and it is
+    /// measured on ACKs, where Linux samples at send time after each refill.
+    ///
+    /// Asked per ACK, as before, the test failed for most ACKs of a driver turn, which takes
+    /// all its ACKs before the sender refills the window: the fourth ACK of a turn over a
+    /// 10-segment window saw 4 segments in flight, and its growth was lost. At 1 % loss
+    /// through the relay the window grew about 0.33 segments per round trip between
+    /// reductions where CUBIC's Reno-friendly 0.53 was due, and averaged 15 KiB; 19 KiB with
+    /// the test per round (`docs/stack.md`). The round is one flight, not a cwnd of data: a
+    /// cwnd of data takes cwnd ÷ flight round trips for a sender that stopped filling the
+    /// window, and never completes in slow start, where cwnd grows as fast as it is acked.
     fn window_used(&mut self, flight_before: u64, acked: u64) -> bool {
+        if self.round_acked == 0 {
+            self.round_len = flight_before;
+        }
         self.round_peak = self.round_peak.max(flight_before);
         self.round_acked = self.round_acked.saturating_add(acked);
         let used = self.round_peak.max(self.prev_round_peak) >= self.cwnd / 2;
-        if self.round_acked >= self.cwnd {
+        if self.round_acked >= self.round_len {
             self.prev_round_peak = self.round_peak;
             self.round_peak = 0;
             self.round_acked = 0;
@@ -285,8 +299,8 @@ mod tests {
         assert_eq!(credited, 10 * MSS);
     }
 
-    /// A sender that stops filling the window stops growing it within two rounds (about two
-    /// windows acknowledged), and one that never filled half of it never grows it.
+    /// A sender that stops filling the window stops growing it within two rounds (two
+    /// flights acknowledged), and one that never filled half of it never grows it.
     #[test]
     fn an_unused_window_stops_growing() {
         const MSS: u64 = 1000;
@@ -295,8 +309,10 @@ mod tests {
         assert_eq!(w.on_ack(2 * MSS, 8 * MSS), 2 * MSS);
         // From here on at most 3 segments in flight before each ACK.
         let late: Vec<u64> = (0..20).map(|_| w.on_ack(MSS, 2 * MSS)).collect();
-        assert!(late[..8].iter().all(|&g| g == MSS), "{late:?}");
-        assert!(late[19..].iter().all(|&g| g == 0), "{late:?}");
+        // The rest of the round that saw 10 in flight (8 more segments acknowledged) and one
+        // more round (the 3 in flight at its start) still count; after that, nothing.
+        assert!(late[..11].iter().all(|&g| g == MSS), "{late:?}");
+        assert!(late[11..].iter().all(|&g| g == 0), "{late:?}");
         let mut idle = Window::new(MSS as u32);
         idle.cwnd = 10 * MSS;
         assert!((0..50).all(|_| idle.on_ack(MSS, 2 * MSS) == 0));
