@@ -185,8 +185,8 @@ impl Window {
     }
 
     /// Whether the sender used the window: at least half of it was in flight before some ACK
-    /// of the current round or of the one before, a round being the flight in flight at its
-    /// start, acknowledged. This is the slow-start form of Linux's `tcp_is_cwnd_limited`
+    /// of the current round or of the one before, a round ending when the data in flight at
+    /// its start has been acknowledged. This is the slow-start form of Linux's `tcp_is_cwnd_limited`
     /// (cwnd at most twice the most in flight) in every state, which is looser than Linux in
     /// congestion avoidance (Linux then asks that cwnd itself blocked the sender), and it is
     /// measured on ACKs, where Linux samples at send time after each refill.
