@@ -276,11 +276,11 @@ mod tests {
 /// before the refill): the window-used test must stop its growth within about two flights.
 #[cfg(test)]
 mod window_used_tests {
+    use crate::test_util::driver_turns;
     use crate::*;
     use core::time::Duration;
     const MSS: u64 = 1000;
 
-    /// Driver turns: min(cwnd, app) segments sent, then all their ACKs before the refill.
     fn turns(
         cc: &mut dyn CongestionControl,
         now: &mut Duration,
@@ -288,13 +288,7 @@ mod window_used_tests {
         n: usize,
         rtt: Duration,
     ) {
-        for _ in 0..n {
-            let flight = (cc.cwnd() / MSS).min(app);
-            for k in 1..=flight {
-                *now += rtt / (flight as u32);
-                cc.on_ack(*now, MSS, Some(rtt), (flight - k) * MSS);
-            }
-        }
+        driver_turns(cc, now, MSS, app, n, rtt);
     }
 
     /// After a timeout, a sender with 3 segments in flight slow-starts no further than about

@@ -29,3 +29,23 @@ pub fn round_trip<C: CongestionControl + ?Sized>(
     }
     start + rtt
 }
+
+/// `n` driver turns of a sender limited to `app` segments: each turn sends min(cwnd, `app`)
+/// segments of `seg` bytes, then takes all their ACKs, spread evenly over `rtt`, before it
+/// refills (unlike [`round_trip`], whose sender refills on every ACK). Advances `now`.
+pub fn driver_turns<C: CongestionControl + ?Sized>(
+    cc: &mut C,
+    now: &mut Duration,
+    seg: u64,
+    app: u64,
+    n: usize,
+    rtt: Duration,
+) {
+    for _ in 0..n {
+        let flight = (cc.cwnd() / seg).min(app);
+        for k in 1..=flight {
+            *now += rtt / (flight as u32);
+            cc.on_ack(*now, seg, Some(rtt), (flight - k) * seg);
+        }
+    }
+}
