@@ -20,7 +20,7 @@
 //!
 //! | when | call |
 //! |---|---|
-//! | an ACK newly acknowledges data (cumulatively or by SACK) | [`on_ack`](CongestionControl::on_ack)`(now, newly_acked_bytes, rtt_sample, bytes_in_flight_after)` |
+//! | the cumulative ACK advances | [`on_ack`](CongestionControl::on_ack)`(now, newly_acked_bytes, rtt_sample, bytes_in_flight_after)` |
 //! | loss detected by fast retransmit / SACK / RACK, first loss of an episode | [`on_congestion_event`](CongestionControl::on_congestion_event)`(now, flight_size)` |
 //! | the cumulative ACK passes the recovery point (`snd_nxt` when the episode began) | [`on_recovery_end`](CongestionControl::on_recovery_end)`(now)` |
 //! | the retransmission timer expires with data outstanding | [`on_rto`](CongestionControl::on_rto)`(now)` |
@@ -95,9 +95,13 @@ pub use newreno::NewReno;
 /// All times are [`Duration`]s since a caller-chosen epoch (see the crate docs); all sizes are
 /// bytes. No method panics on any input.
 pub trait CongestionControl: Send + fmt::Debug {
-    /// New data was acknowledged (cumulative ACK advance and/or newly SACKed bytes).
+    /// The cumulative ACK advanced.
     ///
-    /// * `acked_bytes`: bytes newly acknowledged by this ACK (0 is a no-op).
+    /// * `acked_bytes`: bytes the cumulative ACK newly covers (0 is a no-op). `tcp-bth`
+    ///   passes these only: bytes SACKed earlier count here, once, when the cumulative ACK
+    ///   passes them, not when their SACK arrives (Linux counts them at the SACK). The total
+    ///   is the same; under reordering the growth comes later, and the ACK that ends a
+    ///   fast-recovery episode, which covers what was SACKed during it, grows nothing.
     /// * `rtt`: an RTT sample taken from this ACK, if any (CUBIC keeps its own smoothed RTT
     ///   from these for `W_cubic(t + RTT)`); zero is accepted.
     /// * `bytes_in_flight`: bytes still in flight after this ACK (`pipe`).
