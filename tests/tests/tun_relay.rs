@@ -202,7 +202,41 @@ fn relay_ceiling_runs_kernel_tcp_over_both_links() {
     );
 }
 
+/// Every TUN device of the topology (the relay's and both stacks') runs without a qdisc, as
+/// veth does: a TUN device drops for itself when its reader falls behind, so `pfifo_fast`
+/// only cost a lock per packet (`topology::no_qdisc`).
+fn the_topologys_tun_devices_have_no_qdisc() {
+    let ns = TwoNs::create(&prefix(), Some(LinkConfig::default())).expect("namespaces");
+    for (name, side_a, devs) in [
+        (ns.a.clone(), true, ["bthr0", "tbtha"]),
+        (ns.b.clone(), false, ["bthr1", "tbthb"]),
+    ] {
+        // The stack's device lives as long as its descriptor: hold it while asking.
+        let (a, b) = (ns.a.clone(), ns.b.clone());
+        let tun = std::thread::spawn(move || {
+            bth_tools::topology::stack_tun(if side_a { &a } else { &b }, side_a)
+        })
+        .join()
+        .expect("thread")
+        .expect("stack TUN device");
+        for dev in devs {
+            let out = std::process::Command::new("ip")
+                .args(["netns", "exec", &name, "tc", "qdisc", "show", "dev", dev])
+                .output()
+                .expect("tc");
+            let shown = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && shown.contains("qdisc noqueue"),
+                "{name}/{dev}: {shown}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        drop(tun);
+    }
+}
+
 bth_tests::test_main!(
+    the_topologys_tun_devices_have_no_qdisc[NetAdmin],
     spraying_relay_carries_every_message[NetAdmin],
     kernel_tcp_through_a_lossy_relay_delivers_every_byte[NetAdmin],
     kernel_tcp_through_a_corrupting_relay_delivers_every_byte[NetAdmin],
