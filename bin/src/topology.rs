@@ -148,9 +148,9 @@ pub fn stack_tun_mtu(ns: &str, side_a: bool, mtu: u32, offload: Offload) -> io::
 /// device has from the start). The kernel gives a TUN device `pfifo_fast`, but the TUN driver
 /// never stops its queue: when its ring of packets for the reader is full it drops the packet
 /// itself, so the qdisc never holds one and only costs a lock and an enqueue on every packet
-/// forwarded into the device. Measured in the 4-path spraying cell at 1500, nine rounds of
-/// `bth-compare --only bulk-1MiB-relay-spray4-200us --runs 5` alternated: ours 1.64 → 1.70
-/// Gbit/s by the medians (faster in 7 of 9 pairs), kernel TCP 1.21 either way (`docs/datapath.md`).
+/// forwarded into the device. Measured in the 4-path spraying cell at 1500, nine alternated
+/// rounds of five runs a stack: ours 1.64 → 1.70 Gbit/s by the rounds' medians (faster in 7
+/// of 9 pairs), kernel TCP 1.21 and 1.22 (`docs/datapath.md`, `docs/results/noqueue/`).
 fn no_qdisc(ns: &str, dev: &str) -> io::Result<()> {
     in_ns(
         ns,
