@@ -1,6 +1,7 @@
 //! Two network namespaces joined either by a veth pair or by the userspace impairment relay,
 //! each with a route to a TUN subnet behind the other, so our stack (on a TUN device in one
-//! namespace) reaches our stack or kernel TCP in the other. Tools only: this shells out to `ip`.
+//! namespace) reaches our stack or kernel TCP in the other. Tools only: this shells out to `ip`
+//! (and to `tc`, from the same iproute2, to take the TUN devices' qdisc off: `no_qdisc`).
 //!
 //! ```text
 //!  ns A                                                     ns B

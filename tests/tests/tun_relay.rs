@@ -211,14 +211,13 @@ fn the_topologys_tun_devices_have_no_qdisc() {
         (ns.a.clone(), true, ["bthr0", "tbtha"]),
         (ns.b.clone(), false, ["bthr1", "tbthb"]),
     ] {
-        // The stack's device lives as long as its descriptor: hold it while asking.
-        let (a, b) = (ns.a.clone(), ns.b.clone());
-        let tun = std::thread::spawn(move || {
-            bth_tools::topology::stack_tun(if side_a { &a } else { &b }, side_a)
-        })
-        .join()
-        .expect("thread")
-        .expect("stack TUN device");
+        // The stack's device lives as long as its descriptor: hold it while asking. Made on a
+        // thread of its own, which enters the namespace.
+        let inside = name.clone();
+        let tun = std::thread::spawn(move || bth_tools::topology::stack_tun(&inside, side_a))
+            .join()
+            .expect("thread")
+            .expect("stack TUN device");
         for dev in devs {
             let out = std::process::Command::new("ip")
                 .args(["netns", "exec", &name, "tc", "qdisc", "show", "dev", dev])
