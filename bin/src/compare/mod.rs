@@ -405,8 +405,29 @@ pub struct CellResult {
     pub ceiling: Option<Summary>,
     /// ours / kernel median Gbit/s ([`CellResult::ratio`]).
     pub ours_over_kernel: Option<f64>,
+    /// The smallest and the largest ours / kernel Gbit/s of single runs, run `i` of ours over
+    /// run `i` of kernel TCP (the two ran one after the other), over the runs where both
+    /// succeeded; None with fewer than two such pairs. On a noisy machine the ratio of the
+    /// medians alone does not say whether a target it meets is met run after run.
+    pub ours_over_kernel_runs: Option<(f64, f64)>,
     /// ours / ceiling median Gbit/s (payload-equivalent: [`PathCeiling::gbps`]).
     pub ours_over_ceiling: Option<f64>,
+}
+
+/// [`CellResult::ours_over_kernel_runs`] from one cell's runs of each stack.
+fn paired_ratios(ours: &[&RunRecord], kernel: &[&RunRecord]) -> Option<(f64, f64)> {
+    let ok = |r: &&&RunRecord| r.error.is_none() && r.gbps > 0.0;
+    let v: Vec<f64> = ours
+        .iter()
+        .filter(ok)
+        .filter_map(|o| {
+            let k = kernel.iter().filter(ok).find(|k| k.run == o.run)?;
+            Some(o.gbps / k.gbps)
+        })
+        .collect();
+    let lo = v.iter().copied().reduce(f64::min)?;
+    let hi = v.iter().copied().reduce(f64::max)?;
+    (v.len() >= 2).then_some((lo, hi))
 }
 
 /// `ours` over `base` Gbit/s, when both have a figure.
@@ -540,9 +561,10 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<CellResult> {
                     .filter(|r| r.cell == c.id && r.stack == s)
                     .collect()
             };
+            let (kernel_runs, ours_runs) = (of(Stack::Kernel), of(Stack::Ours));
             let (kernel, ours) = (
-                summary(Stack::Kernel, &of(Stack::Kernel)),
-                summary(Stack::Ours, &of(Stack::Ours)),
+                summary(Stack::Kernel, &kernel_runs),
+                summary(Stack::Ours, &ours_runs),
             );
             let ceiling = c
                 .ceiling
@@ -550,6 +572,7 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<CellResult> {
             CellResult {
                 cell: c.clone(),
                 ours_over_kernel: gbps_ratio(&ours, &kernel),
+                ours_over_kernel_runs: paired_ratios(&ours_runs, &kernel_runs),
                 ours_over_ceiling: ceiling.as_ref().and_then(|c| gbps_ratio(&ours, c)),
                 kernel,
                 ours,

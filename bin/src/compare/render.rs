@@ -98,7 +98,8 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
     )
 }
 
-/// The Markdown table: two rows per cell (kernel, ours), the ratio ours/kernel on ours's row;
+/// The Markdown table: two rows per cell (kernel, ours), the ratio ours/kernel on ours's row
+/// (with the range of the single runs' ratios: `ratio`);
 /// incast cells are left to [`incast_markdown`].
 /// Retransmissions are shown as the median total, then each side's median (what the client
 /// and what the server sent again: in request/response the server's are replies); our RACK
@@ -153,8 +154,13 @@ fn share_of_core(v: Option<f64>) -> String {
     v.map_or("–".into(), |v| format!("{:.0} %", v * 100.0))
 }
 
+/// The ratio of the medians, and in brackets the range of the single runs' ratios
+/// ([`CellResult::ours_over_kernel_runs`]) where there are two runs or more of each.
 fn ratio(c: &CellResult) -> String {
-    times(c.ratio())
+    match (c.ratio(), c.ours_over_kernel_runs) {
+        (Some(r), Some((lo, hi))) => format!("{r:.2}× ({lo:.2}–{hi:.2})"),
+        (r, _) => times(r),
+    }
 }
 
 fn times(r: Option<f64>) -> String {

@@ -448,3 +448,39 @@ fn the_senders_limits_are_medians_of_the_busier_side() {
     );
     assert!(super::render::limits_markdown(&summarize(&plan, &[])).is_empty());
 }
+
+/// The ours/kernel column gives the range of the single runs' ratios beside the ratio of the
+/// medians: each run of ours over kernel TCP's run of the same number, a failed run's pair
+/// left out, and no range from fewer than two pairs.
+#[test]
+fn the_ratio_column_gives_the_single_runs_range() {
+    // Kernel TCP moves 2.0 Gbit/s in each run: ratios 0.5, 0.75 and 1.5, medians 1.5 / 2.0.
+    let (plan, mut runs) = three_runs(|run, r| r.gbps = [1.0, 1.5, 3.0][run]);
+    let ratio_cell = |runs: &[RunRecord]| {
+        let results = summarize(&plan, runs);
+        let table = super::render::markdown(&results);
+        let row = table.lines().find(|l| l.contains("| ours |")).unwrap();
+        let cols: Vec<&str> = row.split('|').collect();
+        (
+            results[0].ours_over_kernel_runs,
+            cols[cols.len() - 2].trim().to_string(),
+        )
+    };
+    assert_eq!(
+        ratio_cell(&runs),
+        (Some((0.5, 1.5)), "0.75× (0.50–1.50)".to_string())
+    );
+    let fail = |runs: &mut Vec<RunRecord>, run: usize| {
+        let r = runs
+            .iter_mut()
+            .find(|r| r.stack == Stack::Kernel && r.run == run);
+        r.unwrap().error = Some("refused".into());
+    };
+    fail(&mut runs, 2);
+    assert_eq!(
+        ratio_cell(&runs),
+        (Some((0.5, 0.75)), "0.75× (0.50–0.75)".to_string())
+    );
+    fail(&mut runs, 1);
+    assert_eq!(ratio_cell(&runs), (None, "0.75×".to_string()));
+}
