@@ -61,7 +61,11 @@ use std::time::Instant;
         would take the core the relay needs). A table of its own gives ceiling, kernel and ours \
         per cell with ours/ceiling and ours/kernel; throughput-vs-mtu.svg charts the veth \
         sweep's three, throughput-vs-paths.svg has the relay's ceiling beside both stacks.\n\n\
-        Needs root (CAP_NET_ADMIN) and iproute2, except with --dry-run; --dry-run lists every \
+        In the main table ours/kernel is the ratio of the medians and, in brackets, the \
+        smallest and largest ratio of single runs (run i of ours over run i of kernel TCP, \
+        which ran next to it): how reliably the ratio holds on a noisy machine.\n\n\
+        Needs root (CAP_NET_ADMIN) and iproute2 (ip, and tc to take the TUN devices' qdisc \
+        off), except with --dry-run; --dry-run lists every \
         cell. Each run of ours records each side's thread's page faults and context switches \
         (client_thread, server_thread in the JSON file). Experiment: BTH_BUSY_POLL_US=N makes \
         our TUN driver poll its ring rather than sleep for N microseconds after each packet \
