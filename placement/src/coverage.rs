@@ -49,33 +49,6 @@ impl UnitMap {
     }
 }
 
-/// What [`Coverage::probe_unit`] found for a segment that is exactly one unit of the grid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum UnitProbe {
-    /// Every byte of it is already present.
-    Present,
-    /// None of it is: it can be inserted with [`Coverage::insert_unit`].
-    New(NewUnit),
-}
-
-/// A wholly new unit and the runs it touches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NewUnit {
-    index: usize,
-    end: u32,
-    /// The byte just before it is present: it extends the run on its left.
-    pub joins_left: bool,
-    /// The byte just after it is present: it extends the run on its right.
-    pub joins_right: bool,
-}
-
-impl NewUnit {
-    /// Would inserting it start a run of its own (the fragmentation budget's concern)?
-    pub fn adds_run(&self) -> bool {
-        !self.joins_left && !self.joins_right
-    }
-}
-
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Coverage {
     /// Bytes a grid unit: unit `i` is `[i * unit, (i + 1) * unit)`. 0 until a segment fixes it.
@@ -123,6 +96,7 @@ impl Coverage {
     }
 
     /// Is the whole message `[0, len)` present (and nothing past it)? Never for `len` 0.
+    #[inline(always)]
     pub fn is_complete(&self, len: u32) -> bool {
         len > 0 && self.covered == u64::from(len) && self.max_end == len
     }
@@ -187,50 +161,59 @@ impl Coverage {
     /// before, in increasing order. Returns the number of newly present bytes.
     #[inline]
     pub fn insert(&mut self, start: u32, end: u32, mut new: impl FnMut(u32, u32)) -> u32 {
-        match self.probe_unit(start, end) {
-            Some(UnitProbe::Present) => 0,
-            Some(UnitProbe::New(unit)) => {
-                new(start, end);
-                self.insert_unit(unit)
-            }
-            None => self.insert_pieces(start, end, new),
+        let n = end.saturating_sub(start);
+        if self.insert_unit(start, n, true).is_some() {
+            new(start, end);
+            return n;
         }
+        self.insert_pieces(start, end, new)
     }
 
-    /// The usual segment, looked at without a change: is `[start, end)` exactly one unit of
-    /// the grid, none of it held in `rest`? None for anything else (no grid yet, another
-    /// length or offset, a unit partly present): [`insert`](Self::insert) handles those.
-    #[inline]
-    pub fn probe_unit(&self, start: u32, end: u32) -> Option<UnitProbe> {
+    /// The usual segment in one step: if `[start, start + n)` is exactly one unit of the grid,
+    /// none of it present, and neither neighbouring unit has bytes in `rest`, mark it present
+    /// and return the change in the number of runs (-1, 0 or 1), for the connection's count.
+    /// A unit that would start a run of its own is taken only if `new_run_allowed` (the
+    /// caller's fragmentation budget) or it starts the message. None with nothing changed for
+    /// anything else: [`insert`](Self::insert) handles those exactly. Looking only at the
+    /// neighbours' bits keeps this a few loads and one store to the map.
+    #[inline(always)]
+    pub fn insert_unit(&mut self, start: u32, n: u32, new_run_allowed: bool) -> Option<isize> {
         let u = self.unit;
-        let k = start
-            .checked_div(u)
-            .filter(|&i| end.checked_sub(start) == Some(u) && i * u == start)?
-            as usize;
-        let bit = 1 << (k % 64);
-        let w = self.units.0.get(k / 64).filter(|w| w[PART] & bit == 0)?;
-        if w[FULL] & bit != 0 {
-            return Some(UnitProbe::Present);
+        let end = start.checked_add(n)?;
+        let k = start.checked_div(u).filter(|&k| n == u && k * u == start)? as usize;
+        let (wi, b) = (k / 64, k % 64);
+        let words = &mut self.units.0;
+        let w = *words.get(wi)?;
+        // The neighbours' bits, from the same word unless the unit is at a word's edge.
+        let lo = match (b, wi) {
+            (0, 0) => [0; 2],
+            (0, _) => *words.get(wi - 1)?,
+            _ => w,
+        };
+        let hi = match b {
+            63 => words.get(wi + 1).copied().unwrap_or_default(),
+            _ => w,
+        };
+        let (lb, hb) = ((b + 63) % 64, (b + 1) % 64);
+        let bit = 1 << b;
+        let left = k > 0 && (lo[FULL] >> lb) & 1 != 0;
+        let right = (hi[FULL] >> hb) & 1 != 0;
+        if (w[FULL] | w[PART]) & bit != 0
+            || (k > 0 && (lo[PART] >> lb) & 1 != 0)
+            || (hi[PART] >> hb) & 1 != 0
+        {
+            return None;
         }
-        let joins_left = k > 0 && self.has(k - 1, start - 1);
-        let joins_right = self.has(k + 1, end);
-        Some(UnitProbe::New(NewUnit {
-            index: k,
-            end,
-            joins_left,
-            joins_right,
-        }))
-    }
-
-    /// Mark a unit [`probe_unit`](Self::probe_unit) found new, with nothing changed since.
-    /// Returns its length, the bytes newly present.
-    #[inline]
-    pub fn insert_unit(&mut self, unit: NewUnit) -> u32 {
-        if let Some(w) = self.units.0.get_mut(unit.index / 64) {
-            w[FULL] |= 1 << (unit.index % 64);
+        // Joining a present neighbour extends its run; joining two merges them.
+        let runs = 1 - isize::from(left) - isize::from(right);
+        if runs > 0 && start != 0 && !new_run_allowed {
+            return None;
         }
-        self.account(unit.end, self.unit, 1, !unit.joins_left, !unit.joins_right);
-        self.unit
+        if let Some(w) = words.get_mut(wi) {
+            w[FULL] |= bit;
+        }
+        self.account(end, n, 1, !left, !right);
+        Some(runs)
     }
 
     /// [`insert`](Self::insert) of anything else: unit by unit, whole new units to the bitmap
@@ -284,9 +267,13 @@ impl Coverage {
     /// sub-ranges; `left_open`/`right_open`: the first starts at `start` with nothing present
     /// before it, the last ends at `end` with nothing present after it. Each sub-range joins
     /// the runs on its two sides, or starts a new run on an open side.
+    #[inline(always)]
     fn account(&mut self, end: u32, bytes: u32, count: usize, left_open: bool, right_open: bool) {
         self.covered += u64::from(bytes);
-        self.max_end = self.max_end.max(end);
+        // Rarely a new maximum once segments arrive in any order: skip the store.
+        if end > self.max_end {
+            self.max_end = end;
+        }
         self.runs =
             (self.runs + usize::from(left_open) + usize::from(right_open)).saturating_sub(count);
     }

@@ -1,8 +1,9 @@
 //! Per-message state and the placement of one segment into its message's destination. Every
-//! class that carries payload (SEND, WRITE, READ response) goes through [`place_segment`], so the
-//! checks and the one-copy rule live in one place.
+//! class that carries payload (SEND, WRITE, READ response) goes through [`place_new_unit`] and,
+//! for anything that path does not take, [`place_any`] ([`place_segment`] is the two in turn),
+//! so the checks and the one-copy rule live in one place.
 
-use crate::coverage::{Coverage, UnitProbe};
+use crate::coverage::Coverage;
 use crate::cqe::WcStatus;
 use crate::mr::MemoryRegions;
 use crate::outcome::{Counters, DropReason, PlaceOutcome};
@@ -38,6 +39,7 @@ impl MsgTrack {
         }
     }
 
+    #[inline(always)]
     fn update_finished(&mut self) {
         if !self.finished && self.len.is_some_and(|l| self.cov.is_complete(l)) {
             self.finished = true;
@@ -137,7 +139,7 @@ impl CopyMeter {
 impl Dest<'_> {
     /// The `n` bytes a segment at message offset `start` would fill, if every bounds, rkey and
     /// rights check passes; None otherwise (the long path then says which failed).
-    #[inline]
+    #[inline(always)]
     fn target(&mut self, start: u32, n: u32) -> Option<&mut [u8]> {
         match self {
             Dest::Buffer(buf) => {
@@ -160,7 +162,7 @@ pub(crate) fn place_segment(
     books: &mut Books,
 ) -> PlaceOutcome {
     match place_new_unit(track, seg, &mut dest, books) {
-        Some(out) => out,
+        Some(new_bytes) => PlaceOutcome::Placed { new_bytes },
         None => place_any(track, seg, dest, books),
     }
 }
@@ -173,13 +175,13 @@ pub(crate) fn place_segment(
 /// does not take returns None with nothing changed, and [`place_any`] decides, so it makes
 /// every check of that path that could refuse such a segment: length against what the
 /// message said, the size limit, the fragmentation budget, the target's bounds and rights.
-#[inline]
-fn place_new_unit(
+#[inline(always)]
+pub(crate) fn place_new_unit(
     track: &mut MsgTrack,
     seg: &Inbound<'_>,
     dest: &mut Dest<'_>,
     books: &mut Books,
-) -> Option<PlaceOutcome> {
+) -> Option<u32> {
     let start = seg.offset;
     let n = seg.payload.len() as u32;
     let end = start.checked_add(n)?;
@@ -192,30 +194,23 @@ fn place_new_unit(
     {
         return None;
     }
-    let Some(UnitProbe::New(unit)) = track.cov.probe_unit(start, end) else {
-        return None;
-    };
-    if start != 0 && unit.adds_run() && books.ranges_in_use >= books.max_ranges {
-        return None;
-    }
     let dst = dest.target(start, n)?;
-    // The one copy of these bytes, counted where it is made (as `CopyMeter` does).
-    copy_payload(dst, seg.payload);
-    books.counters.bytes_copied += u64::from(n);
-    let runs = track.cov.range_count();
-    let added = track.cov.insert_unit(unit);
-    books.ranges_in_use = books
-        .ranges_in_use
-        .saturating_sub(runs)
-        .saturating_add(track.cov.range_count());
+    let new_run_allowed = books.ranges_in_use < books.max_ranges;
+    let runs = track.cov.insert_unit(start, n, new_run_allowed)?;
+    // Booked before the copy, which is the last thing this path does, so that none of these
+    // stores queues behind the copy's (`docs/placement.md`, "Measured").
+    books.ranges_in_use = books.ranges_in_use.saturating_add_signed(runs);
     track.update_finished();
-    books.counters.bytes_placed += u64::from(added);
-    Some(PlaceOutcome::Placed { new_bytes: added })
+    books.counters.bytes_placed += u64::from(n);
+    // The one copy of these bytes, counted where it is made (as `CopyMeter` does).
+    books.counters.bytes_copied += u64::from(n);
+    copy_payload(dst, seg.payload);
+    Some(n)
 }
 
 /// [`place_segment`] of any segment: every check, each with its outcome.
 #[inline(never)]
-fn place_any(
+pub(crate) fn place_any(
     track: &mut MsgTrack,
     seg: &Inbound<'_>,
     dest: Dest<'_>,

@@ -33,6 +33,11 @@ impl Unfilled {
         self.covered = self.covered.saturating_add(after.saturating_sub(before));
     }
 
+    /// A segment filled `n` bytes that were not present before.
+    pub fn filled(&mut self, n: u32) {
+        self.covered = self.covered.saturating_add(u64::from(n));
+    }
+
     /// A buffer of `len` bytes with `covered` bytes placed left the window (completed, flushed
     /// or cancelled).
     pub fn retire(&mut self, len: usize, covered: u64) {

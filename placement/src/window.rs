@@ -32,6 +32,7 @@ impl<T> MsnWindow<T> {
         }
     }
 
+    #[inline(always)]
     pub fn locate(&self, msn: u16) -> Locate {
         let k = usize::from(msn.wrapping_sub(self.head));
         if k >= MAX_WINDOW {

@@ -10,6 +10,29 @@ use tcp_bth_wire::MessageKind;
 
 const F: u16 = 0xFFFE; // crosses the MSN wrap
 
+/// Whole units of the grid in the middle of a message take placement's short path: they count
+/// as any other segment does.
+#[test]
+fn whole_units_count_once_on_the_short_path() {
+    let mut p = Placement::new(PlacementConfig::new(F));
+    p.post_recv(1, vec![0; 4000]).unwrap();
+    let msg: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8).collect();
+    let part =
+        |a: usize, b: usize| seg(MessageKind::Send, F, a as u32, &msg[a..b], 4000, None, None);
+    // The first segment fixes the 1000-byte grid; the next two are whole units.
+    p.place(&part(0, 1000));
+    assert_eq!(p.unfilled_recv_bytes(), 3000);
+    p.place(&part(2000, 3000));
+    assert_eq!(p.unfilled_recv_bytes(), 2000);
+    p.place(&part(2000, 3000));
+    assert_eq!(p.unfilled_recv_bytes(), 2000);
+    p.place(&part(1000, 2000));
+    assert_eq!(p.unfilled_recv_bytes(), 1000);
+    p.place(&part(3000, 4000));
+    assert_eq!(p.unfilled_recv_bytes(), 0);
+    assert_eq!(p.poll_completion().unwrap().buf.unwrap(), msg);
+}
+
 #[test]
 fn receives_count_until_filled_and_completed() {
     let mut p = Placement::new(PlacementConfig::new(F));
