@@ -69,6 +69,13 @@ impl RecvState {
         if end <= start {
             return;
         }
+        if start == self.nxt && self.ooo.is_empty() {
+            // In order with nothing held beyond: the usual segment, without a range set
+            // insert and removal (a tree node's churn per segment).
+            self.nxt = end;
+            self.latest = Some(start);
+            return;
+        }
         self.ooo.insert(start, end);
         self.latest = Some(start);
         if let Some(e) = self.ooo.take_from(self.nxt) {

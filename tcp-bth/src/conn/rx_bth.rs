@@ -156,15 +156,21 @@ impl Connection {
             self.stats.ooo_placed += 1;
         }
         self.stats.bytes_received += inbound.payload.len() as u64;
-        let e = rx
-            .msg_end
-            .entry((inbound.class, inbound.msn))
-            .or_insert(end);
-        *e = (*e).max(end);
         let before = self.rcv.nxt;
         self.rcv.mark(start, end);
+        // Ends at or below the cumulative point are forgotten below, and a completion with no
+        // end recorded is held until `end`: so with nothing recorded, a segment the cumulative
+        // point has passed needs no entry (the usual in-order segment, spared a hash and an
+        // insert and removal).
+        if end > self.rcv.nxt || !rx.msg_end.is_empty() {
+            let e = rx
+                .msg_end
+                .entry((inbound.class, inbound.msn))
+                .or_insert(end);
+            *e = (*e).max(end);
+        }
         rx.drain(&mut self.cq, end);
-        if self.rcv.nxt > before {
+        if self.rcv.nxt > before && !rx.msg_end.is_empty() {
             // Messages wholly below the cumulative point have produced their completion (if
             // they have one: plain WRITEs and READ requests never do), so forget their ends.
             let nxt = self.rcv.nxt;

@@ -497,6 +497,32 @@ fn ipv6_connections_work_and_released_handles_go_stale() {
     assert!(a.conn(h).unwrap().error().is_some());
 }
 
+/// The index remembers the tuple it found last (`Table::find`); releasing that very connection
+/// must make its tuple unknown at once: the peer's next segment (its FIN) gets an RST, not a
+/// stale handle.
+#[test]
+fn a_released_connection_is_unknown_to_the_next_packet_of_its_tuple() {
+    let mut a = endpoint(1, |_| {});
+    let mut b = server();
+    let mut now = Duration::from_millis(1);
+    let (h, s) = establish(&mut now, &mut a, &mut b);
+    b.conn_mut(s).unwrap().post_recv(1, vec![0; 16]).unwrap();
+    send(a.conn_mut(h).unwrap(), 1, b"first");
+    assert!(run(
+        &mut now,
+        Duration::from_secs(1),
+        &mut a,
+        &mut b,
+        |_, b| b.conn_mut(s).unwrap().poll_completion().is_some()
+    ));
+    b.release(s).unwrap();
+    let rst_before = b.stats().rst_sent;
+    a.conn_mut(h).unwrap().close();
+    flush(now, &mut a, &mut b, |_| true);
+    assert_eq!(b.stats().rst_sent, rst_before + 1);
+    assert!(a.conn(h).unwrap().error().is_some());
+}
+
 #[test]
 fn connect_refuses_a_tuple_in_use_and_a_full_table() {
     let mut a = endpoint(1, |c| c.max_connections = 2);
