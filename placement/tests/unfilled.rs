@@ -19,17 +19,19 @@ fn whole_units_count_once_on_the_short_path() {
     let msg: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8).collect();
     let part =
         |a: usize, b: usize| seg(MessageKind::Send, F, a as u32, &msg[a..b], 4000, None, None);
-    // The first segment fixes the 1000-byte grid; the next two are whole units.
-    p.place(&part(0, 1000));
-    assert_eq!(p.unfilled_recv_bytes(), 3000);
-    p.place(&part(2000, 3000));
-    assert_eq!(p.unfilled_recv_bytes(), 2000);
-    p.place(&part(2000, 3000));
-    assert_eq!(p.unfilled_recv_bytes(), 2000);
-    p.place(&part(1000, 2000));
-    assert_eq!(p.unfilled_recv_bytes(), 1000);
-    p.place(&part(3000, 4000));
-    assert_eq!(p.unfilled_recv_bytes(), 0);
+    // The first segment fixes the 1000-byte grid; the next three (one a duplicate) are whole
+    // units; the last ends the message. Each step: the segment, then the unfilled bytes.
+    let steps = [
+        (0, 1000, 3000),
+        (2000, 3000, 2000),
+        (2000, 3000, 2000),
+        (1000, 2000, 1000),
+        (3000, 4000, 0),
+    ];
+    for (a, b, unfilled) in steps {
+        p.place(&part(a, b));
+        assert_eq!(p.unfilled_recv_bytes(), unfilled, "after [{a}, {b})");
+    }
     assert_eq!(p.poll_completion().unwrap().buf.unwrap(), msg);
 }
 
