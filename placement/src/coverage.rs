@@ -184,7 +184,8 @@ impl Coverage {
         let (wi, b) = (k / 64, k % 64);
         let words = &mut self.units.0;
         let w = *words.get(wi)?;
-        // The neighbours' bits, from the same word unless the unit is at a word's edge.
+        // The neighbours' bits, from the same word unless the unit is at a word's edge; none
+        // before unit 0.
         let lo = match (b, wi) {
             (0, 0) => [0; 2],
             (0, _) => *words.get(wi - 1)?,
@@ -196,11 +197,9 @@ impl Coverage {
         };
         let (lb, hb) = ((b + 63) % 64, (b + 1) % 64);
         let bit = 1 << b;
-        let left = k > 0 && (lo[FULL] >> lb) & 1 != 0;
+        let left = (lo[FULL] >> lb) & 1 != 0;
         let right = (hi[FULL] >> hb) & 1 != 0;
-        if (w[FULL] | w[PART]) & bit != 0
-            || (k > 0 && (lo[PART] >> lb) & 1 != 0)
-            || (hi[PART] >> hb) & 1 != 0
+        if (w[FULL] | w[PART]) & bit != 0 || (lo[PART] >> lb) & 1 != 0 || (hi[PART] >> hb) & 1 != 0
         {
             return None;
         }
