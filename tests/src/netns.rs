@@ -49,3 +49,60 @@ pub fn run(args: &[&str]) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Accepts one connection on `l` within `limit`: a peer that never connects fails the test
+/// with `TimedOut` instead of hanging it (a blocking `accept` has no timeout of its own). The
+/// stream is handed back blocking, as `accept` gives it.
+pub fn accept_within(
+    l: &std::net::TcpListener,
+    limit: std::time::Duration,
+) -> std::io::Result<std::net::TcpStream> {
+    l.set_nonblocking(true)?;
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                return Ok(s);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if std::time::Instant::now() > deadline {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no connection within {limit:?}"),
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accept_within;
+    use std::io::ErrorKind;
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn accept_within_gives_up_and_then_accepts_blocking() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let t0 = Instant::now();
+        let e = accept_within(&l, Duration::from_millis(50)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        assert!(t0.elapsed() >= Duration::from_millis(50));
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let s = accept_within(&l, Duration::from_secs(5)).unwrap();
+        // Handed back blocking: a read with a timeout waits instead of failing at once.
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let mut b = [0u8; 1];
+        let e = std::io::Read::read(&mut &s, &mut b).unwrap_err();
+        assert!(matches!(
+            e.kind(),
+            ErrorKind::WouldBlock | ErrorKind::TimedOut
+        ));
+        assert!(t0.elapsed() >= Duration::from_millis(70));
+    }
+}

@@ -52,7 +52,13 @@ fn over(v6: bool) {
         let client = tokio::time::timeout(Duration::from_secs(60), app::client(a, cfg, 32, 50_000))
             .await
             .expect("the client finished within 60 s");
-        (client, server.await.unwrap())
+        // The server's end bounded too: a client done while the server still waits must fail
+        // the test by name, not hang it.
+        let server = tokio::time::timeout(Duration::from_secs(30), server)
+            .await
+            .expect("the server finished within 30 s of the client")
+            .unwrap();
+        (client, server)
     });
     let (client, server) = match (client, server) {
         (Ok(c), Ok(s)) => (c, s),

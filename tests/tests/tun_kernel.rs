@@ -3,7 +3,7 @@
 //! ignores our BTH SYN option, so both connections fall back to plain TCP; bulk data both ways
 //! is checked byte for byte and both close in order.
 
-use bth_tests::netns::Netns;
+use bth_tests::netns::{accept_within, Netns};
 use bth_tests::{drain_bytes, pattern};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -83,7 +83,9 @@ fn kernel_client_to_our_server() {
             enter_netns(&name).unwrap();
             let addr = SocketAddr::from((STACK_ADDR, 5000));
             let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap();
+            // Both directions bounded: a stalled peer fails the test instead of hanging it.
             s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
             s.write_all(&data).unwrap();
             let mut reply = Vec::new();
             s.shutdown(std::net::Shutdown::Write).unwrap();
@@ -123,8 +125,9 @@ fn our_client_to_kernel_server() {
             let () = ready_rx.recv().unwrap();
             enter_netns(&name).unwrap();
             let l = TcpListener::bind((TUN_ADDR, 6000)).unwrap();
-            let (mut s, _) = l.accept().unwrap();
+            let mut s = accept_within(&l, Duration::from_secs(30)).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
             let mut got = vec![0u8; expect];
             s.read_exact(&mut got).unwrap();
             s.write_all(&reply).unwrap();

@@ -4,6 +4,7 @@
 //! per segment), and the relay's ceiling as `bth-compare` can measure it (kernel TCP over veth
 //! and through the relay).
 
+use bth_tests::netns::accept_within;
 use bth_tests::pattern;
 use bth_tools::compare::{ceiling_cell, relay_ceiling};
 use bth_tools::perf::{PerfConfig, PerfOp};
@@ -85,22 +86,8 @@ fn kernel_bulk_through(link: LinkConfig, bytes: usize) -> RelayStats {
             enter_netns(&name)?;
             let l = TcpListener::bind((A_LINK, 5300))?;
             let _ = ready_tx.send(());
-            // Not a blocking accept: a client that never connects must not hang the test.
-            l.set_nonblocking(true)?;
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
-            let mut s = loop {
-                match l.accept() {
-                    Ok((s, _)) => break s,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        if std::time::Instant::now() > deadline {
-                            return Err(e);
-                        }
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
-            s.set_nonblocking(false)?;
+            // A client that never connects must not hang the test.
+            let mut s = accept_within(&l, Duration::from_secs(30))?;
             s.set_read_timeout(Some(Duration::from_secs(60)))?;
             let mut got = Vec::with_capacity(bytes);
             s.read_to_end(&mut got)?;
