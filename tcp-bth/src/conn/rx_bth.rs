@@ -158,11 +158,15 @@ impl Connection {
         self.stats.bytes_received += inbound.payload.len() as u64;
         let before = self.rcv.nxt;
         self.rcv.mark(start, end);
-        // Ends at or below the cumulative point are forgotten below, and a completion with no
-        // end recorded is held until `end`: so with nothing recorded, a segment the cumulative
-        // point has passed needs no entry (the usual in-order segment, spared a hash and an
-        // insert and removal).
-        if end > self.rcv.nxt || !rx.msg_end.is_empty() {
+        // Only a segment that ends beyond the cumulative point needs its message's end recorded
+        // (the usual in-order segment is spared a hash and an insert and removal). One the
+        // cumulative point has passed either completes its message, whose every byte then lies
+        // below that point, so the completion is released in this call and its default end (this
+        // segment's) orders it as its message's end would: after every earlier message's end,
+        // before every later one's; or it does not, and what it would record (its own end, at most
+        // the cumulative point) is forgotten below in this same call. Messages' ends are distinct
+        // (a zero-length message has a pad byte).
+        if end > self.rcv.nxt {
             let e = rx
                 .msg_end
                 .entry((inbound.class, inbound.msn))
