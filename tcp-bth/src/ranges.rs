@@ -170,18 +170,14 @@ mod tests {
 
     /// The model's maximal runs of present bytes: what the set must hold.
     fn runs(bytes: &[bool]) -> Vec<(u64, u64)> {
+        let mut at = 0;
         let mut out = Vec::new();
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] {
-                let s = i;
-                while i < bytes.len() && bytes[i] {
-                    i += 1;
-                }
-                out.push((s as u64, i as u64));
-            } else {
-                i += 1;
+        for run in bytes.chunk_by(|a, b| a == b) {
+            let end = at + run.len() as u64;
+            if run[0] {
+                out.push((at, end));
             }
+            at = end;
         }
         out
     }
