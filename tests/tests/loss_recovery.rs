@@ -27,6 +27,11 @@ fn bulk(loss: f64, seed: u64) -> Report {
 
 /// 48 SENDs of 1 MiB over `link`, served in TUN-like turns, every byte verified.
 fn run(link: LinkConfig, seed: u64) -> Report {
+    run_with(link, seed, DriverModel::TUN)
+}
+
+/// [`run`] with the driver model `driver`.
+fn run_with(link: LinkConfig, seed: u64, driver: DriverModel) -> Report {
     let cfg = WorkloadConfig {
         messages: 48,
         min_size: 1 << 20,
@@ -35,13 +40,36 @@ fn run(link: LinkConfig, seed: u64) -> Report {
         recv_depth: 16,
         seed,
         link,
-        driver: Some(DriverModel::TUN),
+        driver: Some(driver),
         time_limit: Duration::from_secs(120),
         ..WorkloadConfig::default()
     };
     let r = workload::run(&cfg).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     assert_eq!(r.verified, r.messages, "every byte verified");
     r
+}
+
+/// With the TUN path's queue and read bound (`DriverModel::TUN_QUEUED`) the receiver sends an
+/// ACK for every second segment, as on the real path, where the unbounded model's long turns
+/// supersede most of the ACKs they call for; and a receiver that falls behind drops at its
+/// queue, as the real path's TUN device does, where the unbounded model never drops.
+#[test]
+fn the_queued_driver_model_acks_every_second_segment_and_drops_at_its_queue() {
+    let unbounded = run_with(relay_link(1), 1, DriverModel::TUN);
+    let queued = run_with(relay_link(1), 1, DriverModel::TUN_QUEUED);
+    let per_ack = |r: &Report| r.segments_sent as f64 / r.b_segments_out.max(1) as f64;
+    let report = format!(
+        "segments per ACK: unbounded {:.1}, queued {:.1}; driver drops: unbounded {}, queued {}",
+        per_ack(&unbounded),
+        per_ack(&queued),
+        unbounded.driver_dropped,
+        queued.driver_dropped
+    );
+    println!("{report}");
+    assert!((1.8..2.2).contains(&per_ack(&queued)), "{report}");
+    assert!(per_ack(&unbounded) > 4.0, "{report}");
+    assert_eq!(unbounded.driver_dropped, 0, "{report}");
+    assert!(queued.driver_dropped > 0, "{report}");
 }
 
 /// 1 % loss on the relay's link, TUN-like driver turns: the transfer keeps at least half its

@@ -6,25 +6,53 @@ use super::link::SimLink;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// How a driver serves its connection, as on the TUN path: a turn takes every segment that
-/// has arrived, fires due timers and sends everything the connection will send; segments that
-/// arrive meanwhile wait for the next turn. A turn costs `per_turn` plus `per_segment` for
-/// each segment in and out. Without it (`Pair::driver` = None) an end handles each arrival
-/// the instant it lands, which no real driver does: a whole burst of segments then never
-/// arrives in one turn, and the simulator missed what one ACK per turn did to loss recovery.
+/// How a driver serves its connection, as on the TUN path: a turn takes the segments that
+/// have arrived (at most `turn_reads`), fires due timers and sends everything the connection
+/// will send; segments that arrive meanwhile wait for the next turn, in a queue of at most
+/// `rx_queue` packets (beyond it they are dropped, as a TUN device drops when its reader falls
+/// behind; counted in `Ends::rx_dropped`). A turn costs `per_turn` plus `per_segment` for each segment in and out. Without it
+/// (`Pair::driver` = None) an end handles each arrival the instant it lands, which no real
+/// driver does: a whole burst of segments then never arrives in one turn, and the simulator
+/// missed what one ACK per turn did to loss recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DriverModel {
     pub per_turn: Duration,
     pub per_segment: Duration,
+    /// Packets waiting for an end's driver at most: its device's queue and the receive
+    /// buffers it has posted. None: unbounded.
+    pub rx_queue: Option<usize>,
+    /// Packets one turn takes at most: the receive buffers a turn can reap. None: all.
+    pub turn_reads: Option<usize>,
 }
 
 impl DriverModel {
     /// Close to the io_uring TUN driver on this project's 2-core test machine: it carries a
     /// clean relay transfer at roughly 0.8 Gbit/s, about 14 µs per full segment for both ends
-    /// together, and reaps batches of segments per turn.
+    /// together, and reaps batches of segments per turn. Every arrival waits for the next
+    /// turn, however many, and a turn takes them all ([`TUN_QUEUED`](Self::TUN_QUEUED) bounds
+    /// both as the TUN path does).
     pub const TUN: DriverModel = DriverModel {
         per_turn: Duration::from_micros(20),
         per_segment: Duration::from_micros(5),
+        rx_queue: None,
+        turn_reads: None,
+    };
+
+    /// [`TUN`](Self::TUN) with the TUN path's queue and read bound: a TUN device queues 500
+    /// packets (`txqueuelen`) before it drops, and the driver lends 128 receive buffers to its
+    /// read (`tun::driver`), so a turn reaps at most 128. Under `TUN` a receiver that fell
+    /// behind took turns of thousands of segments and superseded most of the ACKs they called
+    /// for (`Stats::acks_superseded`): on the clean relay cell of `bth-compare` it sent one ACK
+    /// per 10.5 segments where the real path sends one per two, and it never dropped, where
+    /// the real path's receiving device drops about 100–200 packets a run. Under this model it
+    /// sends one per two and drops at its queue (210 on that cell). Its throughput is not
+    /// calibrated: `per_segment` was fitted under `TUN`'s fewer ACKs, and with it this model
+    /// moves 0.72–0.95× the real path in 13 of the 14 relay cells and 1.53× under 1 % loss
+    /// (`docs/stack.md`, "The simulator's driver model").
+    pub const TUN_QUEUED: DriverModel = DriverModel {
+        rx_queue: Some(500 + 128),
+        turn_reads: Some(128),
+        ..DriverModel::TUN
     };
 }
 
@@ -33,6 +61,8 @@ impl DriverModel {
 pub(super) struct Ends {
     /// What the link delivered to each end, waiting for its next turn.
     pub inbox: [VecDeque<Vec<u8>>; 2],
+    /// Packets dropped because an end's queue was full ([`DriverModel::rx_queue`]).
+    pub rx_dropped: [u64; 2],
     /// When each end's current turn ends.
     busy_until: [Duration; 2],
     /// Steps taken without the clock moving: a livelock guard.
@@ -40,16 +70,32 @@ pub(super) struct Ends {
 }
 
 impl Ends {
-    /// Move what the link delivers by `now` to the inbox of the end it arrives at; returns
-    /// how many packets.
-    pub fn deliver(&mut self, link: &mut SimLink, now: Duration) -> u64 {
+    /// Move what the link delivers by `now` to the inbox of the end it arrives at, or drop it
+    /// there when the model's queue is full; returns how many packets arrived.
+    pub fn deliver(
+        &mut self,
+        link: &mut SimLink,
+        now: Duration,
+        model: Option<DriverModel>,
+    ) -> u64 {
+        let cap = model.and_then(|m| m.rx_queue).unwrap_or(usize::MAX);
         let mut n = 0;
         while let Some((dir, pkt)) = link.poll(now) {
             n += 1;
             // AtoB arrives at B (index 1), BtoA at A (index 0).
-            self.inbox[dir.reverse().index()].push_back(pkt);
+            let i = dir.reverse().index();
+            if self.inbox[i].len() >= cap {
+                self.rx_dropped[i] += 1;
+            } else {
+                self.inbox[i].push_back(pkt);
+            }
         }
         n
+    }
+
+    /// Packets one turn of a driver under `model` may take.
+    pub fn turn_reads(model: Option<DriverModel>) -> usize {
+        model.and_then(|m| m.turn_reads).unwrap_or(usize::MAX)
     }
 
     /// Whether end `i` may take a turn at `now`: always without a model, else once its last

@@ -144,7 +144,7 @@ impl Net {
     /// clock: for drivers that decide themselves when virtual time moves (the async API's).
     pub fn turns_now(&mut self, a: &mut dyn App, b: &mut dyn App) {
         let now = self.now;
-        self.events += self.ends.deliver(&mut self.link, now);
+        self.events += self.ends.deliver(&mut self.link, now, self.driver);
         self.turn(Direction::AtoB, a, now);
         self.turn(Direction::BtoA, b, now);
     }
@@ -164,6 +164,7 @@ impl Net {
         let mut io = LinkEnd {
             link: &mut self.link,
             inbox: &mut self.ends.inbox[i],
+            reads: Ends::turn_reads(self.driver),
             tap: self.tap.as_mut(),
             end,
             now,
@@ -178,6 +179,8 @@ impl Net {
 struct LinkEnd<'a> {
     link: &'a mut SimLink,
     inbox: &'a mut VecDeque<Vec<u8>>,
+    /// Packets this turn may take ([`DriverModel::turn_reads`]).
+    reads: usize,
     tap: Option<&'a mut Tap>,
     /// What this end sends.
     end: Direction,
@@ -190,7 +193,10 @@ impl PacketIo for LinkEnd<'_> {
     }
 
     fn receive(&mut self, f: &mut dyn FnMut(&[u8], bool)) {
-        while let Some(p) = self.inbox.pop_front() {
+        for _ in 0..self.reads {
+            let Some(p) = self.inbox.pop_front() else {
+                break;
+            };
             // The link may corrupt packets: every checksum is checked.
             f(&p, false);
         }

@@ -131,6 +131,8 @@ fn a_busy_end_batches_what_arrived_during_its_turn() {
     let slow = DriverModel {
         per_turn: Duration::from_micros(200),
         per_segment: Duration::from_micros(10),
+        rx_queue: None,
+        turn_reads: None,
     };
     let (mut net, a, b) = connected(16, LinkConfig::default());
     net.driver = Some(slow);
@@ -197,6 +199,7 @@ fn one_end_cannot_wait_on_its_own() {
     let mut io = LinkEnd {
         link: &mut link,
         inbox: &mut inbox,
+        reads: usize::MAX,
         tap: None,
         end: Direction::AtoB,
         now: Duration::ZERO,

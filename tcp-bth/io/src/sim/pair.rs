@@ -101,7 +101,7 @@ impl Pair {
     /// the next event. Returns false when nothing more will happen before `deadline`.
     pub fn step(&mut self, deadline: Duration) -> bool {
         let now = self.now;
-        self.events += self.ends.deliver(&mut self.link, now);
+        self.events += self.ends.deliver(&mut self.link, now, self.driver);
         for end in Direction::ALL {
             self.turn(end, now);
         }
@@ -120,7 +120,11 @@ impl Pair {
             return;
         }
         let mut work = 0u64;
-        while let Some(pkt) = self.ends.inbox[i].pop_front() {
+        let reads = Ends::turn_reads(self.driver);
+        for _ in 0..reads {
+            let Some(pkt) = self.ends.inbox[i].pop_front() else {
+                break;
+            };
             work += 1;
             match end {
                 Direction::AtoB => self.a.handle_segment(now, &pkt),
@@ -146,6 +150,12 @@ impl Pair {
             self.link.send(now, end, p);
         }
         self.ends.charge(i, self.driver, &mut self.busy, now, work);
+    }
+
+    /// Packets each end's driver queue dropped ([`DriverModel::rx_queue`]), by
+    /// [`Direction::index`] of what that end sends.
+    pub fn rx_dropped(&self) -> [u64; 2] {
+        self.ends.rx_dropped
     }
 
     /// Handshake; true when both ends are established.

@@ -90,6 +90,10 @@ pub struct Report {
     pub link_dropped: u64,
     /// Of `link_dropped`, segments from A to B (A's data; B's ACKs go the other way).
     pub link_dropped_a_to_b: u64,
+    /// Packets dropped at an end because its driver's queue was full
+    /// ([`DriverModel::rx_queue`](super::pair::DriverModel::rx_queue)), both ends: what the
+    /// real path counts as device drops.
+    pub driver_dropped: u64,
     pub link_corrupted: u64,
     pub link_reordered: u64,
     pub link_duplicated: u64,
@@ -445,6 +449,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
         receiver_not_ready: a.stats().receiver_not_ready + b.stats().receiver_not_ready,
         link_dropped: la.dropped_loss + lb.dropped_loss + la.dropped_queue + lb.dropped_queue,
         link_dropped_a_to_b: la.dropped_loss + la.dropped_queue,
+        driver_dropped: pair.rx_dropped().iter().sum(),
         link_corrupted: la.corrupted + lb.corrupted,
         link_reordered: la.reordered + lb.reordered,
         link_duplicated: la.duplicated + lb.duplicated,
