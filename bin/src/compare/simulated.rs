@@ -16,6 +16,9 @@
 //! clean relay cell the receiver built 47,238 ACKs for 94,596 segments and sent 9,025 (38,213
 //! superseded), one per 10.5 segments, where the real path sends one per two: the simulator
 //! charges the sender far fewer ACKs than the real path does (measured 2026-11-25).
+//! `DriverModel::TUN_QUEUED` has both bounds and the real ACK ratio, but its rate is not fitted
+//! (0.72× the real path on the clean relay cell), so this column keeps `TUN`
+//! (`docs/stack.md`, "The simulator's driver model").
 
 use super::{Cell, CellResult, Link, Workload};
 use crate::topology::DEFAULT_MTU;
