@@ -10,10 +10,10 @@ use std::time::Duration;
 /// have arrived (at most `turn_reads`), fires due timers and sends everything the connection
 /// will send; segments that arrive meanwhile wait for the next turn, in a queue of at most
 /// `rx_queue` packets (beyond it they are dropped, as a TUN device drops when its reader falls
-/// behind; counted in `Ends::rx_dropped`). A turn costs `per_turn` plus `per_segment` for each segment in and out. Without it
-/// (`Pair::driver` = None) an end handles each arrival the instant it lands, which no real
-/// driver does: a whole burst of segments then never arrives in one turn, and the simulator
-/// missed what one ACK per turn did to loss recovery.
+/// behind; counted in `Ends::rx_dropped`). A turn costs `per_turn` plus `per_segment` for each
+/// segment in and out. Without it (`Pair::driver` = None) an end handles each arrival the
+/// instant it lands, which no real driver does: a whole burst of segments then never arrives
+/// in one turn, and the simulator missed what one ACK per turn did to loss recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DriverModel {
     pub per_turn: Duration,
