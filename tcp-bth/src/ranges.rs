@@ -196,7 +196,9 @@ mod tests {
                         let got = r.insert(s, e);
                         if s < e {
                             bytes[s as usize..e as usize].fill(true);
-                            let want = runs(&bytes).into_iter().find(|&(rs, re)| rs <= s && e <= re);
+                            let want = runs(&bytes)
+                                .into_iter()
+                                .find(|&(rs, re)| rs <= s && e <= re);
                             proptest::prop_assert_eq!(Some(got), want);
                         }
                     }
@@ -228,7 +230,8 @@ mod tests {
                         } else {
                             all
                         };
-                        proptest::prop_assert_eq!(r.contains(at, end), want_c, "contains({}, {})", at, end);
+                        let got = r.contains(at, end);
+                        proptest::prop_assert_eq!(got, want_c, "contains({}, {})", at, end);
                     }
                 }
             }
