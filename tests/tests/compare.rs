@@ -99,6 +99,7 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         ooo_placed: (stack == Stack::Ours).then_some(7),
         relay_queue_drops: None,
         relay_busy: None,
+        relay_cpu_s: None,
         device_drops: Some(0),
         grant_holds: None,
         seg_payload: None,
@@ -271,6 +272,10 @@ fn one_small_spray_cell_runs_both_stacks() {
         }
         // The relay is shared by the cell's runs: its CPU is read around each run.
         let busy = r.relay_busy.expect("a relay cell measures the relay's CPU");
+        println!(
+            "{:?}: relay busy {busy:.3}, relay CPU {:?} s, transfer {:.4} s",
+            r.stack, r.relay_cpu_s, r.elapsed_s
+        );
         assert!(
             busy > 0.0 && busy <= 1.05,
             "{:?}: relay busy {busy}",

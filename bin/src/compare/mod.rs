@@ -33,7 +33,7 @@ pub use path_ceiling::{CeilingSpec, PathCeiling};
 
 use crate::perf::{PathSummary, Recovery};
 use crate::pinning::{Pinned, PinnedCpus};
-use crate::topology::TwoNs;
+use crate::topology::{RelayShare, TwoNs};
 use serde::Serialize;
 use std::io;
 use std::time::Duration;
@@ -118,10 +118,22 @@ pub struct RunRecord {
     /// Packets the relay's full queue refused during this run, both directions (bottleneck
     /// cells only: each of their runs has a relay of its own, `Link::per_run_topology`).
     pub relay_queue_drops: Option<u64>,
-    /// Relay cells: the relay thread's CPU time during the run (from just before the stack's
-    /// run started to just after it ended, setup included) over that wall time: 1.0 is a whole
-    /// core. Near 1.0 the relay, not the stack, bounded the run. None over veth.
+    /// Relay cells: the relay thread's CPU time during the run ([`relay_cpu_s`]) as a share of
+    /// a core over the transfer (`elapsed_s`) for the stacks, and over the run's wall time for
+    /// the ceiling (whose packets flow through its warm-up too): 1.0 is a whole core. Near 1.0
+    /// the relay, not the stack, bounded the run. None over veth.
+    ///
+    /// Before 2026-11-25 it was over the run's wall time for every stack. Ours' runs spend
+    /// about 0.6 s in setup and teardown beside a transfer of about as long, so ours' figure
+    /// then read about half the relay's load during the transfer (0.39–0.46 against 0.85–0.97,
+    /// measured on the clean relay and 4-path spraying cells); kernel TCP's runs have almost
+    /// none, and read the same either way.
+    ///
+    /// [`relay_cpu_s`]: Self::relay_cpu_s
     pub relay_busy: Option<f64>,
+    /// Relay cells: the relay thread's CPU time, user and system, from just before the stack's
+    /// run started to just after it ended (setup included). None over veth.
+    pub relay_cpu_s: Option<f64>,
     /// Relay cells with `--pin-relay`: the cores the relay's and the stacks' threads ran on.
     /// None when the scheduler placed them.
     pub relay_pinned: Option<PinnedCpus>,
@@ -193,6 +205,7 @@ impl RunRecord {
             ooo_placed: None,
             relay_queue_drops: None,
             relay_busy: None,
+            relay_cpu_s: None,
             relay_pinned: None,
             grant_holds: None,
             device_drops: None,
@@ -322,6 +335,16 @@ pub(crate) fn pin(ns: &TwoNs, cell: &Cell) -> io::Result<Option<Pinned>> {
     }
 }
 
+/// The relay's share of a core in one run ([`RunRecord::relay_busy`]): over the transfer for
+/// the stacks (their runs' setup and teardown move almost nothing through the relay), over the
+/// run's wall time for the ceiling, or when no transfer time was measured (a failed run).
+fn relay_busy(share: RelayShare, stack: Stack, transfer_s: f64) -> f64 {
+    match stack {
+        Stack::Kernel | Stack::Ours if transfer_s > 0.0 => share.cpu.as_secs_f64() / transfer_s,
+        _ => share.of_a_core(),
+    }
+}
+
 /// [`run_stack`], with the packets the topology's devices dropped during the run added to
 /// the record's device drops ([`add_drops`]), and the relay's share of a core over the run
 /// ([`RunRecord::relay_busy`]).
@@ -329,7 +352,10 @@ fn run_counting_drops(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunR
     let before = ns.device_drops();
     let relay = ns.relay_mark();
     let mut r = run_stack(ns, cell, stack, run);
-    r.relay_busy = relay.share(ns).map(|s| s.of_a_core());
+    if let Some(share) = relay.share(ns) {
+        r.relay_cpu_s = Some(share.cpu.as_secs_f64());
+        r.relay_busy = Some(relay_busy(share, stack, r.elapsed_s));
+    }
     let during = before
         .zip(ns.device_drops())
         .map(|(b, a)| devstats::drops_between(&b, &a));

@@ -105,8 +105,8 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
 /// and what the server sent again: in request/response the server's are replies); our RACK
 /// loss detections, RTOs and tail loss probes are both sides' together. "Dropped by devices"
 /// is the median of the packets the network devices dropped in a run (`RunRecord::device_drops`);
-/// "relay busy" the median share of a core the relay's thread used during a run
-/// (`RunRecord::relay_busy`; "–" over veth).
+/// "relay busy" the median share of a core the relay's thread used during a run's transfer
+/// (the ceiling's: during its run; `RunRecord::relay_busy`; "–" over veth).
 pub fn markdown(results: &[CellResult]) -> String {
     let mut s = String::from(
         "| cell | stack | runs | Gbit/s | msg/s | p50 | p99 | p99.9 | CPU s/GB client / server | relay busy | rx held outside posted buffers (max) | retrans (client / server) | RACK / RTO / TLP | dropped by devices | ours/kernel Gbit/s |\n\

@@ -39,6 +39,7 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         ooo_placed: None,
         relay_queue_drops: None,
         relay_busy: None,
+        relay_cpu_s: None,
         device_drops: None,
         grant_holds: None,
         seg_payload: None,
@@ -483,4 +484,26 @@ fn the_ratio_column_gives_the_single_runs_range() {
     );
     fail(&mut runs, 1);
     assert_eq!(ratio_cell(&runs), (None, "0.75×".to_string()));
+}
+
+/// The relay's share for the stacks is over the transfer, not the run's wall time: ours' runs
+/// spend about as long in setup and teardown as in the transfer, when the relay idles.
+#[test]
+fn relay_busy_is_over_the_transfer_for_the_stacks_and_over_the_run_for_the_ceiling() {
+    let share = crate::topology::RelayShare {
+        cpu: std::time::Duration::from_millis(450),
+        wall: std::time::Duration::from_millis(1100),
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(close(super::relay_busy(share, Stack::Ours, 0.5), 0.9));
+    assert!(close(super::relay_busy(share, Stack::Kernel, 0.5), 0.9));
+    assert!(close(
+        super::relay_busy(share, Stack::Ceiling, 1.0),
+        450.0 / 1100.0
+    ));
+    // A failed run measured no transfer: over the wall time.
+    assert!(close(
+        super::relay_busy(share, Stack::Ours, 0.0),
+        450.0 / 1100.0
+    ));
 }

@@ -26,7 +26,7 @@ use std::time::Instant;
         delays are spread evenly over 0..200 µs.\n\n\
         Prints a Markdown table (retransmissions of the client's and the server's connection \
         apart; for our stack also RACK loss detections, RTOs and tail loss probes; for relay \
-        cells the relay thread's share of a core during each run, \"relay busy\": on 2 cores \
+        cells the relay thread's share of a core during each run's transfer, \"relay busy\": on 2 cores \
         the relay is a third busy thread, near 100 % that thread bounded the run; it also runs \
         the kernel's receive processing of what it writes, kernel TCP's own for kernel runs), writes \
         every raw run as JSON (our runs with each side's full recovery counters) and SVG \
