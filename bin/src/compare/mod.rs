@@ -124,7 +124,8 @@ pub struct RunRecord {
     /// the relay, not the stack, bounded the run. None over veth.
     ///
     /// Before 2026-11-25 it was over the run's wall time for every stack. Ours' runs spend
-    /// about 0.6 s in setup and teardown beside a transfer of about as long, so ours' figure
+    /// about 0.6 s beyond a transfer of about as long (the client's TIME-WAIT linger of three
+    /// RTOs, `perf::side`), so ours' figure
     /// then read about half the relay's load during the transfer (0.39–0.46 against 0.85–0.97,
     /// measured on the clean relay and 4-path spraying cells); kernel TCP's runs have almost
     /// none, and read the same either way.
