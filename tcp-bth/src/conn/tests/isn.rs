@@ -13,10 +13,20 @@ fn default_keys_differ_and_so_do_isns_and_rkeys() {
     let mut c2 = Connection::connect(b1, now);
     // Same 4-tuple, same time: only the key can tell them apart.
     assert_ne!(c1.snd.iss, c2.snd.iss);
-    let r1 = c1.register_mr(vec![0; 64], Access::REMOTE_READ).unwrap();
-    let r2 = c2.register_mr(vec![0; 64], Access::REMOTE_READ).unwrap();
+    // An rkey is a slot index and an 8-bit key (as IB's), so one pair of first rkeys collides
+    // once in 256 runs; eight registrations each all alike would be once in 2^64.
+    let rkeys = |c: &mut Connection| -> Vec<u32> {
+        (0..8)
+            .map(|_| {
+                c.register_mr(vec![0; 64], Access::REMOTE_READ)
+                    .unwrap()
+                    .rkey
+            })
+            .collect()
+    };
     assert_ne!(
-        r1.rkey, r2.rkey,
+        rkeys(&mut c1),
+        rkeys(&mut c2),
         "rkeys of two hosts must not be guessable from one another"
     );
     assert_ne!(c1.rcv.ts_offset, c2.rcv.ts_offset);
