@@ -60,6 +60,7 @@ pub use path::{LimitsSummary, PathSamples, PathSummary};
 pub use recovery::Recovery;
 pub use report::{percentile, LatencyStats, PerfReport, Timeline, BUCKET, PEAK_WINDOW};
 pub use server::{Server, ServerRole};
+pub use side::ServersClosed;
 
 use tcp_bth_io::sim::workload::{filled, matches_fill};
 

@@ -1,7 +1,7 @@
 //! A perf app: the state both sides share ([`Side`]) and what only the client or only the
 //! server does ([`Role`]). [`super::Client`] and [`super::Server`] are its two kinds.
 
-use super::side::{ModeStep, Side};
+use super::side::{ModeStep, ServersClosed, Side};
 use super::{PerfConfig, PerfError, PerfReport};
 use std::time::Duration;
 use tcp_bth::Connection;
@@ -38,6 +38,13 @@ impl<R: Role> PerfApp<R> {
         }
     }
 
+    /// Both ends of the run are apps of this process, sharing `servers`: the client stops
+    /// lingering in TIME-WAIT once every server has closed ([`ServersClosed`]).
+    pub fn in_process(mut self, servers: ServersClosed) -> Self {
+        self.side.in_process = Some(servers);
+        self
+    }
+
     pub fn report(&self) -> &PerfReport {
         &self.side.report
     }
@@ -68,6 +75,7 @@ impl<R: Role> PerfApp<R> {
 
     fn turn(&mut self, c: &mut Connection, now: Duration) -> bool {
         let side = &mut self.side;
+        side.note_server_closed(c);
         if side.report.connection_ended(c) {
             return true;
         }

@@ -11,11 +11,43 @@ use super::{PerfConfig, PerfError, PerfOp, PerfReport, CTRL_WR};
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::WcStatus;
 use bytes::Bytes;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tcp_bth::{Completion, Connection, Mode, State, WcOp};
 
 /// Longest the client stays in TIME-WAIT before it reports the run over.
 const TIME_WAIT_LINGER_MAX: Duration = Duration::from_secs(3);
+
+/// A run whose servers and clients are apps of one process (`bth-compare`, the integration
+/// tests): each server counts its connection closed, and a client in TIME-WAIT stops
+/// lingering once every server has. TIME-WAIT is there to acknowledge a server's FIN again if
+/// the client's last ACK was lost; a server that reached CLOSED got that ACK, so lingering on
+/// (three RTOs, 0.6 s at the minimum RTO, after every run) answers nothing.
+#[derive(Debug, Clone)]
+pub struct ServersClosed {
+    closed: Arc<AtomicUsize>,
+    of: usize,
+}
+
+impl ServersClosed {
+    /// For a run of `of` server connections.
+    pub fn new(of: usize) -> ServersClosed {
+        ServersClosed {
+            closed: Arc::new(AtomicUsize::new(0)),
+            of,
+        }
+    }
+
+    fn note(&self) {
+        self.closed.fetch_add(1, Ordering::Release);
+    }
+
+    /// Every server connection of the run has closed.
+    pub fn all(&self) -> bool {
+        self.closed.load(Ordering::Acquire) >= self.of
+    }
+}
 
 /// Where a turn goes after looking at the negotiated mode.
 pub(crate) enum ModeStep {
@@ -46,6 +78,10 @@ pub struct Side {
     pub(crate) closed: bool,
     /// When the connection entered TIME-WAIT (see [`Side::finished`]).
     time_wait_since: Option<Duration>,
+    /// Both ends in this process ([`ServersClosed`]), and whether this server has counted
+    /// itself closed.
+    pub(crate) in_process: Option<ServersClosed>,
+    counted_closed: bool,
 }
 
 impl Side {
@@ -62,6 +98,8 @@ impl Side {
             last_data: None,
             closed: false,
             time_wait_since: None,
+            in_process: None,
+            counted_closed: false,
         }
     }
 
@@ -246,17 +284,35 @@ impl Side {
     /// left the server in LAST-ACK retransmitting its FIN until it gave up (15 RTOs, minutes,
     /// and a `TimedOut` error on a run that had moved every byte). Three RTOs cover the
     /// server's first retransmissions without holding the process for the full 2·MSL. The
-    /// server closes last and has no TIME-WAIT to linger in unless it closed first.
+    /// server closes last and has no TIME-WAIT to linger in unless it closed first. With both
+    /// ends in this process the client lingers only until every server has closed
+    /// ([`ServersClosed`]).
     pub(crate) fn finished(&mut self, c: &Connection, now: Duration) -> bool {
         match c.state() {
             _ if !self.closed => false,
             State::Closed => true,
             State::TimeWait if !self.client => true,
+            State::TimeWait if self.in_process.as_ref().is_some_and(ServersClosed::all) => true,
             State::TimeWait => {
                 let since = *self.time_wait_since.get_or_insert(now);
                 now.saturating_sub(since) >= (c.rto() * 3).min(TIME_WAIT_LINGER_MAX)
             }
             _ => false,
+        }
+    }
+
+    /// A server whose connection has closed (or waits in TIME-WAIT, having closed first)
+    /// counts itself, once, for the clients of its process ([`ServersClosed`]).
+    pub(crate) fn note_server_closed(&mut self, c: &Connection) {
+        if self.client
+            || self.counted_closed
+            || !matches!(c.state(), State::Closed | State::TimeWait)
+        {
+            return;
+        }
+        if let Some(s) = &self.in_process {
+            s.note();
+            self.counted_closed = true;
         }
     }
 

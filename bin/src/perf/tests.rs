@@ -235,6 +235,17 @@ fn a_verified_plain_write_run_too_big_for_its_own_offsets_is_refused() {
 /// too).
 #[test]
 fn a_lost_last_ack_is_answered_from_time_wait() {
+    lost_last_ack(None);
+}
+
+/// The same with both ends in one process ([`ServersClosed`]): the server has not closed (it
+/// waits in LAST-ACK for the lost ACK), so the client still lingers and answers.
+#[test]
+fn a_lost_last_ack_is_answered_from_time_wait_with_both_ends_in_process() {
+    lost_last_ack(Some(ServersClosed::new(1)));
+}
+
+fn lost_last_ack(in_process: Option<ServersClosed>) {
     use std::cell::Cell;
     use tcp_bth::pair::Wire;
     use tcp_bth::wire::TcpRepr;
@@ -248,6 +259,10 @@ fn a_lost_last_ack_is_answered_from_time_wait() {
         count: 8,
         ..cfg(PerfOp::Send)
     });
+    if let Some(s) = in_process {
+        cl = cl.in_process(s.clone());
+        sv = sv.in_process(s);
+    }
     let client_done = Cell::new(false);
     // 0: before the server's FIN; 1: the FIN seen, the client's segments lost; 2: the server
     // has sent again (its retransmission).
@@ -285,6 +300,59 @@ fn a_lost_last_ack_is_answered_from_time_wait() {
     assert!(sv.report().errors.is_empty(), "{:?}", sv.report().errors);
     assert_eq!(w.b.state(), tcp_bth::State::Closed);
     assert!(w.b.error().is_none(), "{:?}", w.b.error());
+}
+
+/// With both ends in one process, the client stops lingering in TIME-WAIT as soon as the
+/// server has closed, not three RTOs (600 ms at the minimum RTO) after; alone, it lingers.
+#[test]
+fn an_in_process_client_stops_lingering_once_its_server_has_closed() {
+    use tcp_bth::pair::Wire;
+    let linger = |in_process: bool| -> Duration {
+        let (a, b) = pair_configs(7);
+        let mut w = Wire::established(a, b, Duration::from_millis(1));
+        let run = PerfConfig {
+            count: 8,
+            ..cfg(PerfOp::Send)
+        };
+        let (mut cl, mut sv) = (Client::new(run.clone()), Server::new(run));
+        if in_process {
+            let s = ServersClosed::new(1);
+            cl = cl.in_process(s.clone());
+            sv = sv.in_process(s);
+        }
+        let (mut c_done, mut s_done, mut server_closed_at) = (false, false, None);
+        let limit = w.now + Duration::from_secs(60);
+        while !c_done && w.now < limit {
+            let now = w.now;
+            if !s_done {
+                s_done = sv.step(&mut w.b, now);
+                if s_done {
+                    server_closed_at = Some(now);
+                }
+            }
+            c_done = cl.step(&mut w.a, now);
+            if !c_done {
+                // The apps look at least every millisecond, as a driver's idle wait lets them
+                // (the wire alone would jump to the next timer: TIME-WAIT's, a minute on).
+                w.step(&mut |_, _, p| Some(p));
+                w.now = w.now.min(now + Duration::from_millis(1));
+            }
+        }
+        assert!(c_done && s_done, "client {c_done}, server {s_done}");
+        assert_eq!(
+            w.a.state(),
+            tcp_bth::State::TimeWait,
+            "the client closed first"
+        );
+        assert_eq!(w.b.state(), tcp_bth::State::Closed);
+        w.now - server_closed_at.expect("the server closed")
+    };
+    let (together, alone) = (linger(true), linger(false));
+    assert!(
+        together <= Duration::from_millis(2),
+        "in process: {together:?}"
+    );
+    assert!(alone >= Duration::from_millis(500), "alone: {alone:?}");
 }
 
 /// Zero-length SEND and WRITE with immediate (`size: 0`), through loss and reordering: every

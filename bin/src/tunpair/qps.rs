@@ -4,7 +4,7 @@
 //! paired afterwards so one-way latencies compare the right clocks and messages.
 
 use super::{check_mode, client_config, run_apps_many, server_config, PairRun, Watched};
-use crate::perf::{Client, PerfConfig, Server};
+use crate::perf::{Client, PerfConfig, Server, ServersClosed};
 use crate::topology::TwoNs;
 use std::io;
 use std::time::Duration;
@@ -96,8 +96,13 @@ impl QpsRun {
         self.admission.apply(&mut ccfg, false);
         let first_port = ccfg.local_port;
         let congestion = ccfg.congestion.name();
-        let servers = (0..n).map(|_| Watched::new(Server::new(cfg.clone())));
-        let clients = (0..n).map(|i| Watched::new(Client::for_qp(cfg.clone(), i)));
+        // Both ends are in this process: the clients linger in TIME-WAIT only until every
+        // server has closed (`ServersClosed`), not three RTOs after each run.
+        let closed = ServersClosed::new(n as usize);
+        let servers =
+            (0..n).map(|_| Watched::new(Server::new(cfg.clone()).in_process(closed.clone())));
+        let clients =
+            (0..n).map(|i| Watched::new(Client::for_qp(cfg.clone(), i).in_process(closed.clone())));
         let (s, c) = run_apps_many(
             ns,
             (scfg, servers.collect()),
