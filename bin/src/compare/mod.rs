@@ -123,12 +123,11 @@ pub struct RunRecord {
     /// the ceiling (whose packets flow through its warm-up too): 1.0 is a whole core. Near 1.0
     /// the relay, not the stack, bounded the run. None over veth.
     ///
-    /// Before 2026-11-25 it was over the run's wall time for every stack. Ours' runs spend
-    /// about 0.6 s beyond a transfer of about as long (the client's TIME-WAIT linger of three
-    /// RTOs, `perf::side`), so ours' figure
-    /// then read about half the relay's load during the transfer (0.39–0.46 against 0.85–0.97,
-    /// measured on the clean relay and 4-path spraying cells); kernel TCP's runs have almost
-    /// none, and read the same either way.
+    /// Before 2026-11-25 it was over the run's wall time for every stack. Ours' runs then
+    /// spent about 0.6 s beyond a transfer of about as long (the client's TIME-WAIT linger of
+    /// three RTOs, `perf::side`), so ours' figure read about half the relay's load during the
+    /// transfer (0.39–0.46 against 0.85–0.97, measured on the clean relay and 4-path spraying
+    /// cells); kernel TCP's runs have almost none, and read the same either way.
     ///
     /// [`relay_cpu_s`]: Self::relay_cpu_s
     pub relay_busy: Option<f64>,

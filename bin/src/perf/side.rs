@@ -78,10 +78,9 @@ pub struct Side {
     pub(crate) closed: bool,
     /// When the connection entered TIME-WAIT (see [`Side::finished`]).
     time_wait_since: Option<Duration>,
-    /// Both ends in this process ([`ServersClosed`]), and whether this server has counted
-    /// itself closed.
+    /// Both ends in this process ([`ServersClosed`]); a server lets go of it once it has
+    /// counted itself closed.
     pub(crate) in_process: Option<ServersClosed>,
-    counted_closed: bool,
 }
 
 impl Side {
@@ -99,7 +98,6 @@ impl Side {
             closed: false,
             time_wait_since: None,
             in_process: None,
-            counted_closed: false,
         }
     }
 
@@ -304,15 +302,11 @@ impl Side {
     /// A server whose connection has closed (or waits in TIME-WAIT, having closed first)
     /// counts itself, once, for the clients of its process ([`ServersClosed`]).
     pub(crate) fn note_server_closed(&mut self, c: &Connection) {
-        if self.client
-            || self.counted_closed
-            || !matches!(c.state(), State::Closed | State::TimeWait)
-        {
+        if self.client || !matches!(c.state(), State::Closed | State::TimeWait) {
             return;
         }
-        if let Some(s) = &self.in_process {
+        if let Some(s) = self.in_process.take() {
             s.note();
-            self.counted_closed = true;
         }
     }
 

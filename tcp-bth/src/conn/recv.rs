@@ -71,7 +71,7 @@ impl RecvState {
         }
         if start == self.nxt && self.ooo.is_empty() {
             // In order with nothing held beyond: the usual segment, without a range set
-            // insert and removal (a tree node's churn per segment).
+            // insert and the removal at the cumulative point that would follow it.
             self.nxt = end;
             self.latest = Some(start);
             return;
