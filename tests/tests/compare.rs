@@ -1,7 +1,9 @@
 //! `bth-compare` through its library: the plan, rendering a synthetic result set, and (with
 //! CAP_NET_ADMIN) one small real cell end to end over both stacks.
 
-use bth_tools::compare::{self, render, CeilingSpec, Cell, Link, RunRecord, Stack, Workload};
+use bth_tools::compare::{
+    self, render, AckClock, CeilingSpec, Cell, Link, RunRecord, Stack, Workload,
+};
 use bth_tools::perf::Recovery;
 use std::time::Duration;
 
@@ -244,7 +246,7 @@ fn one_small_plain_cell_shows_staged_bytes() {
 
 /// One small spraying cell over both stacks and the path's ceiling through the relay, pinned
 /// (`--pin-relay`): the relay sprays round-robin over 4 paths, both stacks move every byte,
-/// the ceiling's packets arrive, ours records both sides' recovery counters, every run says
+/// the ceiling's packets arrive (and its ACK clock's come back), ours records both sides' recovery counters, every run says
 /// where its threads ran, and the test's thread gets its CPU mask back.
 fn one_small_spray_cell_runs_both_stacks() {
     let mut plan = compare::plan(true);
@@ -262,12 +264,13 @@ fn one_small_spray_cell_runs_both_stacks() {
     let prefix = format!("bthcmps{}", std::process::id());
     let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
     let stacks: Vec<Stack> = runs.iter().map(|r| r.stack).collect();
-    assert_eq!(stacks, [Stack::Ceiling, Stack::Kernel, Stack::Ours]);
+    assert_eq!(stacks, CEILING_CELL_RUN);
     let path = runs[0].path.as_ref().expect("the ceiling's figures");
     assert!(path.packets > 0 && path.gbps() > 0.0, "{path:?}");
+    assert_ack_clock(&runs[0], &runs[1]);
     for r in &runs {
         assert_eq!(r.error, None, "{:?}", r.stack);
-        if r.stack != Stack::Ceiling {
+        if !r.stack.is_ceiling() {
             assert_eq!(r.bytes, 8 << 20, "{:?}", r.stack);
         }
         // The relay is shared by the cell's runs: its CPU is read around each run.
@@ -282,7 +285,7 @@ fn one_small_spray_cell_runs_both_stacks() {
             r.stack
         );
     }
-    assert!(runs[2].client_recovery.is_some() && runs[2].server_recovery.is_some());
+    assert!(runs[3].client_recovery.is_some() && runs[3].server_recovery.is_some());
     let cpus = bth_tools::pinning::allowed_cpus().expect("this thread's CPU mask");
     if let Some(want) = bth_tools::pinning::split(&cpus) {
         for r in &runs {
@@ -295,7 +298,42 @@ fn one_small_spray_cell_runs_both_stacks() {
     let results = compare::summarize(&plan, &runs);
     assert!(render::markdown(&results).contains("bulk-1MiB-relay-spray4-200us"));
     let t = render::mtu_markdown(&results);
-    assert_eq!(t.matches("bulk-1MiB-relay-spray4-200us").count(), 3, "{t}");
+    assert_eq!(t.matches("bulk-1MiB-relay-spray4-200us").count(), 4, "{t}");
+}
+
+/// A run of a cell that measures the path's ceiling: both ceilings, then both stacks.
+const CEILING_CELL_RUN: [Stack; 4] = [
+    Stack::Ceiling,
+    Stack::CeilingAcked,
+    Stack::Kernel,
+    Stack::Ours,
+];
+
+/// The bare ceiling sends nothing back; the one under our ACK clock wrote about one ACK
+/// packet per two it read in its window, and its sender read them.
+fn assert_ack_clock(bare: &RunRecord, acked: &RunRecord) {
+    let (b, a) = (
+        bare.path.as_ref().expect("the ceiling's figures"),
+        acked
+            .path
+            .as_ref()
+            .expect("the ACK-clocked ceiling's figures"),
+    );
+    assert_eq!(
+        (b.acks, b.acks_sent, b.acks_received),
+        (AckClock::None, 0, 0)
+    );
+    assert_eq!(a.acks, AckClock::Every(2));
+    assert!(a.packets > 0, "{a:?}");
+    // Half the packets read, within a turn's worth of ACKs owed at the window's edges.
+    let half = a.packets / 2;
+    assert!(
+        a.acks_sent.abs_diff(half) <= 512,
+        "{} ACKs written for {} packets read",
+        a.acks_sent,
+        a.packets
+    );
+    assert!(a.acks_received > 0, "{a:?}");
 }
 
 /// Every record of `runs` ran without error, moved `messages` messages and verified each.
@@ -392,7 +430,8 @@ fn a_small_incast_over_tun_counts_relay_drops_per_run() {
 /// `bth-compare --mtu 1500,9000` in small: per MTU, in one topology whose every device has that
 /// MTU, the path's ceiling (raw packets), kernel TCP and ours. Every figure is finite and
 /// positive, every message (every ceiling packet) was verified, both stacks' segments are as
-/// large as the MTU allows, and the MTU table has the three rows with both ratios on ours's.
+/// large as the MTU allows, the ACK-clocked ceiling sent and read its ACKs, and the MTU table
+/// has the four rows with the three ratios on ours's.
 fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
     let mut plan = compare::mtu_plan(&[1500, 9000], true);
     plan.runs = 1;
@@ -407,7 +446,8 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
         let r = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
         assert!(!std::path::Path::new(&format!("/run/netns/{prefix}-a")).exists());
         let stacks: Vec<Stack> = r.iter().map(|r| r.stack).collect();
-        assert_eq!(stacks, [Stack::Ceiling, Stack::Kernel, Stack::Ours]);
+        assert_eq!(stacks, CEILING_CELL_RUN);
+        assert_ack_clock(&r[0], &r[1]);
         for rec in &r {
             let who = format!("{} {:?}", rec.cell, rec.stack);
             assert_eq!(rec.error, None, "{who}");
@@ -419,7 +459,7 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
             assert!(rec.elapsed_s.is_finite() && rec.elapsed_s > 0.0, "{who}");
             assert!(rec.messages > 0 && rec.verified == rec.messages, "{who}");
         }
-        assert_all_verified(&r[1..], 8);
+        assert_all_verified(&r[2..], 8);
         let mtu = cell.mtu;
         let path = r[0].path.as_ref().expect("the ceiling's figures");
         assert_eq!(path.mtu, mtu);
@@ -428,8 +468,9 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
         // One full segment of ours carries MTU − 40 (headers) − 40 (option area), as one of
         // the ceiling's packets counts; the kernel's MSS follows the veth's MTU.
         assert_eq!(r[0].seg_payload, Some(mtu - 80));
-        assert_eq!(r[2].seg_payload, Some(mtu - 80), "ours");
-        let k = r[1].seg_payload.expect("the kernel's MSS");
+        assert_eq!(r[1].seg_payload, Some(mtu - 80), "the ACK-clocked ceiling");
+        assert_eq!(r[3].seg_payload, Some(mtu - 80), "ours");
+        let k = r[2].seg_payload.expect("the kernel's MSS");
         assert!(
             (mtu - 80..=mtu - 40).contains(&k),
             "kernel MSS {k} at MTU {mtu}"
@@ -438,17 +479,21 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
     }
     let results = compare::summarize(&plan, &runs);
     for c in &results {
-        for r in [c.ours_over_ceiling, c.ours_over_kernel] {
+        for r in [
+            c.ours_over_ceiling,
+            c.ours_over_ceiling_acked,
+            c.ours_over_kernel,
+        ] {
             assert!(r.is_some_and(|r| r.is_finite() && r > 0.0), "{}", c.cell.id);
         }
     }
     let t = render::mtu_markdown(&results);
-    assert_eq!(t.lines().count(), 2 + 3 * 2, "{t}");
+    assert_eq!(t.lines().count(), 2 + 4 * 2, "{t}");
     for mtu in ["| 1500 B |", "| 9000 B |"] {
-        assert_eq!(t.matches(mtu).count(), 3, "{mtu}: {t}");
+        assert_eq!(t.matches(mtu).count(), 4, "{mtu}: {t}");
     }
     for line in t.lines().filter(|l| l.contains("| ours |")) {
-        assert_eq!(line.matches('×').count(), 2, "{line}");
+        assert_eq!(line.matches('×').count(), 3, "{line}");
     }
     let js = render::json(&plan, &runs, &results);
     assert!(js.contains("\"ours_over_ceiling\"") && js.contains("\"stack\": \"ceiling\""));

@@ -613,15 +613,16 @@ impl Plan {
         self
     }
 
-    /// Runs of the plan: both stacks' in every cell, and the path ceiling's where a cell
-    /// measures it.
+    /// Runs of the plan: both stacks' in every cell, and the path ceiling's (bare and under
+    /// our ACK clock) where a cell measures it.
     pub fn total_runs(&self) -> usize {
         self.cells.len() * self.runs * 2 + self.ceiling_runs()
     }
 
-    /// Runs of the path's ceiling (raw packets, no TCP) in the plan.
+    /// Runs of the path's ceiling (raw packets, no TCP; bare and under our ACK clock) in the
+    /// plan.
     pub fn ceiling_runs(&self) -> usize {
-        self.cells.iter().filter(|c| c.ceiling.is_some()).count() * self.runs
+        self.cells.iter().filter(|c| c.ceiling.is_some()).count() * self.runs * 2
     }
 
     /// Human-readable plan (`--dry-run`).
@@ -629,8 +630,8 @@ impl Plan {
         let ceiling = match self.ceiling_runs() {
             0 => String::new(),
             n => format!(
-                " + {n} runs of the path's ceiling (a run of such a cell: ceiling, then kernel, \
-                 then ours)"
+                " + {n} runs of the path's ceiling (a run of such a cell: ceiling, the ceiling \
+                 with an ACK back per 2 packets, then kernel, then ours)"
             ),
         };
         let cc = self

@@ -63,6 +63,7 @@ fn line_chart(
         RGBColor(0x1f, 0x77, 0xb4),
         RGBColor(0xd6, 0x27, 0x28),
         RGBColor(0x2c, 0xa0, 0x2c),
+        RGBColor(0xff, 0x7f, 0x0e),
     ];
     let mut b = ChartBuilder::on(&root);
     b.caption(title, ("sans-serif", 20))
@@ -79,7 +80,12 @@ fn line_chart(
                 .x_label_formatter(x_label)
                 .draw()
                 .map_err(err)?;
-            for (i, (name, s)) in series.iter().enumerate() {
+            // A series with no point (a ceiling no cell measured) gets no legend entry.
+            for (i, (name, s)) in series
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, s))| !s.is_empty())
+            {
                 let c = colors[i % colors.len()];
                 chart
                     .draw_series(LineSeries::new(s.iter().copied(), c.stroke_width(2)))
@@ -118,15 +124,22 @@ pub(super) fn charted(c: &CellResult) -> bool {
     !c.cell.plain && c.cell.qps == 1 && c.cell.mtu == DEFAULT_MTU
 }
 
-/// The MTU chart's series: Gbit/s of the ceiling, kernel TCP and ours at each MTU whose veth
-/// cell measured the ceiling (the relay cells' ceilings are the paths chart's).
-fn mtu_series(results: &[CellResult]) -> [(&'static str, Series); 3] {
-    let (mut ceil, mut k, mut o) = (Vec::new(), Vec::new(), Vec::new());
+/// The MTU chart's series: Gbit/s of the ceiling (bare and under our ACK clock), kernel TCP
+/// and ours at each MTU whose veth cell measured the ceiling (the relay cells' ceilings are
+/// the paths chart's).
+fn mtu_series(results: &[CellResult]) -> [(&'static str, Series); 4] {
+    let (mut ceil, mut acked, mut k, mut o) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let swept = |c: &&CellResult| !c.cell.plain && c.cell.qps == 1 && c.cell.link == Link::Veth;
     for c in results.iter().filter(swept) {
         let Some(ceiling) = &c.ceiling else { continue };
         let x = f64::from(c.cell.mtu);
-        for (s, into) in [(ceiling, &mut ceil), (&c.kernel, &mut k), (&c.ours, &mut o)] {
+        let rows = [
+            Some((ceiling, &mut ceil)),
+            c.ceiling_acked.as_ref().map(|a| (a, &mut acked)),
+            Some((&c.kernel, &mut k)),
+            Some((&c.ours, &mut o)),
+        ];
+        for (s, into) in rows.into_iter().flatten() {
             if s.runs_ok > 0 {
                 into.push((x, s.gbps));
             }
@@ -135,9 +148,14 @@ fn mtu_series(results: &[CellResult]) -> [(&'static str, Series); 3] {
     [
         ("kernel TCP", k),
         ("tcp-bth (ours)", o),
-        ("ceiling: raw packets, no TCP", ceil),
+        (CEILING, ceil),
+        (CEILING_ACKED, acked),
     ]
 }
+
+/// The ceiling series' names.
+const CEILING: &str = "ceiling: raw packets, no TCP";
+const CEILING_ACKED: &str = "ceiling with an ACK back per 2 packets";
 
 fn series(
     results: &[CellResult],
@@ -162,21 +180,28 @@ fn series(
     [("kernel TCP", k), ("tcp-bth (ours)", o)]
 }
 
-/// [`series`] and, third, the path's ceiling (raw packets, no TCP) of the cells that
-/// measured it.
+/// [`series`] and the path's ceiling (raw packets, no TCP), bare and under our ACK clock, of
+/// the cells that measured it.
 fn series_and_ceiling(
     results: &[CellResult],
     keep: impl Fn(&CellResult) -> Option<f64>,
-) -> [(&'static str, Series); 3] {
+) -> [(&'static str, Series); 4] {
     let [k, o] = series(results, &keep, |s| Some(s.gbps));
-    let ceiling = results
-        .iter()
-        .filter(|c| charted(c))
-        .filter_map(|c| Some((keep(c)?, c.ceiling.as_ref()?)))
-        .filter(|(_, s)| s.runs_ok > 0)
-        .map(|(x, s)| (x, s.gbps))
-        .collect();
-    [k, o, ("ceiling: raw packets, no TCP", ceiling)]
+    let of = |which: fn(&CellResult) -> Option<&Summary>| -> Series {
+        results
+            .iter()
+            .filter(|c| charted(c))
+            .filter_map(|c| Some((keep(c)?, which(c)?)))
+            .filter(|(_, s)| s.runs_ok > 0)
+            .map(|(x, s)| (x, s.gbps))
+            .collect()
+    };
+    [
+        k,
+        o,
+        (CEILING, of(|c| c.ceiling.as_ref())),
+        (CEILING_ACKED, of(|c| c.ceiling_acked.as_ref())),
+    ]
 }
 
 /// Reordering rate of a relay cell without loss at the usual reordering depth.

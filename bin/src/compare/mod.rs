@@ -29,7 +29,7 @@ pub use cells::{
 };
 pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use only::Only;
-pub use path_ceiling::{CeilingSpec, PathCeiling};
+pub use path_ceiling::{AckClock, CeilingSpec, PathCeiling};
 
 use crate::perf::{PathSummary, Recovery};
 use crate::pinning::{Pinned, PinnedCpus};
@@ -47,6 +47,9 @@ pub enum Stack {
     /// No TCP: raw MTU-sized packets from one stack TUN device to the other through the
     /// cell's topology, the path's ceiling ([`path_ceiling`]).
     Ceiling,
+    /// The same, with a small packet sent back for every second packet received: the path's
+    /// ceiling under our ACK clock ([`path_ceiling::OURS_ACK_CLOCK`]).
+    CeilingAcked,
 }
 
 impl Stack {
@@ -55,7 +58,13 @@ impl Stack {
             Stack::Kernel => "kernel",
             Stack::Ours => "ours",
             Stack::Ceiling => "ceiling",
+            Stack::CeilingAcked => "ceiling-acked",
         }
+    }
+
+    /// A probe of the path rather than a TCP stack ([`path_ceiling`]).
+    pub fn is_ceiling(self) -> bool {
+        matches!(self, Stack::Ceiling | Stack::CeilingAcked)
     }
 }
 
@@ -261,14 +270,16 @@ fn run_stack(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunRecord {
     let r = match stack {
         Stack::Kernel => run_kernel(ns, cell, run, 5001 + run as u16),
         Stack::Ours => ours::run(ns, cell, run),
-        Stack::Ceiling => mtu::run_ceiling(ns, cell, run),
+        Stack::Ceiling => mtu::run_ceiling(ns, cell, run, AckClock::None),
+        Stack::CeilingAcked => mtu::run_ceiling(ns, cell, run, path_ceiling::OURS_ACK_CLOCK),
     };
     r.unwrap_or_else(|e| RunRecord::failed(cell, stack, run, &e))
 }
 
 /// Run every run of `cell` in a fresh topology named `{prefix}-a`/`-b` at the cell's MTU
 /// (deleted on return, also on error), kernel and ours alternating; a cell that measures the
-/// path's ceiling runs it first in each run (ceiling, kernel, ours). A cell whose relay counts drops
+/// path's ceiling runs it first in each run (ceiling, the ceiling under our ACK clock, kernel,
+/// ours). A cell whose relay counts drops
 /// ([`Link::per_run_topology`]) gets a topology per run instead (`{prefix}k0`, `{prefix}o0`,
 /// …), so each run's record has the drops of that run alone. `progress` is called after each
 /// run.
@@ -292,7 +303,12 @@ pub fn run_cell(
         None => None,
     };
     let stacks: &[Stack] = match cell.ceiling {
-        Some(_) => &[Stack::Ceiling, Stack::Kernel, Stack::Ours],
+        Some(_) => &[
+            Stack::Ceiling,
+            Stack::CeilingAcked,
+            Stack::Kernel,
+            Stack::Ours,
+        ],
         None => &[Stack::Kernel, Stack::Ours],
     };
     let mut out = Vec::new();
@@ -420,6 +436,9 @@ pub struct Summary {
     /// Ceiling only, medians over runs: IP-level Gbit/s and packets lost on the path.
     pub ip_gbps: Option<f64>,
     pub lost: Option<f64>,
+    /// The ceiling under our ACK clock only, median over runs: ACK packets the receiver wrote
+    /// per second of the window.
+    pub acks_per_sec: Option<f64>,
 }
 
 /// Both stacks' figures for one cell, and the path's ceiling where the cell measured it.
@@ -429,6 +448,8 @@ pub struct CellResult {
     pub kernel: Summary,
     pub ours: Summary,
     pub ceiling: Option<Summary>,
+    /// The path's ceiling under our ACK clock, where the cell measured the ceiling.
+    pub ceiling_acked: Option<Summary>,
     /// ours / kernel median Gbit/s ([`CellResult::ratio`]).
     pub ours_over_kernel: Option<f64>,
     /// The smallest and the largest ours / kernel Gbit/s of single runs, run `i` of ours over
@@ -438,6 +459,8 @@ pub struct CellResult {
     pub ours_over_kernel_runs: Option<(f64, f64)>,
     /// ours / ceiling median Gbit/s (payload-equivalent: [`PathCeiling::gbps`]).
     pub ours_over_ceiling: Option<f64>,
+    /// ours / the ceiling under our ACK clock, median Gbit/s.
+    pub ours_over_ceiling_acked: Option<f64>,
 }
 
 /// [`CellResult::ours_over_kernel_runs`] from one cell's runs of each stack.
@@ -551,6 +574,10 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         seg_payload: ok.iter().find_map(|r| r.seg_payload),
         ip_gbps: path_median(&ok, PathCeiling::ip_gbps),
         lost: path_median(&ok, |p| p.lost as f64),
+        acks_per_sec: match stack {
+            Stack::CeilingAcked => path_median(&ok, PathCeiling::acks_per_sec),
+            _ => None,
+        },
     }
 }
 
@@ -595,14 +622,19 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<CellResult> {
             let ceiling = c
                 .ceiling
                 .map(|_| summary(Stack::Ceiling, &of(Stack::Ceiling)));
+            let ceiling_acked = c
+                .ceiling
+                .map(|_| summary(Stack::CeilingAcked, &of(Stack::CeilingAcked)));
             CellResult {
                 cell: c.clone(),
                 ours_over_kernel: gbps_ratio(&ours, &kernel),
                 ours_over_kernel_runs: paired_ratios(&ours_runs, &kernel_runs),
                 ours_over_ceiling: ceiling.as_ref().and_then(|c| gbps_ratio(&ours, c)),
+                ours_over_ceiling_acked: ceiling_acked.as_ref().and_then(|c| gbps_ratio(&ours, c)),
                 kernel,
                 ours,
                 ceiling,
+                ceiling_acked,
             }
         })
         .collect()

@@ -5,7 +5,7 @@
 //! `bth-compare --mtu 1500,9000,65000` runs it alone ([`mtu_plan`]); the full plan has it at
 //! [`FULL_MTUS`] ([`sweep_cells`]).
 
-use super::path_ceiling::{measure, payload_per_packet, CeilingSpec};
+use super::path_ceiling::{measure, payload_per_packet, AckClock, CeilingSpec};
 use super::{Cell, Link, Plan, RunRecord, Stack, Workload};
 use crate::topology::TwoNs;
 use std::io;
@@ -77,12 +77,18 @@ pub fn mtu_plan(mtus: &[u32], quick: bool) -> Plan {
 }
 
 /// One ceiling run in `ns` (the cell's topology, at its MTU) as a run record: packets as
-/// messages (each checked by length, header and sequence number), payload-equivalent bytes.
-pub(super) fn run_ceiling(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
+/// messages (each checked by length, header and sequence number), payload-equivalent bytes;
+/// under `acks` the [`Stack::CeilingAcked`] row.
+pub(super) fn run_ceiling(
+    ns: &TwoNs,
+    cell: &Cell,
+    run: usize,
+    acks: AckClock,
+) -> io::Result<RunRecord> {
     let spec = cell
         .ceiling
         .ok_or_else(|| io::Error::other(format!("{} measures no ceiling", cell.id)))?;
-    let c = measure(ns, &spec)?;
+    let c = measure(ns, &spec, acks)?;
     if c.packets == 0 {
         return Err(io::Error::other("no packet arrived in the measured window"));
     }
@@ -94,7 +100,14 @@ pub(super) fn run_ceiling(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<Run
         cpu_client_s: c.sender_cpu_s,
         cpu_server_s: c.receiver_cpu_s,
         seg_payload: Some(payload_per_packet(c.mtu)),
-        ..RunRecord::empty(cell, Stack::Ceiling, run)
+        ..RunRecord::empty(
+            cell,
+            match acks {
+                AckClock::None => Stack::Ceiling,
+                AckClock::Every(_) => Stack::CeilingAcked,
+            },
+            run,
+        )
     };
     r.fill_rates(Vec::new());
     r.path = Some(c);
@@ -128,7 +141,8 @@ mod tests {
             p.cells.iter().map(|c| c.mtu).collect::<Vec<_>>(),
             [1500, 9000, 65_000]
         );
-        assert_eq!(p.total_runs(), 3 * 3 * 3);
+        // Per run of a cell: the ceiling bare and under our ACK clock, kernel, ours.
+        assert_eq!(p.total_runs(), 3 * 3 * 4);
         let d = p.describe();
         assert!(
             d.contains("MTU 9000 B") && d.contains("path's ceiling"),
@@ -177,7 +191,7 @@ mod tests {
         );
         assert_eq!(
             full.ceiling_runs(),
-            (FULL_MTUS.len() + relayed.len()) * full.runs
+            (FULL_MTUS.len() + relayed.len()) * full.runs * 2
         );
         assert!(full
             .cells
@@ -197,6 +211,7 @@ mod tests {
         for c in &cells {
             for run in 0..2 {
                 runs.push(fake(c, Stack::Ceiling, run, 8.0));
+                runs.push(fake(c, Stack::CeilingAcked, run, 5.0));
                 runs.push(fake(c, Stack::Kernel, run, 4.0));
                 runs.push(fake(c, Stack::Ours, run, 2.0));
             }
@@ -210,6 +225,8 @@ mod tests {
         for c in &r {
             assert_eq!(c.ceiling.as_ref().map(|s| s.runs_ok), Some(2));
             assert_eq!(c.ours_over_ceiling, Some(0.25));
+            assert_eq!(c.ceiling_acked.as_ref().map(|s| s.runs_ok), Some(2));
+            assert_eq!(c.ours_over_ceiling_acked, Some(0.4));
             assert_eq!(c.ours_over_kernel, Some(0.5));
         }
         // A cell without the ceiling has no ceiling ratio.
@@ -224,28 +241,37 @@ mod tests {
         ];
         let r = summarize(&plain, &one);
         assert!(r[0].ceiling.is_none() && r[0].ours_over_ceiling.is_none());
+        assert!(r[0].ceiling_acked.is_none() && r[0].ours_over_ceiling_acked.is_none());
         assert_eq!(r[0].ratio(), Some(0.25));
         assert_eq!(crate::compare::render::mtu_markdown(&r), "");
     }
 
     #[test]
-    fn the_mtu_table_has_three_rows_per_mtu_and_both_ratios_on_ours() {
+    fn the_mtu_table_has_four_rows_per_mtu_and_the_ratios_on_ours() {
         let cells = mtu_plan(&[1500, 65_000], true).cells;
         let mut runs = Vec::new();
         for c in &cells {
-            let mut ceiling = fake(c, Stack::Ceiling, 0, 10.0);
-            ceiling.seg_payload = Some(payload_per_packet(c.mtu));
-            ceiling.path = Some(PathCeiling {
-                mtu: c.mtu,
-                packets: 1000,
-                ip_bytes: 1000 * u64::from(c.mtu),
-                lost: 3,
-                foreign: 0,
-                elapsed_s: 0.001,
-                sender_cpu_s: 0.0,
-                receiver_cpu_s: 0.0,
-            });
-            runs.push(ceiling);
+            for (stack, gbps, acks) in [
+                (Stack::Ceiling, 10.0, AckClock::None),
+                (Stack::CeilingAcked, 8.0, AckClock::Every(2)),
+            ] {
+                let mut ceiling = fake(c, stack, 0, gbps);
+                ceiling.seg_payload = Some(payload_per_packet(c.mtu));
+                ceiling.path = Some(PathCeiling {
+                    mtu: c.mtu,
+                    packets: 1000,
+                    ip_bytes: 1000 * u64::from(c.mtu),
+                    lost: 3,
+                    foreign: 0,
+                    elapsed_s: 0.001,
+                    sender_cpu_s: 0.0,
+                    receiver_cpu_s: 0.0,
+                    acks,
+                    acks_sent: if acks == AckClock::None { 0 } else { 500 },
+                    acks_received: if acks == AckClock::None { 0 } else { 499 },
+                });
+                runs.push(ceiling);
+            }
             runs.push(fake(c, Stack::Kernel, 0, 4.0));
             let mut ours = fake(c, Stack::Ours, 0, 1.0);
             ours.seg_payload = Some(c.mtu - 80);
@@ -258,12 +284,16 @@ mod tests {
         };
         let t = crate::compare::render::mtu_markdown(&summarize(&plan, &runs));
         let rows: Vec<&str> = t.lines().collect();
-        assert_eq!(rows.len(), 2 + 3 * 2, "{t}");
-        assert!(rows[0].contains("| ours/ceiling | ours/kernel |"), "{t}");
+        assert_eq!(rows.len(), 2 + 4 * 2, "{t}");
+        assert!(
+            rows[0].contains("| ours/ceiling | ours/ceiling with ACKs | ours/kernel |"),
+            "{t}"
+        );
         let want = [
             "| 1500 B | bulk-1MiB-veth | ceiling (raw packets, no TCP) | 1 | 10.000 | 12.000 | 1250 (3) | 1420 B |",
+            "| 1500 B | bulk-1MiB-veth | ceiling, an ACK back per 2 packets (no TCP) | 1 | 8.000 | 12.000 | 1000 (3; 500000 back) | 1420 B |",
             "| 1500 B | bulk-1MiB-veth | kernel | 1 | 4.000 | – | – | – |",
-            "| 1500 B | bulk-1MiB-veth | ours | 1 | 1.000 | – | – | 1420 B | 2.00 / 1.00 | – | 0.10× | 0.25× |",
+            "| 1500 B | bulk-1MiB-veth | ours | 1 | 1.000 | – | – | 1420 B | 2.00 / 1.00 | – | 0.10× | 0.12× | 0.25× |",
             "| 65000 B | bulk-1MiB-veth-mtu65000 | ceiling (raw packets, no TCP) | 1 | 10.000 | 520.000 |",
             "| 65000 B | bulk-1MiB-veth-mtu65000 | ours | 1 | 1.000 | – | – | 64920 B |",
         ];
@@ -274,7 +304,7 @@ mod tests {
         for r in &rows[2..] {
             assert_eq!(
                 r.matches('×').count(),
-                if r.contains("| ours |") { 2 } else { 0 },
+                if r.contains("| ours |") { 3 } else { 0 },
                 "{r}"
             );
         }

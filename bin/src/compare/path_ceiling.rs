@@ -26,6 +26,14 @@
 //! bytes into a segment (timestamps only) and, over veth, hands the path 64 KiB GSO
 //! super-packets, so it can exceed this ceiling: the ceiling is that of one packet per MTU
 //! through TUN devices, which is what our stack sends.
+//!
+//! **With an ACK clock** ([`AckClock::Every`]) the receiver also writes one [`ACK_LEN`]-byte
+//! packet back to the sender for every second packet it reads, and the sender reads them:
+//! the reverse traffic of a TCP receiver under the ACK policy (RFC 5681 §4.2, #12), still
+//! with no TCP. Each of those is a TUN write and a forwarding through the path and a TUN read
+//! at the other end, so on a path whose cost is per packet the ACK clock takes a share of it
+//! that no stack obeying that policy gets back: the bare ceiling less that share is what such
+//! a stack can reach.
 
 use crate::perf::drive::IPV4_TCP_HEADERS;
 use crate::ready::spawn_set_up;
@@ -34,6 +42,7 @@ use crate::tunpair::{stack_tun_mtu, thread_cpu};
 use etherparse::{IpNumber, Ipv4Header};
 use serde::Serialize;
 use std::io;
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +57,25 @@ const IP_HEADER: usize = 20;
 const SEQ_AT: usize = IP_HEADER;
 /// How long the receiver waits for the first packet before giving up.
 const FIRST_PACKET_WITHIN: Duration = Duration::from_secs(5);
+
+/// IP length of the ACK clock's packets: what a pure ACK of ours is on a clean path (IPv4 and
+/// TCP headers, 40 bytes, and the timestamps option padded to 12: amendment 1's plain form,
+/// with no SACK block while nothing is missing).
+pub const ACK_LEN: usize = 52;
+
+/// Whether the probe's receiver sends packets back ([`measure`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AckClock {
+    /// One-way traffic only: the path's bare ceiling.
+    None,
+    /// One [`ACK_LEN`]-byte packet back for every `n` packets read.
+    Every(u32),
+}
+
+/// Our receiver's ACK clock on a clean path: every second full-sized segment (`tcp_bth`'s
+/// `conn/ack.rs`; about 0.5 ACKs per data segment measured over veth).
+pub const OURS_ACK_CLOCK: AckClock = AckClock::Every(2);
 
 /// How long one ceiling measurement runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -93,6 +121,12 @@ pub struct PathCeiling {
     /// user + system CPU of the sending and the receiving thread over the window.
     pub sender_cpu_s: f64,
     pub receiver_cpu_s: f64,
+    /// The ACK clock the receiver ran, and the ACK packets it wrote in the window and the
+    /// sender read over the same window (its own clock: they count the same traffic, not the
+    /// same packets).
+    pub acks: AckClock,
+    pub acks_sent: u64,
+    pub acks_received: u64,
 }
 
 impl PathCeiling {
@@ -114,6 +148,11 @@ impl PathCeiling {
     pub fn packets_per_sec(&self) -> f64 {
         rate(self.packets as f64, self.elapsed_s)
     }
+
+    /// ACK clock packets the receiver wrote per second of the window.
+    pub fn acks_per_sec(&self) -> f64 {
+        rate(self.acks_sent as f64, self.elapsed_s)
+    }
 }
 
 fn rate(n: f64, s: f64) -> f64 {
@@ -124,28 +163,39 @@ fn rate(n: f64, s: f64) -> f64 {
     }
 }
 
-/// The sender's packet: IPv4, no options, DF, TTL 64, protocol 253, from A's stack address to
-/// B's, `mtu` bytes (576 or more, `check_mtu`); the sequence number at [`SEQ_AT`] is written
-/// per packet (the header and its checksum stay the same). The header is etherparse's, as
-/// the stack's (`tcp_bth::endpoint`).
-fn template(mtu: usize) -> Vec<u8> {
-    let payload = (mtu - IP_HEADER) as u16;
+/// A `len`-byte IPv4 packet of the probe: no options, DF, TTL 64, protocol 253, `src` to
+/// `dst`, zeros after the header. The header is etherparse's, as the stack's
+/// (`tcp_bth::endpoint`).
+fn ip_packet(len: usize, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
     let mut h = Ipv4Header::new(
-        payload,
+        (len - IP_HEADER) as u16,
         64,
         IpNumber(PROTOCOL),
-        A_STACK.octets(),
-        B_STACK.octets(),
+        src.octets(),
+        dst.octets(),
     )
-    .expect("an MTU-sized payload fits an IPv4 packet");
+    .expect("the probe's packets fit an IPv4 packet");
     // `new` sets DF: a packet larger than a link's MTU is refused, not fragmented.
     h.header_checksum = h.calc_header_checksum();
-    let mut p = vec![0u8; mtu];
+    let mut p = vec![0u8; len];
     p[..IP_HEADER].copy_from_slice(&h.to_bytes());
+    p
+}
+
+/// The sender's packet: from A's stack address to B's, `mtu` bytes (576 or more,
+/// `check_mtu`); the sequence number at [`SEQ_AT`] is written per packet (the header and its
+/// checksum stay the same).
+fn template(mtu: usize) -> Vec<u8> {
+    let mut p = ip_packet(mtu, A_STACK, B_STACK);
     for (i, b) in p[SEQ_AT + 8..].iter_mut().enumerate() {
         *b = i as u8;
     }
     p
+}
+
+/// The ACK clock's packet: from B's stack address back to A's, [`ACK_LEN`] bytes.
+fn ack_template() -> Vec<u8> {
+    ip_packet(ACK_LEN, B_STACK, A_STACK)
 }
 
 /// Whether `p` has `want`'s IPv4 header but for what forwarding changes (the TTL, lowered
@@ -195,7 +245,8 @@ const STOP: u8 = 2;
 
 /// Measure the path's ceiling in `ns` at its MTU: a sender on A's stack TUN device, a
 /// receiver on B's (each on a thread of its own, in its namespace). Needs CAP_NET_ADMIN.
-pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
+/// With `acks` the receiver also sends the ACK clock's packets back ([`AckClock`]).
+pub fn measure(ns: &TwoNs, spec: &CeilingSpec, acks: AckClock) -> io::Result<PathCeiling> {
     // The same devices as the stack's: the same MTU and offload (a virtio-net header in
     // front of every packet when the stack has one).
     let (mtu, offload, poll) = (ns.mtu, ns.offload, Poll::for_topology(ns));
@@ -207,7 +258,7 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
             "bth-ceil-rx",
             move || stack_tun_mtu(&name, false, mtu, offload).and_then(Driver::open),
             move |mut io| {
-                let r = receive(&mut io, mtu, &spec, poll, &phase, &arrived);
+                let r = receive(&mut io, mtu, &spec, poll, acks, &phase, &arrived);
                 phase.store(STOP, Ordering::Relaxed);
                 r
             },
@@ -236,29 +287,46 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
         .join()
         .map_err(|_| io::Error::other("ceiling receiver panicked"))?;
     // The sender's failure explains the receiver's.
-    let sender_cpu = s.map_err(|e| io::Error::new(e.kind(), format!("ceiling sender: {e}")))?;
+    let sent = s.map_err(|e| io::Error::new(e.kind(), format!("ceiling sender: {e}")))?;
     let mut out = r.map_err(|e| io::Error::new(e.kind(), format!("ceiling receiver: {e}")))?;
-    out.sender_cpu_s = sender_cpu.as_secs_f64();
+    out.sender_cpu_s = sent.cpu.as_secs_f64();
+    out.acks_received = sent.acks;
+    if acks != AckClock::None && out.acks_received == 0 {
+        return Err(io::Error::other(format!(
+            "the receiver wrote {} ACK packets in the window and the sender read none",
+            out.acks_sent
+        )));
+    }
     Ok(out)
 }
 
+/// What the sender saw over the measured window.
+struct Sent {
+    cpu: Duration,
+    /// ACK clock packets read.
+    acks: u64,
+}
+
 /// Write packets while the driver has room, until the receiver says stop (or `limit` passes);
-/// returns the thread's CPU over the measured window.
+/// returns the thread's CPU and the ACK packets it read over the measured window.
 fn send(
     io: &mut Driver,
     mtu: u32,
     phase: &AtomicU8,
     arrived: &AtomicU64,
     limit: Duration,
-) -> io::Result<Duration> {
+) -> io::Result<Sent> {
     let mut pkt = template(mtu as usize);
+    let ack = ack_template();
     let mut seq: u64 = 0;
     let (mut cpu0, mut cpu1) = (None, None);
+    let (mut acks, mut acks0) = (0u64, None);
     let until = io.now() + limit;
     loop {
         match phase.load(Ordering::Relaxed) {
             MEASURING => {
                 cpu0.get_or_insert_with(thread_cpu);
+                acks0.get_or_insert(acks);
             }
             STOP => {
                 cpu1.get_or_insert_with(thread_cpu);
@@ -266,9 +334,13 @@ fn send(
             }
             _ => {}
         }
-        // Reaps the writes that completed (their buffers take packets again); nothing is
-        // expected to arrive here.
-        io.receive(&mut |_, _| {});
+        // Reaps the writes that completed (their buffers take packets again) and reads the
+        // ACK clock's packets, if the receiver sends them.
+        io.receive(&mut |p, _| {
+            if p.len() == ACK_LEN && same_header(p, &ack) {
+                acks += 1;
+            }
+        });
         let mut held = false;
         while io.can_send() {
             if seq.saturating_sub(arrived.load(Ordering::Relaxed)) >= IN_FLIGHT {
@@ -297,7 +369,8 @@ fn send(
         (Some(a), Some(b)) => b.saturating_sub(a),
         _ => Duration::ZERO,
     };
-    Ok(cpu)
+    let acks = acks - acks0.unwrap_or(acks);
+    Ok(Sent { cpu, acks })
 }
 
 /// What the receiver has counted so far (cumulative).
@@ -308,6 +381,8 @@ struct Tally {
     foreign: u64,
     /// Highest sequence number seen, plus one (0: none yet).
     next_seq: u64,
+    /// ACK clock packets written.
+    acks: u64,
     cpu: Duration,
     at: Duration,
 }
@@ -318,10 +393,19 @@ fn receive(
     mtu: u32,
     spec: &CeilingSpec,
     poll: Poll,
+    acks: AckClock,
     phase: &AtomicU8,
     arrived: &AtomicU64,
 ) -> io::Result<PathCeiling> {
     let want = template(mtu as usize);
+    let ack = ack_template();
+    let every = match acks {
+        AckClock::None => 0,
+        AckClock::Every(n) => u64::from(n.max(1)),
+    };
+    // ACKs owed and not yet written: a turn's packets are counted first, then answered (the
+    // driver cannot send from inside its receive callback), as our stack's receiver does.
+    let mut owed: u64 = 0;
     let mut t = Tally::default();
     let start = io.now();
     let mut first: Option<Duration> = None;
@@ -336,11 +420,20 @@ fn receive(
                 t.packets += 1;
                 t.ip_bytes += p.len() as u64;
                 t.next_seq = t.next_seq.max(u64::from_be_bytes(seq) + 1);
+                if every > 0 && t.packets % every == 0 {
+                    owed += 1;
+                }
             } else {
                 t.foreign += 1;
             }
         });
         arrived.store(t.next_seq, Ordering::Relaxed);
+        // An ACK that finds no free transmit buffer stays owed for the next turn.
+        while owed > 0 && io.can_send() {
+            io.send(&ack);
+            t.acks += 1;
+            owed -= 1;
+        }
         let now = io.now();
         if phase.load(Ordering::Relaxed) == STOP {
             return Err(io::Error::other("the sender stopped"));
@@ -380,6 +473,9 @@ fn receive(
                     elapsed_s: (now - w.at).as_secs_f64(),
                     sender_cpu_s: 0.0,
                     receiver_cpu_s: thread_cpu().saturating_sub(w.cpu).as_secs_f64(),
+                    acks,
+                    acks_sent: t.acks - w.acks,
+                    acks_received: 0,
                 });
             }
             (Some(_), Some(w)) => w.at + window,
@@ -446,6 +542,9 @@ mod tests {
             elapsed_s: 2.0,
             sender_cpu_s: 1.0,
             receiver_cpu_s: 1.0,
+            acks: AckClock::None,
+            acks_sent: 0,
+            acks_received: 0,
         };
         assert!((c.ip_gbps() - 6.0).abs() < 1e-9);
         assert!((c.gbps() - 5.68).abs() < 1e-9);

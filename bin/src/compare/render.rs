@@ -56,6 +56,7 @@ fn stack_name(c: &CellResult, s: &Summary) -> &'static str {
         super::Stack::Ours if !c.cell.admission => "ours (no admission)",
         super::Stack::Ours => "ours",
         super::Stack::Ceiling => "ceiling (raw packets, no TCP)",
+        super::Stack::CeilingAcked => "ceiling, an ACK back per 2 packets (no TCP)",
     }
 }
 
@@ -178,24 +179,34 @@ pub fn mtu_markdown(results: &[CellResult]) -> String {
     for c in results {
         let Some(ceiling) = &c.ceiling else { continue };
         if s.is_empty() {
-            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (packets lost in the window) | payload per full segment | CPU s/GB send / receive | relay busy | ours/ceiling | ours/kernel |\n\
-                  |---|---|---|---|---|---|---|---|---|---|---|---|\n";
+            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (packets lost in the window; ACK packets/s back) | payload per full segment | CPU s/GB send / receive | relay busy | ours/ceiling | ours/ceiling with ACKs | ours/kernel |\n\
+                  |---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         }
         let mtu = human_size(u64::from(c.cell.mtu));
-        for (sm, ratios) in [
-            (ceiling, ["", ""].map(String::from)),
-            (&c.kernel, ["", ""].map(String::from)),
-            (
+        let none = || ["", "", ""].map(String::from);
+        let rows = [
+            Some((ceiling, none())),
+            c.ceiling_acked.as_ref().map(|a| (a, none())),
+            Some((&c.kernel, none())),
+            Some((
                 &c.ours,
-                [times(c.ours_over_ceiling), times(c.ours_over_kernel)],
-            ),
-        ] {
+                [
+                    times(c.ours_over_ceiling),
+                    times(c.ours_over_ceiling_acked),
+                    times(c.ours_over_kernel),
+                ],
+            )),
+        ];
+        for (sm, ratios) in rows.into_iter().flatten() {
             let ceiling_only = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+            let acks = sm
+                .acks_per_sec
+                .map_or(String::new(), |a| format!("; {a:.0} back"));
             let pps = sm
                 .lost
-                .map(|lost| format!("{:.0} ({lost:.0})", sm.msgs_per_sec));
+                .map(|lost| format!("{:.0} ({lost:.0}{acks})", sm.msgs_per_sec));
             s += &format!(
-                "| {mtu} | {} | {} | {} | {:.3} | {} | {} | {} | {:.2} / {:.2} | {} | {} | {} |\n",
+                "| {mtu} | {} | {} | {} | {:.3} | {} | {} | {} | {:.2} / {:.2} | {} | {} | {} | {} |\n",
                 c.cell.id,
                 stack_name(c, sm),
                 runs(sm),
@@ -208,6 +219,7 @@ pub fn mtu_markdown(results: &[CellResult]) -> String {
                 share_of_core(sm.relay_busy),
                 ratios[0],
                 ratios[1],
+                ratios[2],
             );
         }
     }

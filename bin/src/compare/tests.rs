@@ -56,6 +56,7 @@ fn with_ceiling_runs(cells: Vec<Cell>) -> (Plan, Vec<RunRecord>) {
     for (i, c) in cells.iter().enumerate() {
         let g = 1.0 + i as f64;
         runs.push(fake(c, Stack::Ceiling, 0, 4.0 * g));
+        runs.push(fake(c, Stack::CeilingAcked, 0, 3.5 * g));
         runs.push(fake(c, Stack::Kernel, 0, 3.0 * g));
         runs.push(fake(c, Stack::Ours, 0, g));
     }
@@ -231,9 +232,13 @@ fn the_paths_chart_has_the_relays_ceiling_and_the_mtu_chart_only_veths() {
     assert_both_series(&paths);
     let svg = std::fs::read_to_string(&paths).expect("chart");
     assert!(svg.contains("ceiling: raw packets, no TCP"), "{svg}");
-    assert_eq!(svg.matches("<circle").count(), 3 * relayed);
+    assert!(
+        svg.contains("ceiling with an ACK back per 2 packets"),
+        "{svg}"
+    );
+    assert_eq!(svg.matches("<circle").count(), 4 * relayed);
     let mtu = std::fs::read_to_string(dir.join("throughput-vs-mtu.svg")).expect("chart");
-    assert_eq!(mtu.matches("<circle").count(), 3 * FULL_MTUS.len());
+    assert_eq!(mtu.matches("<circle").count(), 4 * FULL_MTUS.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -334,7 +339,7 @@ fn the_size_axis_reads_as_people_read_sizes() {
 }
 
 #[test]
-fn the_mtu_chart_has_the_ceiling_kernel_and_ours_at_each_mtu() {
+fn the_mtu_chart_has_both_ceilings_kernel_and_ours_at_each_mtu() {
     let cells = mtu_plan(&FULL_MTUS, false).cells;
     let (plan, runs) = with_ceiling_runs(cells);
     // The sweep's other-MTU cells stay out of the size chart: only the MTU chart.
@@ -344,16 +349,18 @@ fn the_mtu_chart_has_the_ceiling_kernel_and_ours_at_each_mtu() {
     assert_eq!(files, std::slice::from_ref(&chart));
     assert_both_series(&chart);
     let svg = std::fs::read_to_string(&chart).expect("chart");
-    assert!(
-        svg.contains("ceiling: raw packets, no TCP"),
-        "the ceiling's legend"
-    );
-    let lines = svg.split("<polyline").skip(1);
-    assert!(
-        lines.filter(|l| l.contains("#2CA02C")).count() >= 1,
-        "its line"
-    );
-    assert_eq!(svg.matches("<circle").count(), 3 * FULL_MTUS.len());
+    for (legend, colour) in [
+        ("ceiling: raw packets, no TCP", "#2CA02C"),
+        ("ceiling with an ACK back per 2 packets", "#FF7F0E"),
+    ] {
+        assert!(svg.contains(legend), "{legend}");
+        let lines = svg.split("<polyline").skip(1);
+        assert!(
+            lines.filter(|l| l.contains(colour)).count() >= 1,
+            "{legend}: its line"
+        );
+    }
+    assert_eq!(svg.matches("<circle").count(), 4 * FULL_MTUS.len());
     let labels = texts(&svg);
     for want in ["1500 B", "4 KiB", "9000 B", "65000 B"] {
         assert!(labels.contains(&want), "{want:?} not in {labels:?}");

@@ -58,9 +58,13 @@ use std::time::Instant;
         with the stacks' payload Gbit/s; its IP Gbit/s counts whole packets. In the full plan \
         the bulk cells through the clean relay and the spraying cells (at every MTU) measure it \
         too, through the relay, its receiver sleeping between packets as the stacks' drivers do (polling, it \
-        would take the core the relay needs). A table of its own gives ceiling, kernel and ours \
-        per cell with ours/ceiling and ours/kernel; throughput-vs-mtu.svg charts the veth \
-        sweep's three, throughput-vs-paths.svg has the relay's ceiling beside both stacks.\n\n\
+        would take the core the relay needs). Each such cell measures it twice: bare, and \
+        with an ACK clock (B's driver also writes a 52-byte packet back to A for every second \
+        packet it reads, as our receiver acknowledges every second full-sized segment, and \
+        A's driver reads them), which is what the path leaves a stack that acknowledges so. \
+        A table of its own gives both ceilings, kernel and ours per cell with ours/ceiling, \
+        ours/ceiling with ACKs and ours/kernel; throughput-vs-mtu.svg charts the veth sweep's \
+        four, throughput-vs-paths.svg has the relay's ceilings beside both stacks.\n\n\
         In the main table ours/kernel is the ratio of the medians and, in brackets, the \
         smallest and largest ratio of single runs (run i of ours over run i of kernel TCP, \
         which ran next to it): how reliably the ratio holds on a noisy machine.\n\n\
@@ -280,7 +284,10 @@ fn main() -> ExitCode {
              as many packets, MTU - 80 bytes each). The ceiling is a probe, one flow-controlled \
              stream of MTU-sized packets, not a bound: kernel TCP's 64 KiB GSO packets pass it \
              over veth and through the clean relay, and ours can where the probe's receiver is \
-             the slower side:\n\n{mtu}"
+             the slower side. The ceiling with ACKs is the same probe whose receiver also sends a \
+             52-byte packet back for every second packet it reads, as our receiver's ACK policy \
+             does (RFC 5681), still without TCP: what the path leaves a stack that acknowledges \
+             so:\n\n{mtu}"
         );
     }
     let incast = render::incast_markdown(&results);
