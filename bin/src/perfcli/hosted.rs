@@ -104,6 +104,7 @@ pub fn run_host(
         tcp_port: args.port,
         plan: &plan,
         bars: progress::wanted(args.json),
+        in_process: None,
     };
     let rows = side.run(&mut port, |row| printer.row(row));
     printer.end(role, peer, &banner, &rows);

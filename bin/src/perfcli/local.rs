@@ -5,9 +5,10 @@
 use super::args::{PerfArgs, Plan};
 use super::output::{all_ok, json_side, Printer};
 use super::progress;
-use super::run::{Row, SideRun, Who};
+use super::run::{servers_closed, Row, SideRun, Who};
 use super::table::Banner;
 use crate::perf::drive::Port;
+use crate::perf::ServersClosed;
 use crate::relay_args::{describe_link, RelayArgs};
 use crate::topology::{self, TwoNs};
 use crate::tunpair::stack_tun_mtu;
@@ -25,6 +26,7 @@ fn side(
     server: bool,
     args: PerfArgs,
     plan: Plan,
+    closed: Vec<ServersClosed>,
     ready: Option<std::sync::mpsc::Sender<Result<(), String>>>,
 ) -> std::thread::JoinHandle<SideResult> {
     std::thread::spawn(move || {
@@ -60,6 +62,7 @@ fn side(
             plan: &plan,
             // One bar, the client's.
             bars: !server && progress::wanted(args.json),
+            in_process: Some(&closed),
         };
         // The client's rows make the table; the server's are summed in its footer.
         let rows = run.run(&mut port, |row| {
@@ -124,12 +127,29 @@ pub fn run_local(
     let (tx, rx) = std::sync::mpsc::channel();
     let relay = ns.relay_mark();
     let devices_before = ns.device_drops();
-    let server = side(ns.a.clone(), true, args.clone(), plan.clone(), Some(tx));
+    // Both sides are in this process: a row's client stops lingering in TIME-WAIT once the
+    // row's servers have closed (`ServersClosed`).
+    let closed = servers_closed(&plan);
+    let server = side(
+        ns.a.clone(),
+        true,
+        args.clone(),
+        plan.clone(),
+        closed.clone(),
+        Some(tx),
+    );
     rx.recv()
         .map_err(|_| "server thread died".to_string())?
         .map_err(|e| format!("server: {e}"))?;
     printer.start(&banner);
-    let client = side(ns.b.clone(), false, args.clone(), plan.clone(), None);
+    let client = side(
+        ns.b.clone(),
+        false,
+        args.clone(),
+        plan.clone(),
+        closed,
+        None,
+    );
     let (c, client_drops) = client
         .join()
         .map_err(|_| "client thread panicked".to_string())??;

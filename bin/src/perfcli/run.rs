@@ -5,7 +5,9 @@
 use super::args::Plan;
 use super::progress::Bar;
 use crate::perf::drive::{run_many, Port, Role};
-use crate::perf::{aggregate, Client, PerfApp, PerfConfig, PerfReport, Role as Role2, Server};
+use crate::perf::{
+    aggregate, Client, PerfApp, PerfConfig, PerfReport, Role as Role2, Server, ServersClosed,
+};
 use std::net::SocketAddrV4;
 use tcp_bth::Config;
 
@@ -45,16 +47,40 @@ pub struct SideRun<'a> {
     pub tcp_port: u16,
     pub plan: &'a Plan,
     pub bars: bool,
+    /// Both sides in this process (`local`): one [`ServersClosed`] per row, shared by the two
+    /// sides' threads, so that a client in TIME-WAIT stops lingering once the row's servers
+    /// have closed (they got its last ACK) instead of three RTOs after every row. None when
+    /// the peer is another process (`server`, `client`): then the client lingers.
+    pub in_process: Option<&'a [ServersClosed]>,
+}
+
+/// `app`, sharing `closed` with the other side's apps if both sides are in this process.
+fn with_closed<R: Role2>(app: PerfApp<R>, closed: Option<&ServersClosed>) -> PerfApp<R> {
+    match closed {
+        Some(c) => app.in_process(c.clone()),
+        None => app,
+    }
+}
+
+/// One [`ServersClosed`] per row of `plan` (its `qps` server connections each), for the two
+/// sides of `local`.
+pub fn servers_closed(plan: &Plan) -> Vec<ServersClosed> {
+    plan.rows
+        .iter()
+        .map(|_| ServersClosed::new(plan.qps as usize))
+        .collect()
 }
 
 impl SideRun<'_> {
-    /// The connections of one row, `qps` at once, numbered from `n` among this process's.
+    /// The connections of row `i`, `qps` at once, numbered from `n` among this process's.
     fn row(
         &self,
         port: &mut Port,
         cfg: &PerfConfig,
+        i: usize,
         n: usize,
     ) -> (Vec<PerfReport>, Option<String>) {
+        let closed = self.in_process.and_then(|c| c.get(i));
         let conn = Config {
             bth: !cfg.plain,
             ..Config::default()
@@ -62,7 +88,9 @@ impl SideRun<'_> {
         let qps = self.plan.qps;
         match self.who {
             Who::Server => {
-                let apps = (0..qps).map(|_| Server::new(cfg.clone())).collect();
+                let apps = (0..qps)
+                    .map(|_| with_closed(Server::new(cfg.clone()), closed))
+                    .collect();
                 let conn = Config {
                     local_port: self.tcp_port,
                     ..conn
@@ -70,7 +98,9 @@ impl SideRun<'_> {
                 self.run_apps(port, cfg, Role::Listen, conn, apps)
             }
             Who::Client(server) => {
-                let apps = (0..qps).map(|qp| Client::for_qp(cfg.clone(), qp)).collect();
+                let apps = (0..qps)
+                    .map(|qp| with_closed(Client::for_qp(cfg.clone(), qp), closed))
+                    .collect();
                 let conn = Config {
                     local_port: client_port(n),
                     // A server that is not there (or not routed to) is reported after 4
@@ -132,7 +162,7 @@ impl SideRun<'_> {
         let plan = self.plan;
         let mut rows = Vec::new();
         for (i, cfg) in plan.rows.iter().enumerate() {
-            let (reports, failure) = self.row(port, cfg, i * plan.qps as usize);
+            let (reports, failure) = self.row(port, cfg, i, i * plan.qps as usize);
             let row = Row {
                 cfg: cfg.clone(),
                 report: aggregate(&reports),

@@ -412,3 +412,15 @@ fn a_read_runs_footers_say_where_the_reads_are_counted() {
     assert!(local.contains("in flight mean 64.0 KiB"), "{local}");
     assert!(super::output::local_server_footer(&[row(PerfOp::Send, 50, 0)]).is_empty());
 }
+
+/// `local` shares one `ServersClosed` per row between its two sides, each counting that row's
+/// `-q` server connections: a row's client stops lingering once its own servers have closed,
+/// not an earlier row's.
+#[test]
+fn local_has_one_servers_closed_per_row_of_qps_connections() {
+    let p = parse(&["-a", "-q", "3"]).unwrap().plan().unwrap();
+    let closed = super::run::servers_closed(&p);
+    assert_eq!(closed.len(), p.rows.len());
+    assert!(closed.len() > 1);
+    assert!(closed.iter().all(|c| !c.all()), "none closed yet");
+}
