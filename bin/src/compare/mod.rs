@@ -58,7 +58,7 @@ impl Stack {
             Stack::Kernel => "kernel",
             Stack::Ours => "ours",
             Stack::Ceiling => "ceiling",
-            Stack::CeilingAcked => "ceiling-acked",
+            Stack::CeilingAcked => "ceiling_acked",
         }
     }
 

@@ -514,3 +514,17 @@ fn relay_busy_is_over_the_transfer_for_the_stacks_and_over_the_run_for_the_ceili
         450.0 / 1100.0
     ));
 }
+
+/// A stack's name in messages is its name in the JSON file.
+#[test]
+fn a_stacks_name_is_its_json_name() {
+    for s in [
+        Stack::Kernel,
+        Stack::Ours,
+        Stack::Ceiling,
+        Stack::CeilingAcked,
+    ] {
+        let json = serde_json::to_string(&s).expect("serializable");
+        assert_eq!(json, format!("\"{}\"", s.name()));
+    }
+}
