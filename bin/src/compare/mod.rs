@@ -66,6 +66,15 @@ impl Stack {
     pub fn is_ceiling(self) -> bool {
         matches!(self, Stack::Ceiling | Stack::CeilingAcked)
     }
+
+    /// What the probe's receiver sends back: our ACK clock for [`Stack::CeilingAcked`],
+    /// nothing for every other stack.
+    pub fn ack_clock(self) -> AckClock {
+        match self {
+            Stack::CeilingAcked => path_ceiling::OURS_ACK_CLOCK,
+            _ => AckClock::None,
+        }
+    }
 }
 
 /// One run of one stack in one cell: everything the report needs, raw. A ceiling run
@@ -270,8 +279,7 @@ fn run_stack(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunRecord {
     let r = match stack {
         Stack::Kernel => run_kernel(ns, cell, run, 5001 + run as u16),
         Stack::Ours => ours::run(ns, cell, run),
-        Stack::Ceiling => mtu::run_ceiling(ns, cell, run, AckClock::None),
-        Stack::CeilingAcked => mtu::run_ceiling(ns, cell, run, path_ceiling::OURS_ACK_CLOCK),
+        Stack::Ceiling | Stack::CeilingAcked => mtu::run_ceiling(ns, cell, stack, run),
     };
     r.unwrap_or_else(|e| RunRecord::failed(cell, stack, run, &e))
 }
@@ -619,12 +627,9 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<CellResult> {
                 summary(Stack::Kernel, &kernel_runs),
                 summary(Stack::Ours, &ours_runs),
             );
-            let ceiling = c
-                .ceiling
-                .map(|_| summary(Stack::Ceiling, &of(Stack::Ceiling)));
-            let ceiling_acked = c
-                .ceiling
-                .map(|_| summary(Stack::CeilingAcked, &of(Stack::CeilingAcked)));
+            // Both probes of the path, where the cell measured it.
+            let probe = |s: Stack| c.ceiling.map(|_| summary(s, &of(s)));
+            let (ceiling, ceiling_acked) = (probe(Stack::Ceiling), probe(Stack::CeilingAcked));
             CellResult {
                 cell: c.clone(),
                 ours_over_kernel: gbps_ratio(&ours, &kernel),

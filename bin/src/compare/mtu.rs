@@ -5,7 +5,7 @@
 //! `bth-compare --mtu 1500,9000,65000` runs it alone ([`mtu_plan`]); the full plan has it at
 //! [`FULL_MTUS`] ([`sweep_cells`]).
 
-use super::path_ceiling::{measure, payload_per_packet, AckClock, CeilingSpec};
+use super::path_ceiling::{measure, payload_per_packet, CeilingSpec};
 use super::{Cell, Link, Plan, RunRecord, Stack, Workload};
 use crate::topology::TwoNs;
 use std::io;
@@ -78,17 +78,17 @@ pub fn mtu_plan(mtus: &[u32], quick: bool) -> Plan {
 
 /// One ceiling run in `ns` (the cell's topology, at its MTU) as a run record: packets as
 /// messages (each checked by length, header and sequence number), payload-equivalent bytes;
-/// under `acks` the [`Stack::CeilingAcked`] row.
+/// `stack` says which probe ([`Stack::ack_clock`]).
 pub(super) fn run_ceiling(
     ns: &TwoNs,
     cell: &Cell,
+    stack: Stack,
     run: usize,
-    acks: AckClock,
 ) -> io::Result<RunRecord> {
     let spec = cell
         .ceiling
         .ok_or_else(|| io::Error::other(format!("{} measures no ceiling", cell.id)))?;
-    let c = measure(ns, &spec, acks)?;
+    let c = measure(ns, &spec, stack.ack_clock())?;
     if c.packets == 0 {
         return Err(io::Error::other("no packet arrived in the measured window"));
     }
@@ -100,14 +100,7 @@ pub(super) fn run_ceiling(
         cpu_client_s: c.sender_cpu_s,
         cpu_server_s: c.receiver_cpu_s,
         seg_payload: Some(payload_per_packet(c.mtu)),
-        ..RunRecord::empty(
-            cell,
-            match acks {
-                AckClock::None => Stack::Ceiling,
-                AckClock::Every(_) => Stack::CeilingAcked,
-            },
-            run,
-        )
+        ..RunRecord::empty(cell, stack, run)
     };
     r.fill_rates(Vec::new());
     r.path = Some(c);
@@ -119,7 +112,7 @@ mod tests {
     use super::super::{plan, summarize, Plan};
     use super::*;
     use crate::compare::tests::fake;
-    use crate::compare::PathCeiling;
+    use crate::compare::{AckClock, PathCeiling};
 
     #[test]
     fn the_sweep_has_one_ceiling_cell_per_mtu_and_the_full_plan_has_it() {
