@@ -135,14 +135,34 @@ impl Framer {
 
     /// Queue the answer to the peer's READ request `request_msn`. The caller has already
     /// checked the request (rkey, bounds, that `data` is exactly the requested length); this
-    /// only frames it. No counter advances: the response's MSN is the request's.
+    /// only frames it. No counter advances: the response's MSN is the request's. `staged`:
+    /// `data` is the caller's own copy of the region, made for this response (see
+    /// [`SegmentDesc::staged`](crate::SegmentDesc::staged)).
     pub fn post_read_response(
         &mut self,
         request_msn: u16,
         data: Vec<Bytes>,
+        staged: bool,
     ) -> Result<Posted, PostError> {
         let chunks = self.data_chunks(data)?;
-        self.enqueue(request_msn, 0, Kind::ReadResponse, chunks)
+        let posted = self.enqueue(request_msn, 0, Kind::ReadResponse, chunks)?;
+        self.mark_staged(staged);
+        Ok(posted)
+    }
+
+    /// [`post`](Self::post) of a SEND or WRITE whose `sg_list` is the caller's own copy of the
+    /// bytes, made for this request (see [`SegmentDesc::staged`](crate::SegmentDesc::staged)).
+    pub fn post_staged(&mut self, wr: WorkRequest) -> Result<Posted, PostError> {
+        let posted = self.post(wr)?;
+        self.mark_staged(true);
+        Ok(posted)
+    }
+
+    /// Mark the message just queued (the last one) as staged.
+    fn mark_staged(&mut self, staged: bool) {
+        if let Some(m) = self.queue.back_mut() {
+            m.staged = staged;
+        }
     }
 
     /// Drop every message whose whole range lies below `acked_stream_offset`, oldest first.

@@ -73,6 +73,12 @@ pub(crate) struct Message {
     /// Offset inside the message of each chunk's first byte, ascending from 0, so the chunk
     /// holding an offset is found by binary search instead of a walk over a long sg list.
     pub(crate) chunk_starts: Vec<u32>,
+    /// The chunks are the stack's own copy of the bytes, made when the message was posted (a
+    /// READ response read out of a registered region, a post from registered regions), not
+    /// the application's buffers: sending them straight from there is already their one
+    /// user-space copy, so a caller that gathers takes them at any length (see
+    /// [`SegmentDesc::staged`](crate::SegmentDesc::staged)).
+    pub(crate) staged: bool,
 }
 
 impl Message {
@@ -93,6 +99,7 @@ impl Message {
             kind,
             chunks,
             chunk_starts,
+            staged: false,
         }
     }
 }

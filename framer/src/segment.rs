@@ -24,6 +24,10 @@ pub struct SegmentDesc {
     /// for up to two (a segment within one posted buffer, or across one boundary): cutting a
     /// segment allocates nothing.
     pub payload: Slices,
+    /// The payload lies in the stack's own copy of its message, made at post (READ responses,
+    /// posts from registered regions): one user-space copy of these bytes is already made,
+    /// so they should leave without another (gathered, whatever their length).
+    pub staged: bool,
 }
 
 /// A segment's payload slices.
@@ -100,6 +104,7 @@ impl SegmentDesc {
             class: info.class,
             bth,
             payload: slices(m, mbo, len),
+            staged: m.staged,
         })
     }
 

@@ -82,7 +82,7 @@ fn peer_limit_is_enforced_for_every_data_class() {
         sg_list: vec![big.slice(..500), big.slice(500..)],
     };
     assert_eq!(f.post(write), Err(over));
-    assert_eq!(f.post_read_response(9, vec![big.clone()]), Err(over));
+    assert_eq!(f.post_read_response(9, vec![big.clone()], false), Err(over));
     assert_untouched(&f, 0);
     assert_eq!(f.post(send(vec![big.slice(1..)])).unwrap().len, 1000);
 
@@ -105,7 +105,10 @@ fn config_above_the_wire_limit_is_clamped() {
 #[test]
 fn empty_reads_are_refused() {
     let mut f = framer(0, MAX_MESSAGE_LEN);
-    assert_eq!(f.post_read_response(1, vec![]), Err(PostError::Empty));
+    assert_eq!(
+        f.post_read_response(1, vec![], false),
+        Err(PostError::Empty)
+    );
     assert_eq!(f.post(read(0)), Err(PostError::ReadEmpty));
     assert_untouched(&f, 0);
 }
@@ -246,6 +249,7 @@ fn read_response_echoes_the_request_msn_and_advances_nothing() {
         .post_read_response(
             0x1234,
             vec![Bytes::from_static(b"hello"), Bytes::from_static(b"!")],
+            false,
         )
         .unwrap();
     assert_eq!(

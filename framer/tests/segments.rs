@@ -74,23 +74,49 @@ fn read_request_is_one_16_byte_segment() {
 #[test]
 fn read_response_segments_use_read_response_opcodes() {
     let mut f = framer(4);
-    f.post_read_response(7, vec![Bytes::from_static(b"abcdefghij")])
+    f.post_read_response(7, vec![Bytes::from_static(b"abcdefghij")], false)
         .unwrap();
     let ops: Vec<_> = [0u64, 4, 8]
         .iter()
         .map(|&o| {
             let d = f.segment_at(o, 4).unwrap();
-            (d.bth.opcode, d.bth.msn, d.bth.seg, d.wr_id)
+            (d.bth.opcode, d.bth.msn, d.bth.seg, d.wr_id, d.staged)
         })
         .collect();
     assert_eq!(
         ops,
         vec![
-            (Opcode::RdmaReadResponseFirst, 7, 0, 0),
-            (Opcode::RdmaReadResponseMiddle, 7, 1, 0),
-            (Opcode::RdmaReadResponseLast, 7, 2, 0),
+            (Opcode::RdmaReadResponseFirst, 7, 0, 0, false),
+            (Opcode::RdmaReadResponseMiddle, 7, 1, 0, false),
+            (Opcode::RdmaReadResponseLast, 7, 2, 0, false),
         ]
     );
+}
+
+/// A staged message's segments say so (retransmissions too), and only its own: the sender
+/// sends them with no second copy.
+#[test]
+fn staged_messages_mark_their_segments() {
+    let mut f = framer(4);
+    f.post_read_response(7, vec![Bytes::from_static(b"abcdefgh")], true)
+        .unwrap();
+    f.post(WorkRequest {
+        wr_id: 1,
+        op: WrOp::Send { imm: None },
+        sg_list: vec![Bytes::from_static(b"ijkl")],
+    })
+    .unwrap();
+    f.post_staged(WorkRequest {
+        wr_id: 2,
+        op: WrOp::Send { imm: None },
+        sg_list: vec![Bytes::from_static(b"mnop")],
+    })
+    .unwrap();
+    let staged: Vec<_> = [0u64, 4, 8, 12, 4]
+        .iter()
+        .map(|&o| f.segment_at(o, 4).unwrap().staged)
+        .collect();
+    assert_eq!(staged, [true, true, false, true, true]);
 }
 
 #[test]

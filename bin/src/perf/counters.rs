@@ -73,6 +73,11 @@ pub struct ConnCounters {
     /// gathered writes, payloads of 2 KiB and more).
     pub payload_copied: u64,
     pub payload_gathered: u64,
+    /// Payload bytes copied once when posted into a buffer of the connection's (READ
+    /// responses, sends from registered regions), and those of them copied again into their
+    /// segments (0 where the driver gathers: `Stats::tx_payload_staged_copied`).
+    pub payload_staged: u64,
+    pub payload_staged_copied: u64,
     /// Pure ACKs that the peer's data overtook, taken for their SACK and credit.
     pub late_acks: u64,
     /// Of the PAWS drops: pure ACKs a later ACK of the peer's overtook
@@ -111,6 +116,8 @@ impl ConnCounters {
             },
             payload_copied: s.tx_payload_copied,
             payload_gathered: s.tx_payload_gathered,
+            payload_staged: s.tx_payload_staged,
+            payload_staged_copied: s.tx_payload_staged_copied,
             late_acks: s.late_acks,
             paws_overtaken_acks: s.paws_overtaken_acks,
             acks_superseded: s.acks_superseded,
@@ -145,6 +152,8 @@ impl ConnCounters {
             &mut self.late_acks,
             &mut self.paws_overtaken_acks,
             &mut self.acks_superseded,
+            &mut self.payload_staged,
+            &mut self.payload_staged_copied,
         ]);
         v
     }
@@ -206,9 +215,13 @@ impl ConnCounters {
                 d.behind_refused_request
             ),
             format!(
-                "payload sent: {} bytes copied into segments, {} sent from the application's \
-                 buffers with no copy (gathered writes)",
-                self.payload_copied, self.payload_gathered
+                "payload sent: {} bytes copied into segments, {} sent with no copy (gathered \
+                 writes, from the application's buffers or the copy made at post); {} copied \
+                 once at post (READ responses), {} of them copied again",
+                self.payload_copied,
+                self.payload_gathered,
+                self.payload_staged,
+                self.payload_staged_copied
             ),
         ]
     }

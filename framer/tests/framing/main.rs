@@ -164,7 +164,7 @@ fn post(f: &mut Framer, s: &Spec, wr_id: u64, msn: u16) -> (Posted, Expected) {
             exp.wr_id = 0;
             exp.imm = None;
             let p = f
-                .post_read_response(request_msn, sg_list(&bytes, &s.splits))
+                .post_read_response(request_msn, sg_list(&bytes, &s.splits), false)
                 .expect("post read response");
             return (p, exp);
         }

@@ -174,9 +174,19 @@ pub struct Stats {
     pub grants_sent: u64,
     /// Payload bytes copied into outgoing segments, retransmissions included: the send
     /// side's one copy per byte (from the application's buffer into the transmit buffer)
-    /// where the caller does not gather the payload (`tx_payload_gathered`). Any other copy
-    /// on the way would have to be counted here too; none exists.
+    /// where the caller does not gather the payload (`tx_payload_gathered`). Staged bytes
+    /// (`tx_payload_staged`) copied here are their second copy, and counted in
+    /// `tx_payload_staged_copied` as well.
     pub tx_payload_copied: u64,
+    /// Payload bytes copied when they were posted into a buffer of the connection's own:
+    /// READ responses (a snapshot of the region read) and `post_send_sg` (the regions'
+    /// ranges). Each such byte is copied here once, however often it is sent.
+    pub tx_payload_staged: u64,
+    /// Bytes of staged messages copied again into outgoing segments (part of
+    /// `tx_payload_copied`): a second user-space copy, made only where the caller does not
+    /// gather (the simulator, `poll_transmit_into`) or a segment would need more slices than
+    /// a gathered write takes. 0 over the TUN driver.
+    pub tx_payload_staged_copied: u64,
     /// Payload bytes of outgoing segments handed to the caller as slices of the
     /// application's buffers, not copied (`Endpoint::poll_transmit_gather`): every byte sent is counted
     /// here or in `tx_payload_copied`, once.

@@ -391,7 +391,10 @@ impl Connection {
         // at all on the send side (the kernel's copy out of them is the only one).
         if let (Body::Data(d), Some(g)) = (&body, out.gather.as_mut()) {
             let l = g.limits;
-            if payload_len >= l.min_payload.max(1) && d.payload.len() <= l.max_parts {
+            // Staged bytes (our own copy, made at post) leave from it at any length: copying
+            // them again would be their second copy.
+            let long_enough = payload_len >= l.min_payload.max(1) || (d.staged && payload_len > 0);
+            if long_enough && d.payload.len() <= l.max_parts {
                 g.parts.extend(d.payload.iter().cloned());
                 self.stats.tx_payload_gathered += payload_len as u64;
                 if let Some(b) = opts.bth.as_mut() {
@@ -411,6 +414,9 @@ impl Connection {
         match &body {
             Body::Data(d) => {
                 d.copy_payload_to(payload);
+                if d.staged {
+                    self.stats.tx_payload_staged_copied += payload_len as u64;
+                }
             }
             Body::Stream { start, .. } => self.stream_payload(*start, payload),
             Body::None => {}

@@ -219,11 +219,20 @@ impl Connection {
         };
         match rx.placement.regions().read(req.rkey, req.addr, req.len) {
             Ok(d) => {
+                // The response's one user-space copy on send: a snapshot of the region (a
+                // WRITE may change it before every segment has left, or been retransmitted),
+                // sent from without another copy where the driver gathers.
                 let data = Bytes::copy_from_slice(d);
-                self.snd
+                let n = data.len() as u64;
+                let posted = self
+                    .snd
                     .framer
-                    .post_read_response(request_msn, vec![data])
-                    .is_ok()
+                    .post_read_response(request_msn, vec![data], true)
+                    .is_ok();
+                if posted {
+                    self.stats.tx_payload_staged += n;
+                }
+                posted
             }
             Err(_) => false,
         }

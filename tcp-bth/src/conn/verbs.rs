@@ -114,15 +114,18 @@ impl Connection {
 
     /// Post a SEND or RDMA WRITE whose bytes come from our registered regions, one
     /// scatter/gather entry per range (`lkey` is the region's key: one key serves both
-    /// sides here). The ranges are checked first and copied into the work request when it is
-    /// posted: the application may change the region right after (verbs would read it at send
-    /// time and forbid that until the completion). On refusal nothing is posted.
+    /// sides here). The ranges are checked first and copied, together, into one buffer of the
+    /// connection's when the request is posted: the application may change the region right
+    /// after (verbs would read it at send time and forbid that until the completion). That
+    /// copy is the bytes' one user-space copy on send (`Stats::tx_payload_staged`): their
+    /// segments leave from it without another where the driver gathers. On refusal nothing
+    /// is posted.
     pub fn post_send_sg(&mut self, wr_id: u64, op: WrOp, sg: &[Sge]) -> Result<u16, ConnError> {
         let RxPath::Bth(rx) = &self.rx else {
             return Err(ConnError::NotBth);
         };
         let regions = rx.placement.regions();
-        let mut sg_list = Vec::with_capacity(sg.len());
+        let mut ranges = Vec::with_capacity(sg.len());
         for e in sg {
             let oob = bth_placement::MrError::OutOfBounds {
                 rkey: e.lkey,
@@ -134,12 +137,29 @@ impl Connection {
                 .ok_or(bth_placement::MrError::UnknownRkey(e.lkey))?;
             let start = usize::try_from(e.offset).map_err(|_| oob)?;
             let end = start.checked_add(e.len as usize).ok_or(oob)?;
-            sg_list.push(bytes::Bytes::copy_from_slice(
-                bytes.get(start..end).ok_or(oob)?,
-            ));
+            ranges.push(bytes.get(start..end).ok_or(oob)?);
         }
-        self.post_send(WorkRequest { wr_id, op, sg_list })
-            .map_err(|r| r.kind)
+        // Summed in u64 so that no list of entries can overflow; the framer refuses what is
+        // longer than a message may be, and nothing is allocated for it.
+        let total: u64 = ranges.iter().map(|r| r.len() as u64).sum();
+        if total > u64::from(tcp_bth_wire::MAX_MESSAGE_LEN) {
+            return Err(ConnError::Post(bth_framer::PostError::TooLarge {
+                len: total,
+                max: tcp_bth_wire::MAX_MESSAGE_LEN,
+            }));
+        }
+        let mut staged = bytes::BytesMut::with_capacity(total as usize);
+        for r in ranges {
+            staged.extend_from_slice(r);
+        }
+        let wr = WorkRequest {
+            wr_id,
+            op,
+            sg_list: vec![staged.freeze()],
+        };
+        let msn = self.post_work(wr, true).map_err(|r| r.kind)?;
+        self.stats.tx_payload_staged += total;
+        Ok(msn)
     }
 
     /// Post a receive buffer for the next incoming SEND; advertises the new credit. Allowed
@@ -164,6 +184,12 @@ impl Connection {
     /// Post a SEND or RDMA WRITE (with or without immediate, zero-length allowed); returns its
     /// MSN. On refusal the work request comes back.
     pub fn post_send(&mut self, wr: WorkRequest) -> Result<u16, PostSendError> {
+        self.post_work(wr, false)
+    }
+
+    /// [`post_send`](Self::post_send); `staged`: the request's bytes are the connection's own
+    /// copy (`bth_framer::Framer::post_staged`).
+    fn post_work(&mut self, wr: WorkRequest, staged: bool) -> Result<u16, PostSendError> {
         let class = match wr.op {
             WrOp::Send { .. } => MsgClass::Send,
             WrOp::RdmaWrite { .. } => MsgClass::Write,
@@ -183,11 +209,13 @@ impl Connection {
         // The framer consumes the request; a copy of its handles (reference counts, not
         // payload bytes) is what a refusal hands back.
         let keep = wr.clone();
-        self.snd
-            .framer
-            .post(wr)
-            .map(|p| p.msn)
-            .map_err(|e| Rejected::new(e, keep))
+        let framer = &mut self.snd.framer;
+        let posted = if staged {
+            framer.post_staged(wr)
+        } else {
+            framer.post(wr)
+        };
+        posted.map(|p| p.msn).map_err(|e| Rejected::new(e, keep))
     }
 
     /// Post an RDMA READ of `len = sink.len()` bytes at the peer's `rkey`/`remote_addr` into `sink`.

@@ -6,7 +6,9 @@
 
 use super::*;
 use crate::conn::GatherLimits;
+use crate::conn::Sge;
 use crate::wire::ChecksumFill;
+use bth_placement::{Access, WcStatus};
 
 /// What the endpoint hands a connection for a driver that gathers.
 fn out<'a>(
@@ -116,4 +118,107 @@ fn gathered_segments_are_the_copied_ones_byte_for_byte_within_the_callers_limits
             );
         }
     }
+}
+
+/// READ responses and posts from registered regions are copied once, when posted, into a
+/// buffer of the connection's (`tx_payload_staged`): for a caller that gathers their segments
+/// leave from it at any length, with no second copy; for one that does not, the second copy
+/// is made and counted (`tx_payload_staged_copied`). Either way the requester gets the bytes.
+#[test]
+fn staged_bytes_leave_without_a_second_copy_where_the_caller_gathers() {
+    // The TUN driver's limits: payloads under 2 KiB are normally copied.
+    let limits = GatherLimits {
+        max_parts: 2,
+        min_payload: 2048,
+    };
+    let fill = ChecksumFill::Full;
+    let region = pattern(5, 5000);
+    let want_read = region[100..3100].to_vec();
+    let want_send: Vec<u8> = [&region[10..60], &region[200..2300]].concat();
+    let staged = (want_read.len() + want_send.len()) as u64;
+    let mut runs = Vec::new();
+    for gather in [false, true] {
+        let mut d = established(true);
+        let access = Access::LOCAL_WRITE | Access::REMOTE_READ;
+        let mr = d.b.register_mr(region.clone(), access).unwrap();
+        d.a.post_recv(1, vec![0; 4000]).unwrap();
+        d.settle(10 * MS);
+        let sg = [(10, 50), (200, 2100)].map(|(offset, len)| Sge {
+            lkey: mr.rkey,
+            offset,
+            len,
+        });
+        d.b.post_send_sg(2, WrOp::Send { imm: None }, &sg).unwrap();
+        d.a.post_read(3, mr.rkey, mr.addr + 100, vec![0; 3000])
+            .unwrap();
+        let now = d.now;
+        let len = d.a.max_segment_len();
+        let (mut buf, mut parts) = (vec![0u8; len], Vec::new());
+        // A's READ request (and its ACK of nothing new) to B.
+        while let Some(n) = d.a.poll_transmit_into(now, &mut buf, fill) {
+            d.b.handle_segment(now, &buf[..n]);
+        }
+        // B's SEND and READ response, built the one way or the other, to A.
+        let mut data_segments = 0;
+        loop {
+            let seg = if gather {
+                let Some(h) =
+                    d.b.poll_transmit_out(now, out(&mut buf, fill, &mut parts, limits))
+                else {
+                    break;
+                };
+                let mut seg = buf[..h].to_vec();
+                for p in &parts {
+                    seg.extend_from_slice(p);
+                }
+                seg
+            } else {
+                let Some(n) = d.b.poll_transmit_into(now, &mut buf, fill) else {
+                    break;
+                };
+                buf[..n].to_vec()
+            };
+            let payload = TcpRepr::parse(&seg, None).unwrap().payload.len();
+            if payload > 0 {
+                data_segments += 1;
+                // Gathered whatever its length: the short ones too.
+                assert_eq!(!parts.is_empty(), gather, "a {payload}-byte payload");
+            }
+            d.a.handle_segment(now, &seg);
+        }
+        assert!(data_segments >= 4, "{data_segments}");
+        d.settle(10 * MS);
+        let mut done: Vec<_> = std::iter::from_fn(|| d.a.poll_completion())
+            .map(|c| (c.wr_id, c.status, c.buf))
+            .collect();
+        done.sort_by_key(|c| c.0);
+        let bufs: Vec<_> = done.iter().map(|c| (c.0, c.1)).collect();
+        assert_eq!(bufs, [(1, WcStatus::Success), (3, WcStatus::Success)]);
+        assert_eq!(
+            done[0].2.as_deref().map(|b| &b[..want_send.len()]),
+            Some(&want_send[..])
+        );
+        assert_eq!(done[1].2.as_deref(), Some(&want_read[..]));
+        runs.push(d.b.stats());
+    }
+    let (c, g) = (&runs[0], &runs[1]);
+    // Copied once at post on both; copied again only where the caller does not gather.
+    assert_eq!((c.tx_payload_staged, g.tx_payload_staged), (staged, staged));
+    assert_eq!(
+        (
+            c.tx_payload_copied,
+            c.tx_payload_staged_copied,
+            c.tx_payload_gathered
+        ),
+        (c.bytes_sent, c.bytes_sent, 0)
+    );
+    assert_eq!(
+        (
+            g.tx_payload_copied,
+            g.tx_payload_staged_copied,
+            g.tx_payload_gathered
+        ),
+        (0, 0, g.bytes_sent)
+    );
+    assert!(g.bytes_sent >= staged, "{g:?}");
 }
