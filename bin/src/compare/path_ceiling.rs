@@ -3,9 +3,11 @@
 //! stack on this data path can reach at that MTU.
 //!
 //! The same [`TwoNs`] as the stacks' runs, at the cell's MTU, and the same io_uring driver
-//! ([`Driver`], used only through [`PacketIo`]): a thread in A writes raw IPv4 packets of
-//! exactly the MTU (protocol 253, RFC 3692's "for experimentation and testing"; from A's stack
-//! address to B's) into A's stack TUN device as fast as [`PacketIo::can_send`] allows and at
+//! ([`Driver`], through [`PacketIo`] and [`Driver::send_in_place`]): a thread in A writes raw
+//! IPv4 packets of exactly the MTU (protocol 253, RFC 3692's "for experimentation and testing";
+//! from A's stack address to B's), each built in place in a transmit buffer (its header and
+//! sequence number written, its payload not copied: ours sends a full segment's payload with
+//! no user-space copy either), into A's stack TUN device as fast as [`PacketIo::can_send`] allows and at
 //! most `IN_FLIGHT` (256) packets ahead of the highest the receiver has read; the kernel
 //! forwards them A-TUN → veth (or relay) → B-TUN, where a thread in B reads and counts them.
 //! The receiver measures: from its first packet it lets a warm-up pass (ARP, queues
@@ -316,7 +318,7 @@ fn send(
     arrived: &AtomicU64,
     limit: Duration,
 ) -> io::Result<Sent> {
-    let mut pkt = template(mtu as usize);
+    let pkt = template(mtu as usize);
     let ack = ack_template();
     let mut seq: u64 = 0;
     let (mut cpu0, mut cpu1) = (None, None);
@@ -347,8 +349,14 @@ fn send(
                 held = true;
                 break;
             }
-            pkt[SEQ_AT..SEQ_AT + 8].copy_from_slice(&seq.to_be_bytes());
-            io.send(&pkt);
+            // Built in place: the header and the sequence number, no user-space copy of the
+            // payload (which the receiver does not look at), as ours sends a full segment's
+            // payload from the application's buffer with no copy. The kernel's copy out of
+            // the buffer, the TUN path's own, is the one copy of each byte.
+            io.send_in_place(pkt.len(), |b| {
+                b[..SEQ_AT].copy_from_slice(&pkt[..SEQ_AT]);
+                b[SEQ_AT..SEQ_AT + 8].copy_from_slice(&seq.to_be_bytes());
+            });
             seq += 1;
         }
         let now = io.now();

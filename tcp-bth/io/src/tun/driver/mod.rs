@@ -405,6 +405,34 @@ impl Driver {
         &self.tun
     }
 
+    /// Write a `len`-byte IP packet built in place: `build` gets a free transmit buffer of
+    /// exactly `len` bytes and writes what it needs to. No byte is copied in user space: the
+    /// buffer still holds whatever the last packet written from it left there (zeros at
+    /// first), so `build` must write every byte its receiver looks at. For a sender whose
+    /// packets differ only in their headers (the path's ceiling in `bth-compare`), as
+    /// [`PacketIo::send`] is for a whole packet in hand. Dropped and counted (`tx_dropped`)
+    /// when it does not fit or no buffer is free.
+    pub fn send_in_place(&mut self, len: usize, build: impl FnOnce(&mut [u8])) {
+        let hdr = self.vnet_len();
+        if hdr + len > self.buf || !self.can_send() {
+            self.stats.tx_dropped += 1;
+            return;
+        }
+        let Some(&idx) = self.tx_free.last() else {
+            self.stats.tx_dropped += 1;
+            return;
+        };
+        // SAFETY: buffer idx is free (its last write completed), so nothing else uses it.
+        let b = unsafe { self.region.slice_mut(usize::from(idx), hdr + len) };
+        build(&mut b[hdr..]);
+        // No offload asked for (the checksum is whole); only the kernel's hint of the headers.
+        if self.vnet {
+            let h = VnetHdr::for_packet(&b[hdr..], None).to_bytes();
+            b[..hdr].copy_from_slice(&h);
+        }
+        self.submit_write(idx, hdr + len);
+    }
+
     fn push(&mut self, e: &io_uring::squeue::Entry) -> io::Result<()> {
         // SAFETY: every entry the driver builds reads or writes one registered buffer that
         // no other operation uses until this one completes (`busy`), and that lives until
