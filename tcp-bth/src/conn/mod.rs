@@ -180,7 +180,8 @@ pub struct Stats {
     pub tx_payload_copied: u64,
     /// Payload bytes copied when they were posted into a buffer of the connection's own:
     /// READ responses (a snapshot of the region read) and `post_send_sg` (the regions'
-    /// ranges). Each such byte is copied here once, however often it is sent.
+    /// ranges). Counted where the copy is made (also for a post then refused); each such
+    /// byte is copied so once, however often it is sent.
     pub tx_payload_staged: u64,
     /// Bytes of staged messages copied again into outgoing segments (part of
     /// `tx_payload_copied`): a second user-space copy, made only where the caller does not

@@ -223,16 +223,11 @@ impl Connection {
                 // WRITE may change it before every segment has left, or been retransmitted),
                 // sent from without another copy where the driver gathers.
                 let data = Bytes::copy_from_slice(d);
-                let n = data.len() as u64;
-                let posted = self
-                    .snd
+                self.stats.tx_payload_staged += data.len() as u64;
+                self.snd
                     .framer
                     .post_read_response(request_msn, vec![data], true)
-                    .is_ok();
-                if posted {
-                    self.stats.tx_payload_staged += n;
-                }
-                posted
+                    .is_ok()
             }
             Err(_) => false,
         }

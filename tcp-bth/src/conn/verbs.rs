@@ -152,14 +152,13 @@ impl Connection {
         for r in ranges {
             staged.extend_from_slice(r);
         }
+        self.stats.tx_payload_staged += total;
         let wr = WorkRequest {
             wr_id,
             op,
             sg_list: vec![staged.freeze()],
         };
-        let msn = self.post_work(wr, true).map_err(|r| r.kind)?;
-        self.stats.tx_payload_staged += total;
-        Ok(msn)
+        self.post_work(wr, true).map_err(|r| r.kind)
     }
 
     /// Post a receive buffer for the next incoming SEND; advertises the new credit. Allowed
