@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::time::Duration;
 use tcp_bth::pair::Wire;
 use tcp_bth::wire::ChecksumFill;
-use tcp_bth::Config;
+use tcp_bth::{Config, Connection};
 
 /// The system allocator, counting the allocations of the thread that asked for it.
 struct Counting;
@@ -86,6 +86,21 @@ struct Tally {
     take_ack: u64,
 }
 
+/// Everything `from` has to send, built into `buf` and handed to `to` at once: the segments,
+/// and the allocations building them and taking them made.
+fn deliver(from: &mut Connection, to: &mut Connection, now: Duration, buf: &mut [u8]) -> [u64; 3] {
+    let [mut segments, mut built, mut taken] = [0; 3];
+    loop {
+        let (n, k) = counted(|| from.poll_transmit_into(now, buf, ChecksumFill::Full));
+        built += k;
+        let Some(n) = n else {
+            return [segments, built, taken];
+        };
+        segments += 1;
+        taken += counted(|| to.handle_segment(now, &buf[..n])).1;
+    }
+}
+
 const MESSAGES: u64 = 8;
 const LEN: usize = 1 << 20;
 
@@ -108,27 +123,18 @@ fn transfer() -> Tally {
     }
     let len = w.a.max_segment_len().max(w.b.max_segment_len());
     let (mut data, mut ack) = (vec![0u8; len], vec![0u8; len]);
-    let fill = ChecksumFill::Full;
     let mut t = Tally::default();
     let (mut sent, mut received) = (0, 0);
     let mut now = w.now;
     for _ in 0..1_000_000 {
-        loop {
-            let (n, k) = counted(|| w.a.poll_transmit_into(now, &mut data, fill));
-            t.build_data += k;
-            let Some(n) = n else { break };
-            t.data_segments += 1;
-            let ((), k) = counted(|| w.b.handle_segment(now, &data[..n]));
-            t.place_data += k;
-        }
-        loop {
-            let (n, k) = counted(|| w.b.poll_transmit_into(now, &mut ack, fill));
-            t.build_ack += k;
-            let Some(n) = n else { break };
-            t.acks += 1;
-            let ((), k) = counted(|| w.a.handle_segment(now, &ack[..n]));
-            t.take_ack += k;
-        }
+        let [segments, built, taken] = deliver(&mut w.a, &mut w.b, now, &mut data);
+        t.data_segments += segments;
+        t.build_data += built;
+        t.place_data += taken;
+        let [acks, built, taken] = deliver(&mut w.b, &mut w.a, now, &mut ack);
+        t.acks += acks;
+        t.build_ack += built;
+        t.take_ack += taken;
         for c in [&mut w.a, &mut w.b] {
             if c.poll_timeout().is_some_and(|at| at <= now) {
                 c.handle_timeout(now);

@@ -139,13 +139,14 @@ impl Connection {
             let end = start.checked_add(e.len as usize).ok_or(oob)?;
             ranges.push(bytes.get(start..end).ok_or(oob)?);
         }
-        // Summed in u64 so that no list of entries can overflow; the framer refuses what is
-        // longer than a message may be, and nothing is allocated for it.
+        // Summed in u64 so that no list of entries can overflow. The framer's own check of
+        // the length, made here before the buffer is allocated rather than after.
         let total: u64 = ranges.iter().map(|r| r.len() as u64).sum();
-        if total > u64::from(tcp_bth_wire::MAX_MESSAGE_LEN) {
+        let max = self.snd.framer.max_message_len();
+        if total > u64::from(max) {
             return Err(ConnError::Post(bth_framer::PostError::TooLarge {
                 len: total,
-                max: tcp_bth_wire::MAX_MESSAGE_LEN,
+                max,
             }));
         }
         let mut staged = bytes::BytesMut::with_capacity(total as usize);

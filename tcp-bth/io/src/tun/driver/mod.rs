@@ -650,25 +650,12 @@ impl PacketIo for Driver {
     }
 
     fn send(&mut self, packet: &[u8]) {
-        let hdr = self.vnet_len();
-        if hdr + packet.len() > self.buf || !self.can_send() {
-            self.stats.tx_dropped += 1;
-            return;
-        }
-        let Some(&idx) = self.tx_free.last() else {
-            self.stats.tx_dropped += 1;
-            return;
-        };
-        let i = usize::from(idx);
-        // SAFETY: buffer i is free (its last write completed), so nothing else uses it.
-        let b = unsafe { self.region.slice_mut(i, hdr + packet.len()) };
-        // No offload asked for (the checksum is whole); only the kernel's hint of the headers.
-        if self.vnet {
-            b[..hdr].copy_from_slice(&VnetHdr::for_packet(packet, None).to_bytes());
-        }
-        copy_payload(&mut b[hdr..], packet);
-        self.stats.bytes_copied += packet.len() as u64;
-        self.submit_write(idx, hdr + packet.len());
+        let mut copied = 0;
+        self.send_in_place(packet.len(), |b| {
+            copy_payload(b, packet);
+            copied = packet.len() as u64;
+        });
+        self.stats.bytes_copied += copied;
     }
 
     fn transmit(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration, _: &mut Vec<u8>) -> bool {
