@@ -6,6 +6,9 @@
 //! addresses and routes are made here with `ip`, not by bth-perf's own set-up code, so the
 //! test checks the commands the README gives.
 //!
+//! Also what an interrupted side leaves its peer: SIGTERM or Ctrl-C mid-run aborts the
+//! connection with RST before the process exits, so the other side reports the reset at once.
+//!
 //! Without root the two-host tests are reported `ignored (needs …)` (a failure under
 //! CI=true); the checks of the command line alone run anywhere.
 
@@ -118,6 +121,22 @@ impl Hosts {
 
     /// `bth-perf client` in host B, run to its end.
     fn client(&self, extra: &[&str]) -> Output {
+        Hosts::command(&self.b, &self.client_args(extra))
+            .output()
+            .expect("run bth-perf client")
+    }
+
+    /// `bth-perf client` in host B, started (its output piped, for [`Killed::wait`]).
+    fn spawn_client(&self, extra: &[&str]) -> Killed {
+        let child = Hosts::command(&self.b, &self.client_args(extra))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn bth-perf client");
+        Killed(Some(child))
+    }
+
+    fn client_args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
         let mut args = vec![
             "client",
             &self.server,
@@ -127,9 +146,7 @@ impl Hosts {
             "60",
         ];
         args.extend_from_slice(extra);
-        Hosts::command(&self.b, &args)
-            .output()
-            .expect("run bth-perf client")
+        args
     }
 }
 
@@ -169,6 +186,17 @@ impl Killed {
             stdout,
             stderr,
         })
+    }
+}
+
+impl Killed {
+    /// Send `signal` to it (`ip netns exec` execs bth-perf in place: the child's pid is
+    /// bth-perf's).
+    fn signal(&self, signal: libc::c_int) {
+        let child = self.0.as_ref().expect("a child not yet reaped");
+        // SAFETY: kill(2) on our own child's pid, not yet reaped (so not reused).
+        let r = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        assert_eq!(r, 0, "kill: {}", std::io::Error::last_os_error());
     }
 }
 
@@ -251,10 +279,13 @@ fn two_hosts_refuse_different_options() {
     );
 }
 
-/// A client whose server never answers says so: the handshake got no answer, with what to
-/// check, rather than only that the run timed out.
-fn a_client_without_a_server_says_the_handshake_got_no_answer() {
+/// A client whose server's host has no route to the server's address (no server runs there)
+/// fails at once with the ICMP error that host's kernel answers its SYN with, within
+/// microseconds: before ICMP was handled it waited through its SYN retries (4 SYNs, 15 s) or,
+/// here, its --timeout, and then blamed the handshake.
+fn a_client_whose_server_is_unreachable_fails_at_once_with_the_icmp_error() {
     let hosts = Hosts::new();
+    let started = Instant::now();
     let out = Hosts::command(
         &hosts.b,
         &[
@@ -263,13 +294,14 @@ fn a_client_without_a_server_says_the_handshake_got_no_answer() {
             "--tun-addr",
             &hosts.client_tun,
             "--timeout",
-            "2",
+            "10",
             "-n",
             "10",
         ],
     )
     .output()
     .expect("run bth-perf client");
+    let took = started.elapsed();
     assert!(!out.status.success(), "{}", describe(&out));
     // The row's error is in the report (stdout); stderr has the summary line.
     let err = format!(
@@ -278,13 +310,123 @@ fn a_client_without_a_server_says_the_handshake_got_no_answer() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        err.contains("not done within 2s")
-            && err.contains(&format!(
-                "{}:4791 never answered the handshake",
-                hosts.server
-            )),
+        err.contains("error: destination unreachable: network unreachable (ICMP"),
         "{err}"
     );
+    // The whole command (TUN device, routes, the handshake's one SYN) in well under the
+    // first SYN retransmission (1 s).
+    assert!(took < Duration::from_secs(1), "took {took:?}: {err}");
+}
+
+/// Which of the two processes a test interrupts.
+#[derive(Clone, Copy)]
+enum Interrupted {
+    Client,
+    Server,
+}
+
+/// How long after the signal the other side may take to say its peer reset the connection.
+/// The interrupted side's driver loop sees the signal within a turn (a few milliseconds) and
+/// writes the RST at once; what it replaces was silence, ended only by the other side's
+/// --timeout (60 s here) or its retransmissions giving up (minutes).
+const RESET_HEARD_WITHIN: Duration = Duration::from_secs(2);
+
+/// A 30-second SEND run (`-D 30`) between the two hosts; one second into it, `signal` goes to
+/// the `which` side. That side must abort its connection with RST before it exits (with
+/// 128 + the signal's number and saying so), so the other side reports the peer's reset
+/// within [`RESET_HEARD_WITHIN`], long before the run or its time limit would have ended.
+fn interrupt_mid_run(which: Interrupted, signal: libc::c_int, name: &str) {
+    let hosts = Hosts::new();
+    let opts = ["--op", "send", "-s", "65536", "-D", "30"];
+    let mut server = hosts.server(&opts);
+    let mut client = hosts.spawn_client(&opts);
+    // Data moves within milliseconds of the client's start; a second makes sure of it (a
+    // run not yet connected would not report a reset, and the test would fail, not pass).
+    std::thread::sleep(Duration::from_secs(1));
+    for (side, p) in [("server", &mut server), ("client", &mut client)] {
+        if let Some(out) = p.exited() {
+            panic!("the {side} exited before the signal: {}", describe(&out));
+        }
+    }
+    let (sent, other, peer_name) = match which {
+        Interrupted::Client => (&mut client, &mut server, "server"),
+        Interrupted::Server => (&mut server, &mut client, "client"),
+    };
+    sent.signal(signal);
+    let start = Instant::now();
+    let heard = other.wait(Duration::from_secs(10));
+    let took = start.elapsed();
+    let interrupted = sent
+        .wait(Duration::from_secs(10))
+        .expect("the interrupted side did not exit within 10 s of the signal");
+    let err = String::from_utf8_lossy(&interrupted.stderr);
+    assert_eq!(
+        interrupted.status.code(),
+        Some(128 + signal),
+        "{}",
+        describe(&interrupted)
+    );
+    assert!(err.contains(&format!("interrupted by {name}")), "{err}");
+    assert!(
+        err.contains("aborted 1 connection with RST"),
+        "{}",
+        describe(&interrupted)
+    );
+    let heard = heard.unwrap_or_else(|| {
+        panic!(
+            "the {peer_name} was still running 10 s after the signal (it never heard the \
+             reset); the interrupted side: {}",
+            describe(&interrupted)
+        )
+    });
+    let said = describe(&heard);
+    assert!(said.contains("connection reset by peer"), "{said}");
+    assert!(!heard.status.success(), "{said}");
+    assert!(
+        took <= RESET_HEARD_WITHIN,
+        "the {peer_name} took {took:?} to end after the signal: {said}"
+    );
+}
+
+/// SIGTERM to the client mid-run: the server hears the reset at once.
+fn sigterm_to_the_client_resets_the_servers_connection() {
+    interrupt_mid_run(Interrupted::Client, libc::SIGTERM, "SIGTERM");
+}
+
+/// Ctrl-C (SIGINT) to the server mid-run: the client hears the reset at once.
+fn ctrl_c_to_the_server_resets_the_clients_connection() {
+    interrupt_mid_run(Interrupted::Server, libc::SIGINT, "SIGINT");
+}
+
+/// A client killed mid-run (SIGKILL: no RST, its TUN device simply gone) is noticed by the
+/// server within seconds, by keepalive: before, the server waited out its whole --timeout
+/// (116 s in a recorded run) and then blamed the message size. Host B's kernel answers the
+/// probes with ICMP net unreachable (the route into the dead client's device went with it),
+/// which the error names.
+fn a_killed_client_is_noticed_by_the_server_within_seconds() {
+    let hosts = Hosts::new();
+    let opts = ["--op", "send", "-s", "65536", "-D", "30"];
+    let mut server = hosts.server(&opts);
+    let mut client = hosts.spawn_client(&opts);
+    std::thread::sleep(Duration::from_secs(1));
+    if let Some(out) = server.exited() {
+        panic!("the server exited before the kill: {}", describe(&out));
+    }
+    client.signal(libc::SIGKILL);
+    let start = Instant::now();
+    let out = server
+        .wait(Duration::from_secs(20))
+        .expect("the server still ran 20 s after its client was killed");
+    let took = start.elapsed();
+    let said = describe(&out);
+    assert!(!out.status.success(), "{said}");
+    // Keepalive: 2 s of silence, then three probes a second apart (bin/src/perfcli/run.rs).
+    assert!(
+        said.contains("keepalive: no answer to 3 probes, the peer is gone"),
+        "{said}"
+    );
+    assert!(said.contains("network unreachable by ICMP"), "{said}");
+    assert!(took < Duration::from_secs(8), "took {took:?}: {said}");
 }
 
 /// A connection count outside 1..=1024 is refused before anything is set up (no root
@@ -347,9 +489,12 @@ fn help_explains_the_cross_host_setup() {
 }
 
 bth_tests::test_main!(
-    a_client_without_a_server_says_the_handshake_got_no_answer[NetAdmin],
+    a_client_whose_server_is_unreachable_fails_at_once_with_the_icmp_error[NetAdmin],
     two_hosts_verified_send_on_eight_qps_both_ways[NetAdmin],
     two_hosts_refuse_different_options[NetAdmin],
+    sigterm_to_the_client_resets_the_servers_connection[NetAdmin],
+    ctrl_c_to_the_server_resets_the_clients_connection[NetAdmin],
+    a_killed_client_is_noticed_by_the_server_within_seconds[NetAdmin],
     a_connection_count_out_of_range_is_refused_clearly,
     help_explains_the_cross_host_setup,
 );

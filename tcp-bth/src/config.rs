@@ -62,6 +62,16 @@ pub struct Config {
     /// messages: what an incast needs (`tcp_bth_io::sim::incast`). At least one 4 KiB unit,
     /// so a grant never closes for good. `None`: no cap.
     pub admission_cap: Option<u32>,
+    /// Keepalive (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6): after `idle` without a segment from
+    /// the peer, with nothing of ours outstanding, probe it; a peer that answers none of
+    /// `probes` probes is gone, and the connection ends with RST
+    /// (`ConnectionError::KeepaliveTimedOut`). `None`, the default as RFC 1122 asks: off.
+    pub keepalive: Option<Keepalive>,
+    /// User timeout (RFC 5482; Linux's `TCP_USER_TIMEOUT`): the longest data (or our FIN) may
+    /// stay sent and unacknowledged before the connection ends with RST
+    /// (`ConnectionError::UserTimeout`), however many retransmissions that takes. `None`:
+    /// only `max_retries` bounds it (about 15 minutes with the RTO backing off to `max_rto`).
+    pub user_timeout: Option<Duration>,
     /// Secret for ISNs (RFC 6528), the rkey seed and the TSval offset: random by default.
     pub isn_key: IsnKey,
     /// Addresses the TCP checksum covers.
@@ -95,6 +105,8 @@ impl Default for Config {
             // streams are not slowed where nothing else limits them.
             admission_allowance: 1 << 20,
             admission_cap: None,
+            keepalive: None,
+            user_timeout: None,
             // Random per Config: ISNs, rkeys and timestamp offsets must not be predictable.
             isn_key: IsnKey::random(),
             ip: IpPair::V4 {
@@ -103,6 +115,29 @@ impl Default for Config {
             },
             local_port: 0,
             remote_port: 0,
+        }
+    }
+}
+
+/// Keepalive settings ([`Config::keepalive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Silence from the peer before the first probe.
+    pub idle: Duration,
+    /// Between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes before the connection ends.
+    pub probes: u32,
+}
+
+impl Default for Keepalive {
+    /// Linux's defaults: `tcp_keepalive_time` 2 h, `tcp_keepalive_intvl` 75 s,
+    /// `tcp_keepalive_probes` 9.
+    fn default() -> Keepalive {
+        Keepalive {
+            idle: Duration::from_secs(7200),
+            interval: Duration::from_secs(75),
+            probes: 9,
         }
     }
 }

@@ -24,10 +24,11 @@ pub mod pair;
 pub mod ranges;
 pub mod rtt;
 
-pub use config::Config;
+pub use config::{Config, Keepalive};
 pub use conn::{
-    Completion, ConnError, Connection, ConnectionError, Event, GatherLimits, Mode, PostBufError,
-    PostSendError, RegisterError, Rejected, RxHeld, SendLimits, Sge, State, Stats, WcOp,
+    Completion, ConnError, Connection, ConnectionError, Event, GatherLimits, IcmpError, Mode,
+    PostBufError, PostSendError, RegisterError, Rejected, RxHeld, SendLimits, Sge, State, Stats,
+    Unreachable, WcOp,
 };
 pub use endpoint::{
     ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Transmit,

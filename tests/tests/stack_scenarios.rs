@@ -270,7 +270,13 @@ fn rto_backs_off_exponentially_then_gives_up() {
         }
         p.a.state() == State::Closed
     });
-    assert_eq!(p.a.error(), Some(ConnectionError::TimedOut { retries: 5 }));
+    assert_eq!(
+        p.a.error(),
+        Some(ConnectionError::TimedOut {
+            retries: 5,
+            icmp: None
+        })
+    );
     // The RST sent on giving up leaves at the same instant as the last timeout: not a gap.
     let gaps: Vec<Duration> = sends
         .windows(2)

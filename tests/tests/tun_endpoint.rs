@@ -429,7 +429,7 @@ fn connects_to_nobody_fail_with_a_clear_error() {
         .count();
     let timed_out = errs
         .iter()
-        .filter(|e| matches!(e, ConnectionError::TimedOut { retries: 2 }))
+        .filter(|e| matches!(e, ConnectionError::TimedOut { retries: 2, .. }))
         .count();
     assert_eq!((refused, timed_out), (2, 1), "{errs:?}");
     println!(

@@ -2,13 +2,14 @@
 //! at once (`-q`) on a [`Port`] (a TUN device, its driver and the endpoint it serves), in the
 //! shared driver turn (`tcp_bth_io::turn`); [`run_one`] is the one-connection case.
 
+use crate::interrupt::{self, DriverLoop};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
-use tcp_bth::{Config, Connection, ConnectionHandle, EndpointConfig, EndpointStats};
+use tcp_bth::{Config, Connection, ConnectionHandle, EndpointConfig, EndpointStats, State};
 use tcp_bth_io::tun::{Driver, DriverStats, TunDevice};
-use tcp_bth_io::turn::{self, RunError};
+use tcp_bth_io::turn::{self, PacketIo, RunError};
 
 /// An application on one connection: called once per driver turn with the connection and the
 /// driver's time (post work, poll completions there); true when it is done.
@@ -129,6 +130,11 @@ pub fn run_one(
 /// `local_port`, plus the app's index; 0: ephemeral ports). `conn`'s MSS is replaced by the
 /// port's ([`mss_for_mtu`] of its device). Returns each app's connection as the driver left it
 /// (None: it never opened). `each_turn` sees the apps after every turn (progress).
+///
+/// An interrupted process (`crate::interrupt`) asks the loop to stop: at its next turn every
+/// connection on the port is aborted with RST, the RSTs are written into the device, and the
+/// thread then waits for the signal thread to end the process ([`DriverLoop::answer`]): this
+/// does not return.
 pub fn run_many<A: App>(
     port: &mut Port,
     role: Role,
@@ -147,6 +153,8 @@ pub fn run_many<A: App>(
         }
     }
     let mut qps = Qps {
+        interrupt: interrupt::driver_loop(port.driver.waker()),
+        aborted: None,
         role,
         conn: {
             if let Role::Connect(remote) = role {
@@ -166,6 +174,28 @@ pub fn run_many<A: App>(
         error: None,
     };
     let r = port.driver.serve(&mut port.ep, &mut qps, limit);
+    let interrupt = qps.interrupt;
+    if interrupt.asked() {
+        let (aborted, r) = match qps.aborted {
+            Some(n) => (n, r),
+            // The run ended on its own before the loop saw the request: what the endpoint
+            // still holds is aborted now, and its RSTs written.
+            None => {
+                let mut n = 0;
+                let r = port.driver.serve(
+                    &mut port.ep,
+                    &mut |ep: &mut tcp_bth::Endpoint, _| {
+                        n = abort_all(ep);
+                        true
+                    },
+                    ABORT_FLUSH_LIMIT,
+                );
+                (n, r)
+            }
+        };
+        interrupt.answer(aborted, r.is_ok());
+    }
+    drop(interrupt);
     let silent = match r {
         Err(RunError::TimedOut(_)) => never_answered(role, &qps.handles, &port.ep),
         _ => None,
@@ -204,8 +234,49 @@ pub fn run_many<A: App>(
     }
 }
 
+/// Longest an interrupted loop that had already left its run turns again to write its RSTs.
+/// Well within `interrupt::LOOPS_WAIT`, which bounds it anyway.
+const ABORT_FLUSH_LIMIT: Duration = Duration::from_millis(200);
+
+/// Abort every connection `ep` holds that the peer may still think open (the accepted, those
+/// waiting to be, and our own), as an interrupted process must leave them: RST. Returns how
+/// many got one. A connection still in SYN-SENT ends too, with no RST (the peer has nothing to
+/// reset). Closing ones (CLOSING, LAST-ACK, TIME-WAIT) are left alone, as RFC 9293's ABORT
+/// leaves them (no RST: the peer has closed its side), and so are half-open ones (SYN
+/// received, not yet handed to `accept`), which the endpoint keeps to itself: the peer's
+/// handshake then never completes.
+fn abort_all(ep: &mut tcp_bth::Endpoint) -> usize {
+    // Take the accept queue, so its connections are among `handles`.
+    while ep.accept().is_some() {}
+    let handles: Vec<_> = ep.handles().collect();
+    let mut reset = 0;
+    for h in handles {
+        let Some(c) = ep.conn_mut(h) else { continue };
+        let state = c.state();
+        let open = matches!(
+            state,
+            State::SynSent
+                | State::SynReceived
+                | State::Established
+                | State::FinWait1
+                | State::FinWait2
+                | State::CloseWait
+        );
+        if open {
+            c.abort();
+            reset += usize::from(state != State::SynSent);
+        }
+    }
+    reset
+}
+
 /// The apps of one [`run_many`] and their connections, as one application of the driver turn.
 struct Qps<'a, A, F> {
+    /// Asked by the signal thread to abort everything (see [`run_many`]).
+    interrupt: DriverLoop,
+    /// Connections aborted once asked: the turn is then over, and `turn::run` goes on only
+    /// until the RSTs have been written.
+    aborted: Option<usize>,
     role: Role,
     conn: Config,
     apps: &'a mut [A],
@@ -219,6 +290,12 @@ struct Qps<'a, A, F> {
 
 impl<A: App, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
     fn turn(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration) -> bool {
+        if self.interrupt.asked() {
+            // Before anything else of the turn: no new connection, no more data before the
+            // RSTs.
+            self.aborted.get_or_insert_with(|| abort_all(ep));
+            return true;
+        }
         match self.role {
             Role::Connect(_) if !self.opened => {
                 self.opened = true;

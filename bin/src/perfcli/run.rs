@@ -9,7 +9,21 @@ use crate::perf::{
     aggregate, Client, PerfApp, PerfConfig, PerfReport, Role as Role2, Server, ServersClosed,
 };
 use std::net::SocketAddrV4;
-use tcp_bth::Config;
+use std::time::Duration;
+use tcp_bth::{Config, Keepalive};
+
+/// Keepalive of every bth-perf connection: a peer silent for 2 s is probed once a second,
+/// and gone after three unanswered probes.
+const PEER_KEEPALIVE: Keepalive = Keepalive {
+    idle: Duration::from_secs(2),
+    interval: Duration::from_secs(1),
+    probes: 3,
+};
+
+/// User timeout of every bth-perf connection: data unacknowledged this long means the peer
+/// is gone. Far above any recovery on the paths bth-perf runs (an RTO backed off five times
+/// is 6.2 s from the first loss).
+const PEER_USER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One row of a side's run: its configuration and what this side measured, summed over the
 /// row's connections.
@@ -83,6 +97,12 @@ impl SideRun<'_> {
         let closed = self.in_process.and_then(|c| c.get(i));
         let conn = Config {
             bth: !cfg.plain,
+            // A peer killed mid-run (or its host gone) is noticed within seconds, not after
+            // --timeout: keepalive while waiting on it (probes after 2 s of silence, one a
+            // second, three unanswered: about 5 s), the user timeout while our data waits
+            // for its ACK. An ICMP unreachable on the way is named in the error.
+            keepalive: Some(PEER_KEEPALIVE),
+            user_timeout: Some(PEER_USER_TIMEOUT),
             ..Config::default()
         };
         let qps = self.plan.qps;

@@ -4,6 +4,7 @@
 //! and leaves the connection as it was. A refused call that took a buffer hands it back in a
 //! [`Rejected`].
 
+use super::Unreachable;
 use bth_framer::PostError;
 use bth_placement::MrError;
 use std::fmt;
@@ -20,9 +21,29 @@ pub enum ConnectionError {
     /// The peer reset an established connection.
     #[error("connection reset by peer")]
     Reset,
-    /// The retransmission timer expired this many times in a row.
-    #[error("retransmission timeout: peer unreachable after {retries} retries")]
-    TimedOut { retries: u32 },
+    /// The retransmission timer expired this many times in a row. `icmp`: the latest
+    /// destination unreachable the path reported meanwhile (a soft error), if any.
+    #[error("retransmission timeout: peer unreachable after {retries} retries{}", IcmpNote(*.icmp))]
+    TimedOut {
+        retries: u32,
+        icmp: Option<Unreachable>,
+    },
+    /// Keepalive (`Config::keepalive`): the peer answered none of `probes` probes.
+    #[error("keepalive: no answer to {probes} probes, the peer is gone{}", IcmpNote(*.icmp))]
+    KeepaliveTimedOut {
+        probes: u32,
+        icmp: Option<Unreachable>,
+    },
+    /// User timeout (`Config::user_timeout`): data we sent stayed unacknowledged this long.
+    #[error("user timeout: data unacknowledged for {after:?}{}", IcmpNote(*.icmp))]
+    UserTimeout {
+        after: std::time::Duration,
+        icmp: Option<Unreachable>,
+    },
+    /// An ICMP destination unreachable answered our SYN (or SYN-ACK): the connect fails at
+    /// once, as Linux's does (`conn/icmp.rs`).
+    #[error("destination unreachable: {0} (ICMP, in answer to our SYN)")]
+    Unreachable(Unreachable),
     /// Our SYN (or SYN-ACK) went unanswered `syns` times (`Config::syn_retries` + 1): nobody
     /// listens at that address, or no route leads there.
     #[error("no answer to {syns} SYNs: nothing listens there, or no route leads there")]
@@ -56,6 +77,18 @@ pub enum ConnectionError {
     TransmitBufferShort { needed: usize, buffer: usize },
 }
 
+/// ", and the path reported …" for an error that an ICMP soft error preceded.
+struct IcmpNote(Option<Unreachable>);
+
+impl fmt::Display for IcmpNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(u) => write!(f, " (the path reported {u} by ICMP)"),
+            None => Ok(()),
+        }
+    }
+}
+
 impl ConnectionError {
     /// Did we end the connection with an RST of our own (so a peer that keeps sending is told
     /// again), rather than the peer or silence ending it?
@@ -64,6 +97,8 @@ impl ConnectionError {
             self,
             ConnectionError::Refused
                 | ConnectionError::Reset
+                // Nobody there to tell.
+                | ConnectionError::Unreachable(_)
                 | ConnectionError::PeerNak(_)
                 // No buffer to build it in.
                 | ConnectionError::TransmitBufferShort { .. }

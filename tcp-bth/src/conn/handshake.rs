@@ -159,6 +159,7 @@ impl Connection {
             self.snd.rtt.on_sample(now.saturating_sub(at));
         }
         self.syn = Syn::Acked;
+        self.heard(now);
         self.timers.stop(Timer::Rto);
         self.retries = 0;
     }
@@ -210,6 +211,8 @@ impl Connection {
             (TcpFlags::SYN, 0)
         };
         let window = self.cfg.recv_window.min(65535) as u16;
+        // Unscaled in a SYN (RFC 7323 §2.2); its edge counts from the first data byte.
+        self.rcv.adv_edge = self.rcv.adv_edge.max(u64::from(window));
         let len = crate::wire::TCP_HEADER_MIN + opts.encoded_len();
         let seg = output::Out::new(&mut out.buf[..len], out.fill);
         let repr = self.repr(flags, self.snd.iss, ack, window, opts);

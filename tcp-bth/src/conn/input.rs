@@ -9,11 +9,14 @@ use crate::wire::{Bth, TcpRepr, Timestamps};
 /// A range of stream offsets, `[start, end)`.
 type Range = (u64, u64);
 
-/// Least time between two ACKs that answer dropped segments.
-const INVALID_ACK_INTERVAL: Duration = Duration::from_millis(500);
+/// Least time between two ACKs that answer segments we dropped without data to report:
+/// out-of-window segments without payload, PAWS drops and RFC 5961 challenges share it, as
+/// Linux's `tcp_oow_rate_limited` shares `tcp_invalid_ratelimit` (500 ms). Two ends that each
+/// take the other's ACKs for out-of-window would otherwise answer each other without end.
+const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Least time between two challenge ACKs (RFC 5961 §7).
-const CHALLENGE_ACK_INTERVAL: Duration = Duration::from_millis(1);
+/// Least time between two RSTs resent to a peer that keeps sending after ours.
+const RST_RESEND_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Rate limiter for answers: true (and `last` moves to `now`) when `interval` has passed since
 /// the last answer allowed.
@@ -41,6 +44,7 @@ impl Connection {
     /// it).
     pub(crate) fn handle_segment_checked(&mut self, now: Duration, bytes: &[u8], verified: bool) {
         self.on_segment(now, bytes, verified);
+        self.arm_keepalive();
         self.note_events();
     }
 
@@ -132,7 +136,7 @@ impl Connection {
         if we_reset
             && !seg.flags.rst()
             && seg.flags.ack()
-            && allow(&mut self.last_challenge, now, CHALLENGE_ACK_INTERVAL)
+            && allow(&mut self.last_rst_resend, now, RST_RESEND_INTERVAL)
         {
             self.owed.rst = Some(seg.ack);
         }
@@ -166,18 +170,20 @@ impl Connection {
 
     /// RFC 5961 §5: challenge ACKs, rate-limited so they cannot be used to amplify.
     fn challenge_ack(&mut self, now: Duration) {
-        if allow(&mut self.last_challenge, now, CHALLENGE_ACK_INTERVAL) {
+        if self.oow_ack(now) {
             self.stats.challenge_acks += 1;
-            self.owed.ack = true;
         }
     }
 
-    /// An ACK answering a segment we dropped (PAWS), at most one per [`INVALID_ACK_INTERVAL`]
-    /// (Linux: `tcp_invalid_ratelimit`, 500 ms).
-    fn rate_limited_ack(&mut self, now: Duration) {
-        if allow(&mut self.last_invalid_ack, now, INVALID_ACK_INTERVAL) {
+    /// An ACK answering a segment we dropped, at most one per [`OOW_ACK_INTERVAL`]; true if
+    /// one is owed now. Those refused are counted.
+    fn oow_ack(&mut self, now: Duration) -> bool {
+        if allow(&mut self.last_oow_ack, now, OOW_ACK_INTERVAL) {
             self.owed.ack = true;
+            return true;
         }
+        self.stats.oow_acks_limited += 1;
+        false
     }
 
     fn on_synchronized(&mut self, now: Duration, seg: &TcpRepr<'_>) {
@@ -233,10 +239,14 @@ impl Connection {
                 // time it arrives; its credit is kept (see `keep_late_credit`). In
                 // request/response through reordering this was a 200 ms persist wait.
                 self.keep_late_credit(seg, seg_off);
-                // Also the answer to a persist probe (one byte below the window): the sender
-                // may be waiting for credit it never received, so this ACK repeats it.
-                self.owed.ack = true;
-                self.owed.credit = true;
+                // Data beyond the window is answered at once (it cannot be one side of an ACK
+                // loop, as Linux reasons); anything else through the rate limit. The answer to
+                // a persist or keepalive probe (one byte below the window) goes that way too:
+                // the sender may be waiting for credit it never received, so it repeats it.
+                if !seg.payload.is_empty() || self.oow_ack(now) {
+                    self.owed.ack = true;
+                    self.owed.credit = true;
+                }
             }
             return;
         }
@@ -259,10 +269,13 @@ impl Connection {
                 self.keep_late_credit(seg, seg_off);
                 // RFC 7323 §5.3 answers a PAWS drop with an ACK; rate-limited, because if the
                 // peer drops our ACK the same way the two would ping-pong without end.
-                self.rate_limited_ack(now);
+                self.oow_ack(now);
                 return;
             }
         }
+        // In the window and past PAWS: the peer is alive (an RST or a SYN, checked below,
+        // says so too).
+        self.heard(now);
         if f.rst() {
             if seg_off == self.rcv.nxt as i64 {
                 let nak = seg.options.bth.as_ref().and_then(Nak::from_bth);
@@ -465,8 +478,9 @@ impl Connection {
         let ack_off = self.snd.off_of(seg.ack);
         let snd_max = self.snd.max() as i64;
         if ack_off > snd_max {
-            // Acks something never sent (RFC 9293; RFC 5961 §5.2).
-            self.owed.ack = true;
+            // Acks something never sent (RFC 9293; RFC 5961 §5.2): answered, through the
+            // same rate limit as every answer to a dropped segment.
+            self.challenge_ack(now);
             return false;
         }
         if ack_off < self.snd.una as i64 - self.snd.max_wnd.max(1) as i64 {

@@ -22,7 +22,10 @@ mod error;
 mod events;
 mod fail;
 mod handshake;
+mod icmp;
+pub use icmp::{IcmpError, Unreachable};
 mod input;
+mod liveness;
 mod output;
 pub use output::GatherLimits;
 pub(crate) use output::{Gather, Out};
@@ -122,6 +125,9 @@ pub struct Stats {
     /// segments (PAWS dropped them, or they sat below RCV.NXT), whose credit was kept.
     pub late_credit_kept: u64,
     pub out_of_window: u64,
+    /// Answers not sent to segments dropped without data to report (out of window without
+    /// payload, PAWS, RFC 5961 challenges): within 500 ms of the last such answer.
+    pub oow_acks_limited: u64,
     /// Pure ACKs overtaken by the peer's data (below RCV.NXT on arrival), taken for their
     /// SACK, D-SACK and credit instead of dropped as out of window.
     pub late_acks: u64,
@@ -134,6 +140,18 @@ pub struct Stats {
     /// Segments placement did not take (its windows or range limits): not acknowledged.
     pub placement_refused: u64,
     pub challenge_acks: u64,
+    /// ICMP errors accepted: destination unreachable or packet too big, quoting a sequence
+    /// number we had in flight (`conn/icmp.rs`).
+    pub icmp_errors: u64,
+    /// ICMP errors that quoted a sequence number we had not sent or had acknowledged already
+    /// (RFC 5927 §4.1): ignored.
+    pub icmp_ignored: u64,
+    /// Keepalive probes sent (`Config::keepalive`).
+    pub keepalive_probes: u64,
+    /// Times a packet-too-big message lowered the MSS.
+    pub pmtu_reductions: u64,
+    /// Bytes in flight that no longer fitted the lowered MSS: cut to the new size and resent.
+    pub pmtu_resegmented: u64,
     /// RDMA READ requests whose response could not be framed (longer than the requester
     /// announced it accepts): the QP failed, never a silent drop.
     pub read_responses_refused: u64,
@@ -255,6 +273,9 @@ pub struct Connection {
     state: State,
     mode: Mode,
     error: Option<ConnectionError>,
+    /// The latest destination unreachable an established connection was told of (a soft
+    /// error, `icmp.rs`): reported with the timeout if the connection times out.
+    soft_error: Option<Unreachable>,
     /// The NAK our RST carries when we failed the peer's request (resent on the RST that
     /// answers anything the peer sends after, RFC 9293 §3.10.7.1).
     nak: Option<Nak>,
@@ -265,11 +286,15 @@ pub struct Connection {
     rx: RxPath,
     owed: Owed,
     ack: ack::AckState,
-    last_challenge: Option<Duration>,
-    last_invalid_ack: Option<Duration>,
+    /// When we last resent our RST to a peer that kept sending after it (`on_closed`).
+    last_rst_resend: Option<Duration>,
+    /// When we last answered a segment we dropped with an ACK (`input.rs`, `oow_ack`).
+    last_oow_ack: Option<Duration>,
     timers: TimerTable,
     persist_backoff: u32,
     retries: u32,
+    /// Keepalive probes sent since the peer was last heard (`liveness.rs`).
+    keepalive_probes: u32,
     cq: CompletionQueue,
     events: std::collections::VecDeque<Event>,
     reported: events::Reported,
@@ -311,6 +336,7 @@ impl Connection {
             state,
             mode: Mode::Pending,
             error: None,
+            soft_error: None,
             nak: None,
             syn: Syn::Owed {
                 retransmission: false,
@@ -321,11 +347,12 @@ impl Connection {
             rx: RxPath::Bth(Box::new(BthRx::new(&cfg, iss))),
             owed: Owed::default(),
             ack: ack::AckState::default(),
-            last_challenge: None,
-            last_invalid_ack: None,
+            last_rst_resend: None,
+            last_oow_ack: None,
             timers: TimerTable::default(),
             persist_backoff: 0,
             retries: 0,
+            keepalive_probes: 0,
             cq: CompletionQueue::default(),
             events: Default::default(),
             reported: Default::default(),
@@ -464,13 +491,43 @@ impl Connection {
         self.cq.has_ready()
     }
 
-    /// Bytes we advertise.
-    fn rcv_window(&self) -> u64 {
+    /// Bytes beyond RCV.NXT we have room for now. In plain mode the in-order bytes the
+    /// application has not read take room; the out-of-order store does not, because it holds
+    /// bytes inside a window already advertised: counting them moved the window's right edge
+    /// left as they arrived (a window that shrinks, RFC 9293 §3.8.6), and two plain
+    /// connections sending bulk both ways then took each other's ACKs for out-of-window
+    /// segments and answered them without end. Memory stays bounded by `recv_window`: the
+    /// right edge last advertised, less RCV.NXT, plus the queue never exceeds it (in-order
+    /// arrivals move both RCV.NXT and the queue; reads only open room).
+    fn rcv_room(&self) -> u64 {
         let cap = u64::from(self.cfg.recv_window);
         match &self.rx {
-            RxPath::Plain(p) => cap.saturating_sub(p.held().total()),
+            RxPath::Plain(p) => cap.saturating_sub(p.held().stream_queue),
             RxPath::Bth(_) => cap,
         }
+    }
+
+    /// Bytes beyond RCV.NXT the peer may send: the room we have, or the furthest right edge
+    /// we ever advertised if that lies further (a window is never taken back, and data a
+    /// shrunken window from an older stack would have allowed is accepted, RFC 9293 §3.8.6).
+    fn rcv_window(&self) -> u64 {
+        let advertised = self.rcv.adv_edge.saturating_sub(self.rcv.nxt);
+        self.rcv_room().max(advertised)
+    }
+
+    /// The window field of a segment acknowledging stream offset `ack_off`, in units of our
+    /// window scale, with its right edge remembered. The field says, in whole units, the
+    /// furthest of the edge our room gives and every edge advertised before: data up to that
+    /// furthest edge is accepted (`rcv_window`), so no sender that honours any window we
+    /// advertised is refused, and the field falls short of it by less than a unit. Rounding
+    /// up instead (Linux's `ALIGN(cur_win)`) lets the edge creep right by up to a unit with
+    /// every ACK while the application reads nothing, and without bound against a peer that
+    /// sends a byte at a time: memory would no longer be bounded by `recv_window`.
+    fn advertise_window(&mut self, ack_off: u64) -> u16 {
+        let unit = 1u64 << self.neg.rcv_wscale;
+        let room = self.rcv_room() / unit * unit;
+        self.rcv.adv_edge = self.rcv.adv_edge.max(ack_off + room);
+        ((self.rcv.adv_edge - ack_off) / unit).min(65535) as u16
     }
 
     /// Payload bytes per data segment. MSS counts no options (RFC 6691), so the sender takes

@@ -384,7 +384,16 @@ impl Connection {
         if flags.ack() && !flags.rst() {
             self.on_ack_carried();
         }
-        let window = (self.rcv_window() >> self.neg.rcv_wscale).min(65535) as u16;
+        // The window counts from the segment's ACK field, which is RCV.NXT or (a persist
+        // probe or the ACK before a NAK, built earlier) just below it; without ACK the field
+        // means nothing, and neither may move the remembered edge.
+        let nxt = self.rcv.nxt;
+        let ack_off = if flags.ack() {
+            self.rcv.off_of(ack).clamp(0, nxt as i64) as u64
+        } else {
+            nxt
+        };
+        let window = self.advertise_window(ack_off);
         let hlen = crate::wire::TCP_HEADER_MIN + opts.encoded_len();
         let payload_len = body.payload_len();
         // A caller that gathers takes the payload as the application's own slices: no copy

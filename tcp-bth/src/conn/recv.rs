@@ -27,6 +27,11 @@ pub(super) struct RecvState {
     pub reported: VecDeque<u64>,
     /// Offset of the peer's FIN, once seen.
     pub peer_fin: Option<u64>,
+    /// The furthest right edge of the window we advertised (stream offset): later
+    /// advertisements never fall short of it (`Connection::advertise_window`).
+    pub adv_edge: u64,
+    /// When an acceptable segment last arrived (keepalive, `liveness.rs`).
+    pub heard: Duration,
     pub ts_recent: Option<u32>,
     /// When `ts_recent` was last set (RFC 7323 §5.5 idle rule).
     pub ts_recent_at: Duration,
@@ -43,6 +48,8 @@ impl RecvState {
             latest: None,
             reported: VecDeque::with_capacity(REPORTED + 1),
             peer_fin: None,
+            adv_edge: 0,
+            heard: Duration::ZERO,
             ts_recent: None,
             ts_recent_at: Duration::ZERO,
             ts_offset,

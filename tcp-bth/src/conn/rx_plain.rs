@@ -46,12 +46,11 @@ impl PlainRx {
 
 impl Connection {
     pub(super) fn on_plain_data(&mut self, seg_off: i64, payload: &[u8]) {
+        // Trim to [rcv_nxt, rcv_nxt + window): a byte stream can be cut anywhere.
+        let wnd = self.rcv_window();
         let RxPath::Plain(p) = &mut self.rx else {
             return;
         };
-        // Trim to [rcv_nxt, rcv_nxt + window): a byte stream can be cut anywhere.
-        let cap = u64::from(self.cfg.recv_window);
-        let wnd = cap.saturating_sub(p.held().total());
         let nxt = self.rcv.nxt;
         let start = seg_off.max(nxt as i64);
         let end = (seg_off + payload.len() as i64).min((nxt + wnd) as i64);

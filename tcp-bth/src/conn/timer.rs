@@ -21,10 +21,14 @@ pub(crate) enum Timer {
     Rto,
     /// A SEND has waited for message credit as long as `Config::rnr_timeout` allows.
     Rnr,
+    /// Keepalive (`Config::keepalive`): time to look at how long the peer has been silent.
+    Keepalive,
+    /// Sent data has gone unacknowledged as long as `Config::user_timeout` allows.
+    UserTimeout,
 }
 
 impl Timer {
-    pub const VALUES: [Timer; 7] = [
+    pub const VALUES: [Timer; 9] = [
         Timer::TimeWait,
         Timer::AckDelay,
         Timer::Rack,
@@ -32,6 +36,8 @@ impl Timer {
         Timer::Persist,
         Timer::Rto,
         Timer::Rnr,
+        Timer::Keepalive,
+        Timer::UserTimeout,
     ];
 }
 

@@ -32,14 +32,18 @@ impl Connection {
                 Timer::Persist => self.on_persist(now),
                 Timer::Rto => self.on_rto(now),
                 Timer::Rnr => self.on_rnr(),
+                Timer::Keepalive => self.on_keepalive(now),
+                Timer::UserTimeout => self.on_user_timeout(),
             }
         }
     }
 
+    /// Data or our FIN went out: the RTO runs (and the user timeout, if set).
     pub(super) fn arm_rto(&mut self, now: Duration) {
         if !self.timers.is_set(Timer::Rto) {
             self.timers.set(Timer::Rto, now + self.snd.rtt.rto());
         }
+        self.arm_user_timeout(now);
     }
 
     /// RFC 8985 §7.2: probe after 2*SRTT when the flight's tail might have been lost.
@@ -90,6 +94,7 @@ impl Connection {
         }
         if progressed {
             self.timers.stop(Timer::Persist);
+            self.rearm_user_timeout(now, outstanding);
         }
     }
 
@@ -175,6 +180,7 @@ impl Connection {
             self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
             self.fail(ConnectionError::TimedOut {
                 retries: self.retries - 1,
+                icmp: self.soft_error,
             });
             return;
         }

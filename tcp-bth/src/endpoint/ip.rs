@@ -17,6 +17,16 @@ pub enum IpDrop {
 
 /// The TCP segment of an IP packet and its address pair as received (`src` the peer).
 pub fn parse(packet: &[u8]) -> Result<(IpPair, &[u8]), IpDrop> {
+    let (pair, proto, payload) = parse_any(packet)?;
+    if proto != IpNumber::TCP {
+        return Err(IpDrop::NotTcp);
+    }
+    Ok((pair, payload))
+}
+
+/// The address pair of a well-formed, unfragmented IP packet as received, its protocol and
+/// its payload.
+pub fn parse_any(packet: &[u8]) -> Result<(IpPair, IpNumber, &[u8]), IpDrop> {
     let ip = IpSlice::from_slice(packet).map_err(|_| IpDrop::Malformed)?;
     if ip.is_fragmenting_payload() {
         return Err(IpDrop::Fragment);
@@ -38,10 +48,7 @@ pub fn parse(packet: &[u8]) -> Result<(IpPair, &[u8]), IpDrop> {
         },
     };
     let payload = ip.payload();
-    if payload.ip_number != IpNumber::TCP {
-        return Err(IpDrop::NotTcp);
-    }
-    Ok((pair, payload.payload))
+    Ok((pair, payload.ip_number, payload.payload))
 }
 
 /// Length of the IP header [`emit_header`] writes for `ip`.

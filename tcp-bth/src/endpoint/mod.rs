@@ -24,11 +24,12 @@
 //! heap of timer deadlines.
 
 pub mod cookie;
+pub mod icmp;
 mod ip;
 mod reply;
 mod table;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use ip::{emit as emit_ip, parse as parse_ip, IpDrop};
 pub use table::ConnectionHandle;
@@ -99,7 +100,15 @@ pub struct EndpointStats {
     pub packets_out: u64,
     /// Dropped before TCP: malformed IP, another protocol, fragments, another address.
     pub ip_malformed: u64,
+    /// Neither TCP nor an ICMP error about our packets.
     pub not_tcp: u64,
+    /// ICMP errors (destination unreachable, packet too big) handed to the connection whose
+    /// packet they quote, which checks the sequence number (`Stats::icmp_errors`).
+    pub icmp_in: u64,
+    /// ICMP errors quoting a packet of no connection of ours.
+    pub icmp_unmatched: u64,
+    /// ICMP errors refused: bad checksum, or a quoted packet not ours or not TCP.
+    pub icmp_malformed: u64,
     pub fragments: u64,
     pub not_local: u64,
     /// Segments that do not parse as TCP or fail their checksum, for no connection.
@@ -377,18 +386,40 @@ impl Endpoint {
 
     fn handle_packet(&mut self, now: Duration, packet: &[u8], verified: bool) {
         self.stats.packets_in += 1;
-        match ip::parse(packet) {
-            Ok((pair, tcp)) => {
-                if !self.cfg.local.is_empty() && !self.is_local(pair) {
-                    self.stats.not_local += 1;
-                    return;
-                }
-                self.on_segment(now, pair, tcp, verified)
-            }
-            Err(IpDrop::Malformed) => self.stats.ip_malformed += 1,
-            Err(IpDrop::NotTcp) => self.stats.not_tcp += 1,
-            Err(IpDrop::Fragment) => self.stats.fragments += 1,
+        let (pair, proto, payload) = match ip::parse_any(packet) {
+            Ok(p) => p,
+            Err(IpDrop::Malformed) => return self.stats.ip_malformed += 1,
+            Err(IpDrop::NotTcp) => return self.stats.not_tcp += 1,
+            Err(IpDrop::Fragment) => return self.stats.fragments += 1,
+        };
+        if !self.cfg.local.is_empty() && !self.is_local(pair) {
+            self.stats.not_local += 1;
+            return;
         }
+        match proto {
+            etherparse::IpNumber::TCP => self.on_segment(now, pair, payload, verified),
+            _ => self.on_icmp(now, pair, proto, payload),
+        }
+    }
+
+    /// An ICMP error about one of our packets goes to the connection that sent it, which
+    /// checks the quoted sequence number (`conn/icmp.rs`). Errors for no connection (a
+    /// half-open SYN cookie keeps no state to fail) and other ICMP messages are counted.
+    fn on_icmp(&mut self, now: Duration, pair: IpPair, proto: etherparse::IpNumber, bytes: &[u8]) {
+        let q = match icmp::parse(pair, proto, bytes) {
+            Ok(q) => q,
+            Err(icmp::IcmpDrop::NotAnError) => return self.stats.not_tcp += 1,
+            Err(icmp::IcmpDrop::Malformed) => return self.stats.icmp_malformed += 1,
+        };
+        let Some(h) = self.table.find(q.ip, q.src_port, q.dst_port) else {
+            self.stats.icmp_unmatched += 1;
+            return;
+        };
+        self.stats.icmp_in += 1;
+        if let Some(c) = self.table.touch(h) {
+            c.handle_icmp(now, q.error, q.seq);
+        }
+        self.after_input(now, h);
     }
 
     fn is_local(&self, received: IpPair) -> bool {

@@ -14,7 +14,7 @@ fn key(n: u8) -> IsnKey {
     IsnKey([n; 16])
 }
 
-fn endpoint(n: u8, f: impl FnOnce(&mut EndpointConfig)) -> Endpoint {
+pub(super) fn endpoint(n: u8, f: impl FnOnce(&mut EndpointConfig)) -> Endpoint {
     let mut cfg = EndpointConfig {
         key: key(n),
         ..EndpointConfig::default()
@@ -23,14 +23,14 @@ fn endpoint(n: u8, f: impl FnOnce(&mut EndpointConfig)) -> Endpoint {
     Endpoint::new(cfg)
 }
 
-fn server() -> Endpoint {
+pub(super) fn server() -> Endpoint {
     let mut s = endpoint(2, |_| {});
     s.listen(PORT, conn_cfg(IpPair::V4 { src: B, dst: A }, 0))
         .expect("listen");
     s
 }
 
-fn conn_cfg(ip: IpPair, remote_port: u16) -> Config {
+pub(super) fn conn_cfg(ip: IpPair, remote_port: u16) -> Config {
     Config {
         ip,
         remote_port,
@@ -75,7 +75,7 @@ fn flush(
 }
 
 /// Run until `done` or `limit`, jumping time to the next deadline.
-fn run(
+pub(super) fn run(
     now: &mut Duration,
     limit: Duration,
     a: &mut Endpoint,
@@ -104,7 +104,11 @@ fn run(
 }
 
 /// Run until B accepts a connection.
-fn accept_one(now: &mut Duration, a: &mut Endpoint, b: &mut Endpoint) -> ConnectionHandle {
+pub(super) fn accept_one(
+    now: &mut Duration,
+    a: &mut Endpoint,
+    b: &mut Endpoint,
+) -> ConnectionHandle {
     let mut got = None;
     run(now, Duration::from_secs(1), a, b, |_, b| {
         got = got.or_else(|| b.accept());

@@ -145,8 +145,8 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli: Cli = bth_tools::cli::parse();
-    // Before any thread: an interrupted run still deletes its namespaces (and turns forwarding
-    // back off).
+    // Before any thread: an interrupted run still aborts its connections with RST, then
+    // deletes its namespaces (and turns forwarding back off).
     if let Err(e) = bth_tools::interrupt::install("bth-compare") {
         eprintln!("bth-compare: warning: Ctrl-C will not clean up after the run ({e})");
     }

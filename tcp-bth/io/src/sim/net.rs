@@ -62,6 +62,12 @@ pub struct Net {
     pub turns: [TurnStats; 2],
     /// Packets the link delivered: a cost measure for the harness.
     pub events: u64,
+    /// The path's MTU, below what the ends were configured for (None: no limit): a packet
+    /// longer than this is dropped where it enters the link and answered with an ICMP packet
+    /// too big (fragmentation needed for IPv4), as a router with a smaller next hop does.
+    pub path_mtu: Option<usize>,
+    /// ICMP packet-too-big messages sent for `path_mtu`.
+    pub ptb_sent: u64,
     ends: Ends,
     /// What each end's app said at its latest turn.
     done: [bool; 2],
@@ -86,6 +92,8 @@ impl Net {
             busy: [Duration::ZERO; 2],
             turns: [TurnStats::default(); 2],
             events: 0,
+            path_mtu: None,
+            ptb_sent: 0,
             ends: Ends::default(),
             done: [false; 2],
             buf: Vec::with_capacity(65536),
@@ -168,6 +176,8 @@ impl Net {
             tap: self.tap.as_mut(),
             end,
             now,
+            path_mtu: self.path_mtu,
+            ptb_sent: &mut self.ptb_sent,
         };
         self.done[i] = turn::turn(ep, &mut io, app, now, &mut self.buf, stats);
         let work = stats.packets_in + stats.packets_out - before;
@@ -185,6 +195,8 @@ struct LinkEnd<'a> {
     /// What this end sends.
     end: Direction,
     now: Duration,
+    path_mtu: Option<usize>,
+    ptb_sent: &'a mut u64,
 }
 
 impl PacketIo for LinkEnd<'_> {
@@ -210,6 +222,15 @@ impl PacketIo for LinkEnd<'_> {
     fn send(&mut self, packet: &[u8]) {
         if let Some(tap) = self.tap.as_mut() {
             tap(self.now, self.end, packet);
+        }
+        if let Some(mtu) = self.path_mtu.filter(|&m| packet.len() > m) {
+            // The packet goes no further; its sender hears why, over the link's other way.
+            let error = tcp_bth::IcmpError::PacketTooBig { mtu: mtu as u32 };
+            if let Some(icmp) = tcp_bth::endpoint::icmp::emit(packet, error) {
+                *self.ptb_sent += 1;
+                self.link.send(self.now, self.end.reverse(), icmp);
+            }
+            return;
         }
         self.link.send(self.now, self.end, packet.to_vec());
     }

@@ -387,6 +387,57 @@ impl Recovery {
         self.pipe = 0;
         self.stats.rto_losses += 1;
     }
+
+    /// The path's MTU fell (ICMP packet too big): every segment not SACKed that is longer than
+    /// `max` bytes was dropped for its size. Each is cut into pieces of at most `max`, marked
+    /// lost, so the pieces are resent next (Linux's `tcp_simple_retransmit`); nothing here is
+    /// a congestion signal. Returns the bytes cut.
+    ///
+    /// Indexes are positions in `sent` for a segment's whole life, and cutting shifts them, so
+    /// the queues that hold indexes are rebuilt: rare (once per MTU drop), and linear in the
+    /// segments outstanding.
+    pub fn resegment(&mut self, max: u64) -> u64 {
+        let too_long = |s: &Sent| !s.sacked && s.len() > max;
+        if max == 0 || !self.sent.iter().any(too_long) {
+            return 0;
+        }
+        let mut cut = 0;
+        let old = std::mem::take(&mut self.sent);
+        for s in old {
+            if !too_long(&s) {
+                self.sent.push_back(s);
+                continue;
+            }
+            if !s.lost {
+                self.pipe -= s.len();
+            }
+            cut += s.len();
+            let mut at = s.start;
+            while at < s.end {
+                let end = (at + max).min(s.end);
+                self.sent.push_back(Sent {
+                    start: at,
+                    end,
+                    lost: true,
+                    ..s.clone()
+                });
+                at = end;
+            }
+        }
+        let base = self.base;
+        let mut by_time: Vec<(u64, Duration)> = (self.sent.iter().enumerate())
+            .filter(|(_, s)| !s.sacked && !s.lost)
+            .map(|(i, s)| (base + i as u64, s.xmit))
+            .collect();
+        by_time.sort_by_key(|&(idx, xmit)| (xmit, idx));
+        self.by_time = by_time.into();
+        self.lost_q = (self.sent.iter().enumerate())
+            .filter(|(_, s)| s.lost && !s.sacked)
+            .map(|(i, _)| base + i as u64)
+            .collect();
+        self.sack_cache.clear();
+        cut
+    }
 }
 
 impl Default for Recovery {

@@ -11,11 +11,13 @@ mod gather;
 mod isn;
 mod late_ack;
 mod limits;
+mod liveness;
 mod paws;
 mod read;
 mod socket;
 mod tlp;
 mod verbs;
+mod window;
 
 use super::*;
 use crate::isn::IsnKey;
