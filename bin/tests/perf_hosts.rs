@@ -398,35 +398,56 @@ fn ctrl_c_to_the_server_resets_the_clients_connection() {
     interrupt_mid_run(Interrupted::Server, libc::SIGINT, "SIGINT");
 }
 
-/// A client killed mid-run (SIGKILL: no RST, its TUN device simply gone) is noticed by the
-/// server within seconds, by keepalive: before, the server waited out its whole --timeout
-/// (116 s in a recorded run) and then blamed the message size. Host B's kernel answers the
-/// probes with ICMP net unreachable (the route into the dead client's device went with it),
-/// which the error names.
-fn a_killed_client_is_noticed_by_the_server_within_seconds() {
+/// One side of a `-D 30` SEND run killed mid-run (SIGKILL: no RST, its TUN device simply
+/// gone); the other must end within `within` saying `why`, and name the ICMP net unreachable
+/// that the dead side's host answers with (the route into the dead device went with it).
+/// Before keepalive and the user timeout, a server waited out its whole --timeout (116 s in
+/// a recorded run) and then blamed the message size.
+fn kill_mid_run(killed: Interrupted, why: &str, within: Duration) {
     let hosts = Hosts::new();
     let opts = ["--op", "send", "-s", "65536", "-D", "30"];
     let mut server = hosts.server(&opts);
     let mut client = hosts.spawn_client(&opts);
     std::thread::sleep(Duration::from_secs(1));
-    if let Some(out) = server.exited() {
-        panic!("the server exited before the kill: {}", describe(&out));
+    for (side, p) in [("server", &mut server), ("client", &mut client)] {
+        if let Some(out) = p.exited() {
+            panic!("the {side} exited before the kill: {}", describe(&out));
+        }
     }
-    client.signal(libc::SIGKILL);
+    let (dead, alive) = match killed {
+        Interrupted::Client => (&mut client, &mut server),
+        Interrupted::Server => (&mut server, &mut client),
+    };
+    dead.signal(libc::SIGKILL);
     let start = Instant::now();
-    let out = server
-        .wait(Duration::from_secs(20))
-        .expect("the server still ran 20 s after its client was killed");
+    let out = alive
+        .wait(Duration::from_secs(30))
+        .expect("still running 30 s after its peer was killed");
     let took = start.elapsed();
     let said = describe(&out);
     assert!(!out.status.success(), "{said}");
-    // Keepalive: 2 s of silence, then three probes a second apart (bin/src/perfcli/run.rs).
-    assert!(
-        said.contains("keepalive: no answer to 3 probes, the peer is gone"),
-        "{said}"
-    );
+    assert!(said.contains(why), "{said}");
     assert!(said.contains("network unreachable by ICMP"), "{said}");
-    assert!(took < Duration::from_secs(8), "took {took:?}: {said}");
+    assert!(took < within, "took {took:?}: {said}");
+}
+
+/// The server, receiving, is told nothing more: keepalive notices (2 s of silence, then three
+/// probes a second apart: bin/src/perfcli/run.rs).
+fn a_killed_client_is_noticed_by_the_server_within_seconds() {
+    kill_mid_run(
+        Interrupted::Client,
+        "keepalive: no answer to 3 probes, the peer is gone",
+        Duration::from_secs(8),
+    );
+}
+
+/// The client, sending, has data outstanding: the user timeout (10 s) notices.
+fn a_killed_server_is_noticed_by_the_client_by_its_user_timeout() {
+    kill_mid_run(
+        Interrupted::Server,
+        "user timeout: data unacknowledged for 10s",
+        Duration::from_secs(13),
+    );
 }
 
 /// A connection count outside 1..=1024 is refused before anything is set up (no root
@@ -495,6 +516,7 @@ bth_tests::test_main!(
     sigterm_to_the_client_resets_the_servers_connection[NetAdmin],
     ctrl_c_to_the_server_resets_the_clients_connection[NetAdmin],
     a_killed_client_is_noticed_by_the_server_within_seconds[NetAdmin],
+    a_killed_server_is_noticed_by_the_client_by_its_user_timeout[NetAdmin],
     a_connection_count_out_of_range_is_refused_clearly,
     help_explains_the_cross_host_setup,
 );

@@ -68,6 +68,9 @@ pub struct Net {
     pub path_mtu: Option<usize>,
     /// ICMP packet-too-big messages sent for `path_mtu`.
     pub ptb_sent: u64,
+    /// An end that vanished (by the direction it sends: a host killed or unplugged): nothing
+    /// it sends leaves, nothing sent to it arrives, and nobody says so.
+    pub gone: Option<Direction>,
     ends: Ends,
     /// What each end's app said at its latest turn.
     done: [bool; 2],
@@ -94,6 +97,7 @@ impl Net {
             events: 0,
             path_mtu: None,
             ptb_sent: 0,
+            gone: None,
             ends: Ends::default(),
             done: [false; 2],
             buf: Vec::with_capacity(65536),
@@ -178,6 +182,7 @@ impl Net {
             now,
             path_mtu: self.path_mtu,
             ptb_sent: &mut self.ptb_sent,
+            gone: self.gone,
         };
         self.done[i] = turn::turn(ep, &mut io, app, now, &mut self.buf, stats);
         let work = stats.packets_in + stats.packets_out - before;
@@ -197,6 +202,7 @@ struct LinkEnd<'a> {
     now: Duration,
     path_mtu: Option<usize>,
     ptb_sent: &'a mut u64,
+    gone: Option<Direction>,
 }
 
 impl PacketIo for LinkEnd<'_> {
@@ -222,6 +228,10 @@ impl PacketIo for LinkEnd<'_> {
     fn send(&mut self, packet: &[u8]) {
         if let Some(tap) = self.tap.as_mut() {
             tap(self.now, self.end, packet);
+        }
+        if self.gone.is_some() {
+            // One end is gone: this packet is from it, or to it.
+            return;
         }
         if let Some(mtu) = self.path_mtu.filter(|&m| packet.len() > m) {
             // The packet goes no further; its sender hears why, over the link's other way.

@@ -206,6 +206,7 @@ fn one_end_cannot_wait_on_its_own() {
         now: Duration::ZERO,
         path_mtu: None,
         ptb_sent: &mut ptb_sent,
+        gone: None,
     };
     let e = io.wait(None).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::Unsupported);
@@ -288,5 +289,89 @@ fn a_smaller_path_mtu_is_learned_from_icmp_and_the_transfer_completes() {
             net.ptb_sent
         );
         assert_eq!(s.icmp_ignored + s.icmp_errors, net.ptb_sent, "bth {bth}");
+    }
+}
+
+/// A peer that vanishes (its host killed: nothing it sent arrives, nothing reaches it) is
+/// noticed by keepalive on an idle connection and by the user timeout on one with data
+/// outstanding, each with RST, within its settings: without them, the idle connection lived
+/// forever and the busy one until 15 backed-off RTOs had passed.
+#[test]
+fn a_vanished_peer_is_noticed_by_keepalive_or_the_user_timeout() {
+    use tcp_bth::{ConnectionError, Keepalive};
+    for (busy, bth) in [(false, true), (false, false), (true, true), (true, false)] {
+        let (ea, eb) = net_configs(5);
+        let (mut ca, mut cb) = net_conn_configs(5);
+        ca.bth = bth;
+        cb.bth = bth;
+        ca.keepalive = Some(Keepalive {
+            idle: Duration::from_secs(2),
+            interval: Duration::from_secs(1),
+            probes: 3,
+        });
+        ca.user_timeout = Some(Duration::from_secs(4));
+        let mut net = Net::new(ea, eb, LinkConfig::default());
+        net.b.listen(B_PORT, cb).expect("listen");
+        let opened = net.now;
+        let a = net.a.connect(net.now, ca).expect("connect");
+        let mut b = None;
+        assert!(net.run_until(Duration::from_secs(5), |net| {
+            b = b.or_else(|| net.b.accept());
+            b.is_some() && net.a.conn(a).unwrap().is_established()
+        }));
+        // (The clock has moved on to the next event after the handshake: keepalive's first.)
+        net.gone = Some(Direction::BtoA);
+        let start = net.now;
+        if busy {
+            let data = vec![7u8; 50_000];
+            let c = net.a.conn_mut(a).unwrap();
+            if bth {
+                let wr = WorkRequest {
+                    wr_id: 1,
+                    op: WrOp::RdmaWrite {
+                        rkey: 0,
+                        remote_addr: 0,
+                        imm: None,
+                    },
+                    sg_list: vec![Bytes::from(data)],
+                };
+                c.post_send(wr).unwrap();
+            } else {
+                c.send_bytes(&data).unwrap();
+            }
+        }
+        let ended = net.run_until(Duration::from_secs(120), |net| {
+            net.a.conn(a).unwrap().error().is_some()
+        });
+        assert!(ended, "busy {busy} bth {bth}: A never noticed");
+        let took = net.now - start;
+        let err = net.a.conn(a).unwrap().error().unwrap();
+        if busy {
+            let t = Duration::from_secs(4);
+            assert_eq!(
+                err,
+                ConnectionError::UserTimeout {
+                    after: t,
+                    icmp: None
+                }
+            );
+            assert!(
+                took >= t && took < t + Duration::from_millis(10),
+                "{took:?}"
+            );
+        } else {
+            let k = ConnectionError::KeepaliveTimedOut {
+                probes: 3,
+                icmp: None,
+            };
+            assert_eq!(err, k);
+            // 2 s of silence after the handshake, three probes a second apart, one more second.
+            let took = net.now - opened;
+            let t = Duration::from_secs(5);
+            assert!(
+                took >= t && took < t + Duration::from_millis(10),
+                "{took:?}"
+            );
+        }
     }
 }
