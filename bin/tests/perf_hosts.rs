@@ -331,23 +331,33 @@ enum Interrupted {
 /// --timeout (60 s here) or its retransmissions giving up (minutes).
 const RESET_HEARD_WITHIN: Duration = Duration::from_secs(2);
 
+/// A 30-second SEND run (`-D 30`) between the two hosts, server and client, both still
+/// running a second after the client's start. Data moves within milliseconds of it; the
+/// second makes sure of it (a run not yet connected would report no reset and no keepalive,
+/// and the tests would fail, not pass).
+fn a_second_into_a_long_run(hosts: &Hosts) -> (Killed, Killed) {
+    let opts = ["--op", "send", "-s", "65536", "-D", "30"];
+    let mut server = hosts.server(&opts);
+    let mut client = hosts.spawn_client(&opts);
+    std::thread::sleep(Duration::from_secs(1));
+    for (side, p) in [("server", &mut server), ("client", &mut client)] {
+        if let Some(out) = p.exited() {
+            panic!(
+                "the {side} exited a second into its run: {}",
+                describe(&out)
+            );
+        }
+    }
+    (server, client)
+}
+
 /// A 30-second SEND run (`-D 30`) between the two hosts; one second into it, `signal` goes to
 /// the `which` side. That side must abort its connection with RST before it exits (with
 /// 128 + the signal's number and saying so), so the other side reports the peer's reset
 /// within [`RESET_HEARD_WITHIN`], long before the run or its time limit would have ended.
 fn interrupt_mid_run(which: Interrupted, signal: libc::c_int, name: &str) {
     let hosts = Hosts::new();
-    let opts = ["--op", "send", "-s", "65536", "-D", "30"];
-    let mut server = hosts.server(&opts);
-    let mut client = hosts.spawn_client(&opts);
-    // Data moves within milliseconds of the client's start; a second makes sure of it (a
-    // run not yet connected would not report a reset, and the test would fail, not pass).
-    std::thread::sleep(Duration::from_secs(1));
-    for (side, p) in [("server", &mut server), ("client", &mut client)] {
-        if let Some(out) = p.exited() {
-            panic!("the {side} exited before the signal: {}", describe(&out));
-        }
-    }
+    let (mut server, mut client) = a_second_into_a_long_run(&hosts);
     let (sent, other, peer_name) = match which {
         Interrupted::Client => (&mut client, &mut server, "server"),
         Interrupted::Server => (&mut server, &mut client, "client"),
@@ -405,15 +415,7 @@ fn ctrl_c_to_the_server_resets_the_clients_connection() {
 /// a recorded run) and then blamed the message size.
 fn kill_mid_run(killed: Interrupted, why: &str, within: Duration) {
     let hosts = Hosts::new();
-    let opts = ["--op", "send", "-s", "65536", "-D", "30"];
-    let mut server = hosts.server(&opts);
-    let mut client = hosts.spawn_client(&opts);
-    std::thread::sleep(Duration::from_secs(1));
-    for (side, p) in [("server", &mut server), ("client", &mut client)] {
-        if let Some(out) = p.exited() {
-            panic!("the {side} exited before the kill: {}", describe(&out));
-        }
-    }
+    let (mut server, mut client) = a_second_into_a_long_run(&hosts);
     let (dead, alive) = match killed {
         Interrupted::Client => (&mut client, &mut server),
         Interrupted::Server => (&mut server, &mut client),

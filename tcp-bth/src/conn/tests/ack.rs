@@ -398,14 +398,7 @@ fn late_segment_is_undone(bth: bool) {
                     got.resize(total, 0);
                 }
             } else {
-                let mut buf = [0u8; 65536];
-                loop {
-                    let n = d.b.recv_bytes(&mut buf);
-                    if n == 0 {
-                        break;
-                    }
-                    got.extend_from_slice(&buf[..n]);
-                }
+                drain(&mut d.b, &mut got);
             }
             got.len() == total && d.a.stats().undos > 0
         },

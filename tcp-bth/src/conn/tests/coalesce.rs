@@ -21,14 +21,7 @@ fn data_segments_sent(bth: bool, calls: usize, each: usize) -> (u64, Vec<u8>) {
     };
     let mut got = Vec::new();
     let ok = d.run(Duration::from_secs(2), count, |d| {
-        let mut buf = [0u8; 8192];
-        loop {
-            let n = d.b.recv_bytes(&mut buf);
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
+        drain(&mut d.b, &mut got);
         got.len() == expect.len()
     });
     assert!(ok, "{} of {} bytes", got.len(), expect.len());

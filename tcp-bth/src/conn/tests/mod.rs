@@ -70,6 +70,18 @@ pub(super) fn pattern(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Append every byte readable on a plain-mode connection to `out`.
+pub(super) fn drain(c: &mut Connection, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = c.recv_bytes(&mut buf);
+        if n == 0 {
+            return;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
 pub(super) fn send_wr(wr_id: u64, data: Vec<u8>) -> WorkRequest {
     WorkRequest {
         wr_id,

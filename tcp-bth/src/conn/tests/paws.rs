@@ -44,14 +44,7 @@ fn transfer(d: &mut Wire, bth: bool, id: u64, data: &[u8]) {
                 got = c.buf.expect("receive buffer back");
             }
         } else {
-            let mut buf = [0u8; 4096];
-            loop {
-                let n = d.b.recv_bytes(&mut buf);
-                if n == 0 {
-                    break;
-                }
-                got.extend_from_slice(&buf[..n]);
-            }
+            drain(&mut d.b, &mut got);
         }
         got.len() == data.len()
     });
