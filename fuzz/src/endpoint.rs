@@ -5,8 +5,8 @@
 //! input is cut into ops: raw bytes handed to `Endpoint::handle` as an IP packet, or a TCP
 //! segment from fields (any flags, ports, sequence and acknowledgement numbers, a tcp_bth hello
 //! or timestamps) wrapped in a valid IPv4 or IPv6 header and checksum, so it reaches the
-//! routing, SYN queue and cookie code instead of dying in a checksum; time advances and timers
-//! fire between ops. After every op: queues within their bounds, every packet B sends (built in
+//! routing, SYN queue and cookie code instead of dying in a checksum, or an ICMP error quoting
+//! such a segment as if B had sent it; time advances and timers fire between ops. After every op: queues within their bounds, every packet B sends (built in
 //! place or, every other one, gathered as the TUN driver writes it) parses as IP + TCP with a
 //! correct checksum, and the established connection, which the input never
 //! names correctly (its ports are not reachable from the ops), still carries a message.
@@ -220,12 +220,46 @@ fn segment(u: &mut Unstructured) -> arbitrary::Result<Vec<u8>> {
     Ok(pkt)
 }
 
+/// An ICMP error about a segment from fields as if B had sent it (addresses and ports of
+/// [`segment`] swapped): destination unreachable of any kind or packet too big with any MTU,
+/// now and then with a byte flipped, so the endpoint's ICMP checks and the connections'
+/// sequence check are reached. The real connection's client port is never quoted.
+fn icmp(u: &mut Unstructured) -> arbitrary::Result<Vec<u8>> {
+    use tcp_bth::{IcmpError, Unreachable};
+    let to_b = segment(u)?;
+    let Ok((ip, tcp)) = tcp_bth::endpoint::parse_ip(&to_b) else {
+        return Ok(Vec::new());
+    };
+    let mut tcp = tcp.to_vec();
+    let (src, dst) = ([tcp[0], tcp[1]], [tcp[2], tcp[3]]);
+    tcp[..2].copy_from_slice(&dst);
+    tcp[2..4].copy_from_slice(&src);
+    let mut from_b = Vec::new();
+    tcp_bth::endpoint::emit_ip(ip.reversed(), &tcp, &mut from_b);
+    let error = match u.int_in_range(0..=5u8)? {
+        0 => IcmpError::Unreachable(Unreachable::Network),
+        1 => IcmpError::Unreachable(Unreachable::Host),
+        2 => IcmpError::Unreachable(Unreachable::Port),
+        3 => IcmpError::Unreachable(Unreachable::Prohibited),
+        4 => IcmpError::Unreachable(Unreachable::Protocol),
+        _ => IcmpError::PacketTooBig {
+            mtu: u.arbitrary()?,
+        },
+    };
+    let mut pkt = tcp_bth::endpoint::icmp::emit(&from_b, error).unwrap_or_default();
+    if !pkt.is_empty() && u.ratio(1, 8)? {
+        let at = u.choose_index(pkt.len())?;
+        pkt[at] ^= u.int_in_range(1..=255u8)?;
+    }
+    Ok(pkt)
+}
+
 /// Run one fuzz input.
 pub fn run(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let mut w = World::new();
     for _ in 0..MAX_OPS {
-        let Ok(op) = u.int_in_range(0..=3u8) else {
+        let Ok(op) = u.int_in_range(0..=4u8) else {
             break;
         };
         let pkt = match op {
@@ -236,6 +270,7 @@ pub fn run(data: &[u8]) {
                 u.bytes(n).map(<[u8]>::to_vec).unwrap_or_default()
             }
             1 | 2 => segment(&mut u).unwrap_or_default(),
+            3 => icmp(&mut u).unwrap_or_default(),
             _ => {
                 let ms = u.int_in_range(0..=2000u64).unwrap_or(0);
                 w.advance(Duration::from_millis(ms));
