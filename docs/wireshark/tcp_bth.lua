@@ -318,10 +318,14 @@ local function dissect_option(r, olen, payload, plen, pinfo, tree)
         end
     end
 
-    -- ICRC: CRC32C over option bytes 4..11 (flags .. mbo_seg) followed by the payload.
+    -- ICRC: CRC32C over option bytes 4..11 (flags .. mbo_seg), then the extension (imm_data,
+    -- rkey and address: amendment 2), then the payload. The timestamps are not covered.
     local status = 2
     if payload and p.prefs.check_icrc then
         local crc = crc32c_update(0xFFFFFFFF, r:range(4, 8):bytes())
+        if ext > 0 and olen >= at + ext then
+            crc = crc32c_update(crc, r:range(at, ext):bytes())
+        end
         crc = u32(bxor(crc32c_update(crc, payload), 0xFFFFFFFF))
         status = (crc == r:range(12, 4):uint()) and 1 or 0
         if status == 0 then

@@ -212,10 +212,12 @@ impl<T: AsRef<[u8]>> BthOption<T> {
         )
     }
 
-    /// The ICRC the bytes as received call for over this payload.
+    /// The ICRC the bytes as received call for over this payload: bytes 0-7 of the layout,
+    /// the extension as it stands on the wire, then the payload (amendment 2).
     pub fn compute_icrc(&self, payload: &[u8]) -> u32 {
-        let head = &self.head()[field::FLAGS..field::ICRC.start];
-        icrc(head, payload)
+        let (head, tail) = self.head_tail();
+        let ext = Timestamps::split(head, tail).1;
+        icrc_covered(&head[field::FLAGS..field::ICRC.start], ext, &[payload])
     }
 
     pub fn icrc_ok(&self, payload: &[u8]) -> bool {
@@ -231,9 +233,27 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> BthOption<T> {
     }
 }
 
-/// CRC32C over the 8 header bytes (flags..mbo_seg) followed by the payload.
+/// CRC32C over the 8 header bytes (flags..mbo_seg) followed by the payload: the ICRC of an
+/// option without extension. With one, the extension's bytes come between the two
+/// ([`icrc_covered`], amendment 2).
 pub fn icrc(header8: &[u8], payload: &[u8]) -> u32 {
     icrc_parts(header8, &[payload])
+}
+
+/// The ICRC of amendment 2: CRC32C over the 8 header bytes, then the extension's bytes as
+/// they stand on the wire (imm_data, rkey and address, or all three), then the payload made of
+/// `parts` in order. Before the amendment the extension was not covered, so a corrupted rkey or
+/// address placed a WRITE elsewhere with every check passing. The timestamps stay outside it:
+/// they are rewritten on every retransmission.
+pub fn icrc_covered<P: AsRef<[u8]>>(header8: &[u8], ext: &[u8], parts: &[P]) -> u32 {
+    let mut d = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    d.update(header8);
+    d.update(ext);
+    for p in parts {
+        d.update(p.as_ref());
+    }
+    // A 32-bit CRC in the low half of the 64-bit result.
+    d.finalize() as u32
 }
 
 /// [`icrc`] over a payload made of `parts` in order.
@@ -244,13 +264,7 @@ pub fn icrc(header8: &[u8], payload: &[u8]) -> u32 {
 /// for the `crc32c` crate's three-way `crc32` instruction loop used before, which was the
 /// largest cost in our own code on both sides at MTU 65000 (`docs/datapath.md`, "The ICRC").
 pub fn icrc_parts<P: AsRef<[u8]>>(header8: &[u8], parts: &[P]) -> u32 {
-    let mut d = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-    d.update(header8);
-    for p in parts {
-        d.update(p.as_ref());
-    }
-    // A 32-bit CRC in the low half of the 64-bit result.
-    d.finalize() as u32
+    icrc_covered(header8, &[], parts)
 }
 
 /// What one opcode wire value demands of an option, so that [`accepts`] needs one table load
@@ -579,8 +593,30 @@ impl Bth {
         f | ((self.rsvd & 0x03) << RSVD_SHIFT)
     }
 
+    /// The extension's bytes as [`emit`](Self::emit) writes them (what the ICRC covers
+    /// between the header and the payload), and how many there are.
+    pub fn extension_bytes(&self) -> ([u8; 16], usize) {
+        let mut b = [0u8; 16];
+        let mut n = 0;
+        if let Some(r) = self.ext.reth() {
+            b[..4].copy_from_slice(&r.rkey.to_be_bytes());
+            b[4..12].copy_from_slice(&r.addr.to_be_bytes());
+            n = 12;
+        }
+        if let Some(imm) = self.ext.immediate() {
+            b[n..n + 4].copy_from_slice(&imm.to_be_bytes());
+            n += 4;
+        }
+        (b, n)
+    }
+
     pub fn compute_icrc(&self, payload: &[u8]) -> u32 {
-        icrc(&self.icrc_header(), payload)
+        self.icrc_of(&[payload])
+    }
+
+    fn icrc_of<P: AsRef<[u8]>>(&self, parts: &[P]) -> u32 {
+        let (ext, n) = self.extension_bytes();
+        icrc_covered(&self.icrc_header(), &ext[..n], parts)
     }
 
     /// Set `icrc` for this payload.
@@ -591,7 +627,7 @@ impl Bth {
     /// Set `icrc` for the payload made of `parts` in order (a segment whose payload is
     /// handed to the device as the application's own buffers, not copied behind the header).
     pub fn seal_parts<P: AsRef<[u8]>>(&mut self, parts: &[P]) {
-        self.icrc = icrc_parts(&self.icrc_header(), parts);
+        self.icrc = self.icrc_of(parts);
     }
 
     pub fn icrc_ok(&self, payload: &[u8]) -> bool {
@@ -620,13 +656,8 @@ impl Bth {
             put(&ts.tsval.to_be_bytes());
             put(&ts.tsecr.to_be_bytes());
         }
-        if let Some(r) = self.ext.reth() {
-            put(&r.rkey.to_be_bytes());
-            put(&r.addr.to_be_bytes());
-        }
-        if let Some(imm) = self.ext.immediate() {
-            put(&imm.to_be_bytes());
-        }
+        let (ext, n) = self.extension_bytes();
+        put(&ext[..n]);
         Ok(len)
     }
 

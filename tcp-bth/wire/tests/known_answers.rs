@@ -1,5 +1,6 @@
 //! Known-answer vectors written by hand from the spec table (shared/spec/tcp-bth-option.md), one or
-//! more per option length. ICRC values were computed with an independent bitwise CRC32C
+//! more per option length. ICRC values (over header, extension and payload: amendment 2) were
+//! computed with an independent bitwise CRC32C
 //! (polynomial 0x82F63B78, check value crc32c("123456789") = 0xE3069283), not with this crate.
 
 use tcp_bth_wire::{
@@ -156,6 +157,44 @@ fn icrc_covers_header_and_payload() {
     assert_eq!(&bytes[12..16], &0xA2AE_4E27u32.to_be_bytes());
 }
 
+/// Amendment 2: the ICRC covers bytes 0-7, then the extension (here rkey and address), then the
+/// payload; the timestamps stay outside it. A corrupted rkey or address fails the check, so a
+/// WRITE can no longer be placed elsewhere with every check passing.
+#[test]
+fn icrc_covers_the_extension_but_not_the_timestamps() {
+    let reth = Reth {
+        rkey: 0x1234,
+        addr: 0x7F00_0000_2000,
+    };
+    let mut b = Bth {
+        timestamps: Some(Timestamps { tsval: 9, tsecr: 8 }),
+        ext: Extension::Reth(reth),
+        ..base(Opcode::RdmaWriteOnly, 3, 0, 0, 0)
+    };
+    b.seal(b"hello");
+    assert_eq!(b.icrc, 0xC907_EF10);
+    let bytes = h("FE24EFAB 04 0A 0003 00000000 C907EF10 00000009 00000008 \
+                   00001234 00007F0000002000");
+    check(&bytes, b);
+    assert!(BthOption::new_checked(&bytes[..])
+        .unwrap()
+        .icrc_ok(b"hello"));
+    // Every bit of the extension is covered, in the view and in the value.
+    for bit in 0..96 {
+        let mut bad = bytes.clone();
+        bad[24 + bit / 8] ^= 1 << (bit % 8);
+        let view = BthOption::new_checked(&bad[..]).unwrap();
+        assert!(!view.icrc_ok(b"hello"), "bit {bit} of the extension");
+        assert!(!Bth::from_bytes(&bad).unwrap().icrc_ok(b"hello"));
+    }
+    // The timestamps are not (they change on every retransmission).
+    let mut retimed = bytes.clone();
+    retimed[16..24].copy_from_slice(&h("0000FFFF 0000EEEE"));
+    assert!(BthOption::new_checked(&retimed[..])
+        .unwrap()
+        .icrc_ok(b"hello"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Zero-length messages, NAKs and the R=0 pure ACK (docs/option.md, "Special forms"). Each is the
 // ordinary layout with T=1: 24 bytes for the ACKNOWLEDGE forms, the prototype's `struct enf_bth`
@@ -280,10 +319,10 @@ fn check_zero_length(bytes: &str, opcode: Opcode, msn: u16, icrc: u32, ext: Exte
 #[test]
 fn len28_zero_length_send_only_with_immediate() {
     check_zero_length(
-        "FE1CEFAB 04 05 0009 FFFFFF00 9B538B95 01020304 05060708 CAFEBABE",
+        "FE1CEFAB 04 05 0009 FFFFFF00 C8D1276F 01020304 05060708 CAFEBABE",
         Opcode::SendOnlyWithImmediate,
         9,
-        0x9B53_8B95,
+        0xC8D1_276F,
         Extension::Immediate(0xCAFE_BABE),
     );
 }
@@ -292,11 +331,11 @@ fn len28_zero_length_send_only_with_immediate() {
 fn len40_zero_length_rdma_write_only_with_immediate() {
     // The address is the WRITE's target (offset 0 in the message): nothing is written there.
     check_zero_length(
-        "FE28EFAB 04 0B 0002 FFFFFF00 3EB724A9 01020304 05060708 \
+        "FE28EFAB 04 0B 0002 FFFFFF00 9118E6A8 01020304 05060708 \
          00000011 00007F0000001000 99AABBCC",
         Opcode::RdmaWriteOnlyWithImmediate,
         2,
-        0x3EB7_24A9,
+        0x9118_E6A8,
         Extension::RethImmediate(
             Reth {
                 rkey: 0x11,
