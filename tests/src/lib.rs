@@ -3,6 +3,7 @@
 
 pub mod dualns;
 pub mod gate;
+pub mod livelock;
 pub mod many_qps;
 pub mod netns;
 pub mod qpwork;

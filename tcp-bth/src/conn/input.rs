@@ -535,13 +535,18 @@ impl Connection {
                 self.snd.fin = Fin::Acked { at };
             }
         }
-        // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2 rule). Not from a late pure ACK: one
-        // sent just before the data that overtook it has that data's sequence number, and with
-        // the same ACK the rule would take its older window.
+        // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2 rule), and from any ACK that moves
+        // SND.UNA, as Linux takes it (`tcp_may_update_window`): a retransmission of the peer's
+        // carries an older sequence number with a newer ACK and window, and keeping the old
+        // window counted from the new SND.UNA moved our idea of the peer's right edge past
+        // the one it advertised (found by the livelock detector: we sent beyond it). Not from
+        // a late pure ACK: one sent just before the data that overtook it has that data's
+        // sequence number, and with the same ACK the rule would take its older window.
         let wl1_off = self.rcv.off_of(self.snd.wl1);
         let seq_off = self.rcv.off_of(seg.seq);
-        let newer =
-            wl1_off < seq_off || (wl1_off == seq_off && self.snd.off_of(self.snd.wl2) <= ack_off);
+        let newer = progressed
+            || wl1_off < seq_off
+            || (wl1_off == seq_off && self.snd.off_of(self.snd.wl2) <= ack_off);
         if may_update_window && newer {
             self.snd.wnd = u64::from(seg.window) << self.neg.peer_wscale;
             self.snd.max_wnd = self.snd.max_wnd.max(self.snd.wnd);

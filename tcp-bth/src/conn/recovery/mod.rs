@@ -297,6 +297,20 @@ impl Recovery {
                 }
             }
         }
+        // A segment acknowledged in part (a receiver that trimmed it to its window, in plain
+        // mode) keeps only its unacknowledged tail, as Linux's `tcp_trim_head` does: kept
+        // whole, its retransmission started below SND.UNA, where the send queue holds no
+        // bytes any more (found by the livelock detector).
+        if let Some(front) = self.sent.front_mut() {
+            if front.start < acked {
+                let cut = acked - front.start;
+                front.start = acked;
+                r.newly_acked_bytes += cut;
+                if !front.sacked && !front.lost {
+                    self.pipe -= cut;
+                }
+            }
+        }
         self.on_sack_blocks(sacks, now, min_rtt, &mut r);
         if let Some((l, rt)) = dsack {
             if self.prove_spurious(l, rt) {

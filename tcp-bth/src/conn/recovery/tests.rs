@@ -240,3 +240,21 @@ fn a_segment_declared_lost_that_arrives_by_itself_undoes_the_episode() {
     assert_eq!(a.false_losses, 1);
     assert!(!a.undo, "[500, 600) is still lost: {a:?}");
 }
+
+/// A segment acknowledged in part keeps only its unacknowledged tail: its retransmission
+/// starts at the cumulative ACK, never below it (where the send queue holds nothing), and the
+/// pipe counts only the tail. Kept whole, the retransmission started below SND.UNA.
+#[test]
+fn a_partly_acknowledged_segment_keeps_only_its_tail() {
+    let mut r = sent_at(3, ms(0));
+    assert_eq!(r.pipe(), 300);
+    let a = r.on_ack(150, &[], None, None, ms(5), Some(ms(5)));
+    assert_eq!(a.newly_acked_bytes, 150);
+    assert_eq!(r.pipe(), 150);
+    // Everything left is lost to an RTO: the first retransmission is the tail [150, 200).
+    r.on_rto();
+    assert_eq!(r.next_lost(), Some((150, 200)));
+    r.on_retransmit(150, ms(300), 1);
+    assert_eq!(r.pipe(), 50);
+    assert_eq!(r.next_lost(), Some((200, 300)));
+}

@@ -165,3 +165,48 @@ fn answers_to_out_of_window_acks_are_rate_limited_but_old_data_gets_its_dsack_at
         assert_eq!(d.b.stats().dsacks_sent - dsacks, 5);
     }
 }
+
+/// A retransmission of the peer's that also carries new bytes has an older sequence number
+/// than its latest segment but a newer ACK and window: an ACK that moves SND.UNA updates the
+/// send window whatever SND.WL1 says (Linux's `tcp_may_update_window`). Keeping the old window,
+/// now counted from the new SND.UNA, moved our idea of the peer's right edge past the one it
+/// advertised, and we sent beyond it (the livelock detector's finding).
+#[test]
+fn an_ack_that_moves_snd_una_updates_the_window_whatever_its_sequence_number() {
+    let mut d = established(false);
+    d.b.send_bytes(&pattern(4, 1000)).unwrap();
+    d.settle(Duration::from_millis(10));
+    // B's latest segment is then a pure ACK at the end of its data: SND.WL1 at A is there.
+    d.a.send_bytes(&pattern(6, 100)).unwrap();
+    d.settle(Duration::from_millis(10));
+    d.a.send_bytes(&pattern(5, 2000)).unwrap();
+    // A's data is sent; nothing comes back.
+    d.run(
+        Duration::from_millis(1),
+        |dir, _, p| (dir == Direction::AtoB).then_some(p),
+        |_| false,
+    );
+    let (a_una, a_nxt, a_rcv) = d.a.seq_state();
+    assert_eq!(a_nxt.wrapping_sub(a_una), 2000);
+    let shift = d.a.neg.peer_wscale;
+    // B's retransmission: 10 bytes A has, 10 it has not, acknowledging all of A's data with
+    // a window of 5 units.
+    let payload = [7u8; 20];
+    let seg = TcpRepr {
+        src_port: B_PORT,
+        dst_port: A_PORT,
+        seq: a_rcv.wrapping_sub(10),
+        ack: a_nxt,
+        flags: crate::wire::TcpFlags::ACK,
+        window: 5,
+        urgent: 0,
+        options: Default::default(),
+        payload: &payload,
+    }
+    .to_vec(d.b.config().ip)
+    .unwrap();
+    let now = d.now;
+    d.a.handle_segment(now, &seg);
+    assert_eq!(d.a.seq_state().0, a_nxt, "SND.UNA moved");
+    assert_eq!(d.a.peer_window(), 5 << shift, "the window came with it");
+}
