@@ -606,7 +606,10 @@ fn challenge_acks_are_rate_limited() {
         p.b().handle_segment(t, &f.bytes());
     }
     let n = p.b().stats().challenge_acks;
-    assert_eq!(n, 5, "{n} challenge ACKs: the burst's, then at 0.5, 1, 1.5 and 2 s");
+    assert_eq!(
+        n, 5,
+        "{n} challenge ACKs: the burst's, then at 0.5, 1, 1.5 and 2 s"
+    );
     assert_eq!(p.b().state(), State::Established);
 }
 
