@@ -36,6 +36,8 @@ pub struct Released {
 #[derive(Debug, Clone)]
 pub struct Framer {
     mss: u32,
+    /// S framing (amendment 3): every segment of a message carries the same option.
+    seq_framed: bool,
     max_message_len: u32,
     /// Next MSN per class, indexed by `MsgClass::index`; the ReadResponse slot is unused
     /// because responses echo the request's MSN.
@@ -50,6 +52,7 @@ impl Framer {
     pub fn new(cfg: FramerConfig) -> Framer {
         Framer {
             mss: cfg.mss.max(1),
+            seq_framed: false,
             max_message_len: cfg.max_message_len.min(MAX_MESSAGE_LEN),
             next_msn: [cfg.first_msn; 4],
             in_flight: [0; 4],
@@ -72,6 +75,18 @@ impl Framer {
 
     pub fn mss(&self) -> u32 {
         self.mss
+    }
+
+    /// Cut segments in S framing (amendment 3) from now on: the option of each segment is the
+    /// message's (ONLY opcode, the anchor in the offset field, the message length in the ICRC
+    /// field, a WRITE's address of its first byte), whatever the cut, so that a segmentation
+    /// offload may cut a super-segment anywhere. Set at negotiation, before the first segment.
+    pub fn set_seq_framed(&mut self, seq: bool) {
+        self.seq_framed = seq;
+    }
+
+    pub fn seq_framed(&self) -> bool {
+        self.seq_framed
     }
 
     pub fn max_message_len(&self) -> u32 {
@@ -199,6 +214,9 @@ impl Framer {
             return None;
         }
         let m = self.find(stream_offset)?;
+        if self.seq_framed {
+            return SegmentDesc::cut_seq(m, stream_offset, max_payload);
+        }
         SegmentDesc::cut(m, stream_offset, max_payload, self.mss)
     }
 

@@ -108,6 +108,74 @@ impl SegmentDesc {
         })
     }
 
+    /// The S-framed segment (amendment 3) of `m` starting at `stream_offset` with at most
+    /// `max_payload` bytes. Its option is the message's, whatever the cut: the ONLY opcode, the
+    /// anchor (the message's first stream byte mod 2^24) in the offset field, index 0, the
+    /// message's length where the ICRC goes, the immediate on every segment and a WRITE's
+    /// address of the message's first byte. A READ request still travels whole.
+    pub(crate) fn cut_seq(
+        m: &Message,
+        stream_offset: u64,
+        max_payload: u32,
+    ) -> Option<SegmentDesc> {
+        let info = &m.info;
+        let mbo = u32::try_from(stream_offset.checked_sub(info.stream_start)?).ok()?;
+        let left = info.len.checked_sub(mbo).filter(|&l| l > 0)?;
+        let len = left.min(max_payload);
+        let (opcode, ext) = match m.kind {
+            Kind::ReadRequest if mbo == 0 && len == info.len => {
+                (Opcode::RdmaReadRequest, Extension::None)
+            }
+            Kind::ReadRequest => return None,
+            Kind::Send { imm } => (
+                Opcode::for_data(MessageKind::Send, Position::Only, imm.is_some())?,
+                imm.map_or(Extension::None, Extension::Immediate),
+            ),
+            Kind::Write {
+                rkey,
+                remote_addr,
+                imm,
+            } => {
+                let reth = Reth {
+                    rkey,
+                    addr: remote_addr,
+                };
+                let op = Opcode::for_data(MessageKind::RdmaWrite, Position::Only, imm.is_some())?;
+                let ext = match imm {
+                    Some(i) => Extension::RethImmediate(reth, i),
+                    None => Extension::Reth(reth),
+                };
+                (op, ext)
+            }
+            Kind::ReadResponse => (
+                Opcode::for_data(MessageKind::ReadResponse, Position::Only, false)?,
+                Extension::None,
+            ),
+        };
+        let bth = Bth {
+            msn: info.msn,
+            seq_framed: true,
+            // Stream offsets mod 2^24: the receiver subtracts it from its own stream offset of
+            // the segment, mod 2^24, and gets the placement offset.
+            mbo: (info.stream_start % (1 << 24)) as u32,
+            seg: 0,
+            // The message's length, where per-segment framing has its ICRC; 0 for a
+            // zero-length message, whose one pad byte is then never placed.
+            icrc: info.message_len(),
+            ext,
+            ..Bth::new(opcode)
+        };
+        Some(SegmentDesc {
+            stream_offset,
+            len,
+            wr_id: info.wr_id,
+            class: info.class,
+            bth,
+            payload: slices(m, mbo, len),
+            staged: m.staged,
+        })
+    }
+
     pub fn payload_len(&self) -> usize {
         self.len as usize
     }

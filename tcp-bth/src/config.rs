@@ -17,6 +17,10 @@ pub struct Config {
     pub recv_window: u32,
     /// Our window scale shift (RFC 7323), 0..=14.
     pub window_scale: u8,
+    /// How tcp_bth data segments are framed: each with its own offset, index and ICRC, or the
+    /// same option across a message (S, amendment 3), which segmentation offload can carry.
+    /// Offered in the hello; S is used only when both ends ask for it.
+    pub framing: Framing,
     /// Offer RFC 7323 timestamps on a plain-TCP SYN.
     pub timestamps: bool,
     pub congestion: Algorithm,
@@ -84,6 +88,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             bth: true,
+            framing: Framing::PerSegment,
             mss: 1460,
             recv_window: 4 << 20,
             window_scale: 7,
@@ -117,6 +122,17 @@ impl Default for Config {
             remote_port: 0,
         }
     }
+}
+
+/// How data segments carry their place in the message ([`Config::framing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Framing {
+    /// Every segment its own offset, segment index and ICRC (the proposal's form).
+    #[default]
+    PerSegment,
+    /// Sequence-anchored (amendment 3): one option for the whole message, offsets from
+    /// sequence numbers, the message length for the ICRC; no ICRC (the TCP checksum checks).
+    Seq,
 }
 
 /// Keepalive settings ([`Config::keepalive`]).

@@ -24,7 +24,7 @@ pub mod pair;
 pub mod ranges;
 pub mod rtt;
 
-pub use config::{Config, Keepalive};
+pub use config::{Config, Framing, Keepalive};
 pub use conn::{
     Completion, ConnError, Connection, ConnectionError, Event, GatherLimits, IcmpError, Mode,
     PostBufError, PostSendError, RegisterError, Rejected, RxHeld, SendLimits, Sge, State, Stats,

@@ -40,6 +40,12 @@ pub enum ConnectionError {
         after: std::time::Duration,
         icmp: Option<Unreachable>,
     },
+    /// The peer sent an option in the framing we did not negotiate (the S bit, amendment 3):
+    /// its segment was refused with a NAK.
+    #[error(
+        "framing mismatch: the peer sent a tcp_bth option in the framing not negotiated (S bit)"
+    )]
+    FramingMismatch,
     /// An ICMP destination unreachable answered our SYN (or SYN-ACK): the connect fails at
     /// once, as Linux's does (`conn/icmp.rs`).
     #[error("destination unreachable: {0} (ICMP, in answer to our SYN)")]

@@ -2,6 +2,7 @@
 //! peer's FIN, close and abort (RFC 9293 §3.5, §3.6).
 
 use super::*;
+use crate::config::Framing;
 use crate::wire::{Bth, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 
 /// Our SYN (active open) or SYN-ACK (passive open).
@@ -55,6 +56,8 @@ pub(super) struct Negotiated {
     pub sack_ok: bool,
     /// Plain mode: both sides use the RFC 7323 timestamp option (BTH mode folds them).
     pub ts_ok: bool,
+    /// Both hellos carried S: data segments are S-framed (amendment 3), both ways.
+    pub seq_framed: bool,
 }
 
 impl Default for Negotiated {
@@ -65,6 +68,7 @@ impl Default for Negotiated {
             rcv_wscale: 0,
             sack_ok: false,
             ts_ok: false,
+            seq_framed: false,
         }
     }
 }
@@ -87,6 +91,10 @@ impl Connection {
                 };
                 // We may not send messages larger than the peer accepts.
                 self.snd.framer.set_max_message_len(h.mbo);
+                // S framing when the peer's hello offers it and we want it: for the passive
+                // side its SYN's offer, for the active side the SYN-ACK's acceptance of ours.
+                self.neg.seq_framed = h.seq_framed && self.cfg.framing == Framing::Seq;
+                self.snd.framer.set_seq_framed(self.neg.seq_framed);
                 if let RxPath::Bth(b) = &mut self.rx {
                     b.anchor(h.msn);
                 }
@@ -198,6 +206,13 @@ impl Connection {
         if bth {
             let mut hello = Bth::new(Opcode::Hello);
             hello.msn = self.cfg.first_msn;
+            // The SYN offers S framing as configured; the SYN-ACK accepts it or not, and a
+            // retransmitted SYN repeats the offer unchanged.
+            hello.seq_framed = if passive {
+                self.neg.seq_framed
+            } else {
+                self.cfg.framing == Framing::Seq
+            };
             hello.mbo = self.cfg.max_message_len.min(crate::wire::MAX_MESSAGE_LEN);
             hello.timestamps = Some(ts);
             hello.seal(&[]);

@@ -63,8 +63,9 @@ impl Connection {
             return;
         }
         // The ICRC covers what placement trusts; check it before anything else reads the BTH.
+        // An S-framed data segment has none (its TCP checksum is the check, amendment 3).
         if let Some(b) = &seg.options.bth {
-            if !b.icrc_ok(seg.payload) {
+            if b.carries_icrc() && !b.icrc_ok(seg.payload) {
                 self.stats.icrc_errors += 1;
                 return;
             }
@@ -276,6 +277,26 @@ impl Connection {
         // In the window and past PAWS: the peer is alive (an RST or a SYN, checked below,
         // says so too).
         self.heard(now);
+        if let Some(b) = seg
+            .options
+            .bth
+            .filter(|b| b.seq_framed != self.neg.seq_framed)
+        {
+            // An option in the other framing (amendment 3): a retransmission would repeat the
+            // fault, so the connection fails, with a NAK naming the segment. Only once the
+            // segment is in the window, so a blind attacker must guess it as for an RST.
+            if !f.rst() && b.opcode != Opcode::Hello {
+                self.stats.bad_bth += 1;
+                self.stats.framing_mismatch += 1;
+                let nak = Nak {
+                    code: crate::wire::NakCode::InvalidRequest,
+                    opcode: b.opcode,
+                    msn: b.msn,
+                };
+                self.fail_with_nak(nak, ConnectionError::FramingMismatch);
+                return;
+            }
+        }
         if f.rst() {
             if seg_off == self.rcv.nxt as i64 {
                 let nak = seg.options.bth.as_ref().and_then(Nak::from_bth);

@@ -111,6 +111,13 @@ pub struct Stats {
     pub icrc_errors: u64,
     /// Data segments whose BTH did not describe a valid message fragment.
     pub bad_bth: u64,
+    /// Of `bad_bth`: options in the framing not negotiated (the S bit, amendment 3); each
+    /// fails the connection with a NAK.
+    pub framing_mismatch: u64,
+    /// Of `bad_bth`: S-framed segments at odds with their message (another start implied by
+    /// the anchor, another length, opcode or extension than its first segment said, or bytes
+    /// beyond its length): dropped, nothing placed.
+    pub s_inconsistent: u64,
     pub paws_drops: u64,
     /// Of `paws_drops`: pure ACKs at RCV.NXT acknowledging less than SND.UNA with a TSval
     /// less than an RTO older than `ts_recent`, i.e. ACKs a later ACK overtook (spraying makes
@@ -376,6 +383,11 @@ impl Connection {
 
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Both hellos asked for S framing (amendment 3): data segments are S-framed both ways.
+    pub fn seq_framed(&self) -> bool {
+        self.neg.seq_framed
     }
 
     /// Why the connection ended, if it ended abnormally.

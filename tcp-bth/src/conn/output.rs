@@ -500,7 +500,9 @@ impl Connection {
     fn control_bth(&mut self, flags: TcpFlags) -> Bth {
         if flags.rst() {
             if let Some(nak) = self.nak {
-                return nak.to_bth();
+                let mut b = nak.to_bth();
+                b.seq_framed = self.neg.seq_framed;
+                return b;
             }
         }
         let RxPath::Bth(rx) = &self.rx else {
@@ -508,6 +510,8 @@ impl Connection {
         };
         let (credit, completed) = (rx.placement.credit_msn(), rx.placement.completed_send_msn());
         let mut a = Bth::new(ACK_OPCODE);
+        // Every option of an S connection says so (amendment 3).
+        a.seq_framed = self.neg.seq_framed;
         if self.owed.credit && !flags.rst() {
             self.owed.credit = false;
             a.rtr = true;

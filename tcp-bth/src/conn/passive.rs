@@ -15,6 +15,8 @@ pub struct PeerSyn {
     pub sack_permitted: bool,
     /// The peer sent a tcp_bth hello: its first MSN and its largest message.
     pub bth: Option<(u16, u32)>,
+    /// Its hello offered S framing (amendment 3).
+    pub seq_framed: bool,
     /// Plain TCP with RFC 7323 timestamps.
     pub timestamps: bool,
 }
@@ -32,6 +34,9 @@ impl PeerSyn {
                 .bth
                 .filter(|b| b.opcode == Opcode::Hello)
                 .map(|h| (h.msn, h.mbo)),
+            seq_framed: o
+                .bth
+                .is_some_and(|b| b.opcode == Opcode::Hello && b.seq_framed),
             timestamps: o.timestamps.is_some(),
         }
     }
@@ -50,6 +55,7 @@ impl PeerSyn {
                 let mut hello = Bth::new(Opcode::Hello);
                 hello.msn = msn;
                 hello.mbo = mbo;
+                hello.seq_framed = self.seq_framed;
                 hello.timestamps = Some(ts);
                 o.bth = Some(hello);
             }

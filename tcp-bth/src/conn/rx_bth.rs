@@ -20,6 +20,27 @@ pub(super) struct BthRx {
     refusal: Option<Refusal>,
     /// What our latest R=1 granted the peer (`conn/admission.rs`).
     pub advertised: super::admission::Advertised,
+    /// S framing (amendment 3): what the first accepted segment of each message not yet
+    /// wholly below the cumulative point said of it; every later segment must agree.
+    s_msgs: HashMap<(MsgClass, u16), SMessage>,
+}
+
+/// An S-framed message as its first accepted segment described it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SMessage {
+    /// Stream offset of its first byte (the segment's stream offset less its placement
+    /// offset).
+    start: u64,
+    len: u32,
+    opcode: crate::wire::Opcode,
+    ext: crate::wire::Extension,
+}
+
+impl SMessage {
+    /// One past its last stream byte (a zero-length message has its pad byte).
+    fn end(&self) -> u64 {
+        self.start + u64::from(self.len.max(1))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -52,6 +73,7 @@ impl BthRx {
             msg_end: HashMap::new(),
             refusal: None,
             advertised: Default::default(),
+            s_msgs: HashMap::new(),
         }
     }
 
@@ -98,13 +120,45 @@ impl Connection {
             self.stats.behind_refused_request += 1;
             return;
         }
-        let inbound = match Inbound::from_bth(&bth, seg.payload) {
+        let parsed = if bth.seq_framed {
+            // The placement offset comes from the sequence number (amendment 3).
+            Inbound::from_seq(&bth, seg.payload, start)
+        } else {
+            Inbound::from_bth(&bth, seg.payload)
+        };
+        let inbound = match parsed {
             Ok(i) => i,
             Err(_) => {
                 self.stats.bad_bth += 1;
+                self.stats.s_inconsistent += u64::from(bth.seq_framed);
                 return;
             }
         };
+        if bth.seq_framed {
+            let Some(msg_start) = start.checked_sub(u64::from(inbound.offset)) else {
+                // An anchor that puts the message's start before the stream's.
+                self.stats.bad_bth += 1;
+                self.stats.s_inconsistent += 1;
+                return;
+            };
+            let said = SMessage {
+                start: msg_start,
+                len: bth.icrc,
+                opcode: bth.opcode,
+                ext: bth.ext,
+            };
+            let first = *rx
+                .s_msgs
+                .entry((inbound.class, inbound.msn))
+                .or_insert(said);
+            if first != said {
+                // Another start (an anchor 2^24 or more away included), length, opcode or
+                // extension than the message's first segment said: nothing is placed.
+                self.stats.bad_bth += 1;
+                self.stats.s_inconsistent += 1;
+                return;
+            }
+        }
         if self.rcv.table_full(start, end, self.cfg.max_ooo_ranges) {
             self.stats.ooo_table_full += 1;
             return;
@@ -179,6 +233,11 @@ impl Connection {
             // they have one: plain WRITEs and READ requests never do), so forget their ends.
             let nxt = self.rcv.nxt;
             rx.msg_end.retain(|_, e| *e > nxt);
+        }
+        if self.rcv.nxt > before && !rx.s_msgs.is_empty() {
+            // Nothing of those can arrive again but duplicates, which are not placed.
+            let nxt = self.rcv.nxt;
+            rx.s_msgs.retain(|_, m| m.end() > nxt);
         }
         self.cq.release(self.rcv.nxt);
         if self.rcv.nxt > before {

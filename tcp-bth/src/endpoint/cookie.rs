@@ -9,7 +9,8 @@
 //!   4-tuple, the peer's ISN, the slot and the TSval bits, makes the cookie unforgeable
 //!   off-path and binds the options to the connection.
 //! * TSval bits: the peer's first MSN (16) ‖ largest message class (4) ‖ window scale (4,
-//!   15 = none) ‖ SACK ‖ tcp_bth hello ‖ RFC 7323 timestamps ‖ MSS index (3) ‖ 00. The
+//!   15 = none) ‖ SACK ‖ tcp_bth hello ‖ RFC 7323 timestamps ‖ MSS index (3) ‖ S framing
+//!   offered (amendment 3) ‖ 0. The
 //!   peer's first MSN and its message limit are what a tcp_bth hello adds to a SYN; the limit
 //!   is rounded down to a power of two (we may send less than the peer accepts, never more).
 //! * Without timestamps only the MSS index fits (in the ISS, beside a 24-bit MAC): no window
@@ -108,7 +109,8 @@ pub fn make(
         | u32::from(syn.sack_permitted) << 7
         | bth << 6
         | u32::from(syn.timestamps && syn.bth.is_none()) << 5
-        | mss << 2;
+        | mss << 2
+        | u32::from(syn.seq_framed && syn.bth.is_some()) << 1;
     let m = mac(key, ip, ports, syn.irs, s, bits) & 0x7FF_FFFF;
     Ok(Cookie {
         iss: s << 27 | m,
@@ -135,7 +137,7 @@ pub fn check(
         return None;
     }
     if let Some(bits) = tsecr {
-        if mac(key, ip, ports, irs, s, bits) & 0x7FF_FFFF == iss & 0x7FF_FFFF && bits & 3 == 0 {
+        if mac(key, ip, ports, irs, s, bits) & 0x7FF_FFFF == iss & 0x7FF_FFFF && bits & 1 == 0 {
             let ws = (bits >> 8) & 0xF;
             let bth = (bits >> 6) & 1 == 1;
             return Some(PeerSyn {
@@ -144,6 +146,7 @@ pub fn check(
                 window_scale: (ws != 15).then_some(ws as u8),
                 sack_permitted: (bits >> 7) & 1 == 1,
                 bth: bth.then_some(((bits >> 16) as u16, class_len((bits >> 12) & 0xF))),
+                seq_framed: bth && (bits >> 1) & 1 == 1,
                 timestamps: (bits >> 5) & 1 == 1,
             });
         }
@@ -155,6 +158,7 @@ pub fn check(
         window_scale: None,
         sack_permitted: false,
         bth: None,
+        seq_framed: false,
         timestamps: false,
     })
 }
@@ -176,6 +180,7 @@ mod tests {
             window_scale: Some(7),
             sack_permitted: true,
             bth,
+            seq_framed: false,
             timestamps: ts,
         }
     }
@@ -204,6 +209,15 @@ mod tests {
         let max = syn(Some((1, MAX_MESSAGE_LEN)), false);
         let back = round_trip(&max, Duration::ZERO, Duration::ZERO).unwrap();
         assert_eq!(back.bth, Some((1, MAX_MESSAGE_LEN)));
+        assert!(!back.seq_framed);
+        // An offer of S framing (amendment 3) comes back too.
+        let seq = PeerSyn {
+            seq_framed: true,
+            ..s
+        };
+        let back = round_trip(&seq, Duration::ZERO, Duration::ZERO).unwrap();
+        assert!(back.seq_framed);
+        assert_eq!(back.bth, Some((0xBEEF, 1 << 19)));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! Option bytes (offsets from the kind byte):
 //! ```text
 //!  0 kind=254 | 1 len | 2-3 ExID 0xEFAB
-//!  4 flags: ver:2 (bits 1-0) T (0x04) M (0x08) R (0x10) A (0x20) rsvd:2 (bits 7-6)
+//!  4 flags: ver:2 (bits 1-0) T (0x04) M (0x08) R (0x10) A (0x20) S (0x40) rsvd (bit 7)
 //!  5 opcode | 6-7 MSN | 8-11 mbo_seg (offset:24 | seg:8) | 12-15 ICRC
 //! 16-23 TSval, TSecr            (only if T)
 //!  then  imm | rkey+addr | rkey+addr+imm   (chosen by opcode)
@@ -35,7 +35,10 @@ const FLAG_T: u8 = 0x04;
 const FLAG_M: u8 = 0x08;
 const FLAG_R: u8 = 0x10;
 const FLAG_A: u8 = 0x20;
-const RSVD_SHIFT: u8 = 6;
+/// Sequence-anchored framing (amendment 3): the option is the same in every segment of a
+/// message; offsets come from sequence numbers, bytes 8-11 hold the message length.
+const FLAG_S: u8 = 0x40;
+const RSVD_SHIFT: u8 = 7;
 
 mod field {
     use core::ops::Range;
@@ -81,11 +84,20 @@ pub enum BthError {
     OffsetTooLarge(u32),
     #[error("output buffer of {got} bytes, {needed} needed")]
     BufferTooSmall { needed: usize, got: usize },
+    /// S framing (amendment 3) carries messages in ONLY opcodes alone.
+    #[error("S framing carries only ONLY opcodes, not {0}")]
+    SFramingOpcode(Opcode),
 }
 
 /// Wire length of an option with these properties.
 pub const fn option_len(timestamps: bool, ext: ExtensionKind) -> usize {
     MIN_LEN + if timestamps { 8 } else { 0 } + ext.len()
+}
+
+/// Opcodes an option with S=1 may carry: the ONLY forms of messages, and the control forms
+/// (hello, acknowledge). FIRST, MIDDLE and LAST would need per-segment fields S does not have.
+const fn s_framing_allows(op: Opcode) -> bool {
+    matches!(op.position(), crate::opcode::Position::Only)
 }
 
 /// Hello and pure ACK replace the timestamp option, so they must carry timestamps.
@@ -170,6 +182,11 @@ impl<T: AsRef<[u8]>> BthOption<T> {
 
     pub fn rtr_ack(&self) -> bool {
         self.flags() & FLAG_A != 0
+    }
+
+    /// S: sequence-anchored framing (amendment 3).
+    pub fn seq_framed(&self) -> bool {
+        self.flags() & FLAG_S != 0
     }
 
     pub fn rsvd(&self) -> u8 {
@@ -290,8 +307,9 @@ const RULES: [Rule; 256] = {
         let op = Opcode::ALL[i];
         let t = if requires_timestamps(op) { FLAG_T } else { 0 };
         let m = if op.more() { FLAG_M } else { 0 };
+        let s = if s_framing_allows(op) { 0 } else { FLAG_S };
         rules[op.as_u8() as usize] = Rule {
-            mask: FLAG_VERSION | FLAG_M | t,
+            mask: FLAG_VERSION | FLAG_M | t | s,
             want: VERSION | m | t,
             len: option_len(false, op.extension()) as u8,
         };
@@ -372,6 +390,9 @@ fn refusal(b: &[u8]) -> Result<(), BthError> {
     }
     if !ts && requires_timestamps(opcode) {
         return Err(BthError::TimestampsRequired(opcode));
+    }
+    if flags & FLAG_S != 0 && !s_framing_allows(opcode) {
+        return Err(BthError::SFramingOpcode(opcode));
     }
     Ok(())
 }
@@ -492,7 +513,10 @@ pub struct Bth {
     pub opcode: Opcode,
     pub rtr: bool,
     pub rtr_ack: bool,
-    /// Reserved bits 7-6: zero when sending, kept as received so parse→emit is exact.
+    /// S: sequence-anchored framing (amendment 3). Then `mbo` is the message's anchor (its
+    /// first byte's stream offset mod 2^24), `seg` is 0 and `icrc` holds the message length.
+    pub seq_framed: bool,
+    /// Reserved bit 7: zero when sending, kept as received so parse→emit is exact.
     pub rsvd: u8,
     pub msn: u16,
     /// Message byte offset (24 bits); for `Hello` the largest message accepted; with `rtr` a grant.
@@ -510,6 +534,7 @@ impl Bth {
             opcode,
             rtr: false,
             rtr_ack: false,
+            seq_framed: false,
             rsvd: 0,
             msn: 0,
             mbo: 0,
@@ -531,6 +556,7 @@ impl Bth {
             opcode,
             rtr: opt.rtr(),
             rtr_ack: opt.rtr_ack(),
+            seq_framed: opt.seq_framed(),
             rsvd: opt.rsvd(),
             msn: opt.msn(),
             mbo: opt.mbo(),
@@ -563,6 +589,9 @@ impl Bth {
         if self.timestamps.is_none() && requires_timestamps(self.opcode) {
             return Err(BthError::TimestampsRequired(self.opcode));
         }
+        if self.seq_framed && !s_framing_allows(self.opcode) {
+            return Err(BthError::SFramingOpcode(self.opcode));
+        }
         Ok(())
     }
 
@@ -590,7 +619,10 @@ impl Bth {
         if self.rtr_ack {
             f |= FLAG_A;
         }
-        f | ((self.rsvd & 0x03) << RSVD_SHIFT)
+        if self.seq_framed {
+            f |= FLAG_S;
+        }
+        f | ((self.rsvd & 0x01) << RSVD_SHIFT)
     }
 
     /// The extension's bytes as [`emit`](Self::emit) writes them (what the ICRC covers
@@ -610,6 +642,13 @@ impl Bth {
         (b, n)
     }
 
+    /// Whether bytes 8-11 hold an ICRC: not in an S-framed data segment, where they hold the
+    /// message's length (amendment 3); the TCP checksum is its check. Control forms (hello,
+    /// acknowledge, NAK) keep their ICRC in both framings.
+    pub fn carries_icrc(&self) -> bool {
+        !(self.seq_framed && crate::MsgClass::of(self.opcode).is_some())
+    }
+
     pub fn compute_icrc(&self, payload: &[u8]) -> u32 {
         self.icrc_of(&[payload])
     }
@@ -619,15 +658,18 @@ impl Bth {
         icrc_covered(&self.icrc_header(), &ext[..n], parts)
     }
 
-    /// Set `icrc` for this payload.
+    /// Set `icrc` for this payload (nothing for an S-framed data segment, whose field holds
+    /// its message's length: [`carries_icrc`](Self::carries_icrc)).
     pub fn seal(&mut self, payload: &[u8]) {
-        self.icrc = self.compute_icrc(payload);
+        self.seal_parts(&[payload]);
     }
 
     /// Set `icrc` for the payload made of `parts` in order (a segment whose payload is
     /// handed to the device as the application's own buffers, not copied behind the header).
     pub fn seal_parts<P: AsRef<[u8]>>(&mut self, parts: &[P]) {
-        self.icrc = self.icrc_of(parts);
+        if self.carries_icrc() {
+            self.icrc = self.icrc_of(parts);
+        }
     }
 
     pub fn icrc_ok(&self, payload: &[u8]) -> bool {

@@ -100,6 +100,18 @@ pub enum InboundError {
     PositionMismatch(Opcode),
     #[error("zero-length form on opcode {opcode} with {pad} pad bytes (needs a SEND or RDMA WRITE ONLY opcode and 1 pad byte)")]
     BadZeroLength { opcode: Opcode, pad: usize },
+    /// S framing (amendment 3): only ONLY opcodes, a segment index of 0, and a message length
+    /// below 2^24 (bytes 8-11).
+    #[error("S-framed segment with opcode {opcode}, segment index {seg}, message length {len}")]
+    BadSFraming { opcode: Opcode, seg: u8, len: u32 },
+    /// S framing: the segment's bytes, placed where its sequence number says, pass the end of
+    /// the message its option declares.
+    #[error("S-framed segment at message offset {offset} with {len} bytes passes the message's {msg_len}")]
+    BeyondMessageLength {
+        offset: u32,
+        len: usize,
+        msg_len: u32,
+    },
 }
 
 /// A validated data segment: enough to place it without further checks on the BTH itself.
@@ -161,6 +173,73 @@ impl<'a> Inbound<'a> {
             last: !op.more(),
             imm: bth.ext.immediate(),
             reth: bth.ext.reth(),
+            payload,
+            checked: Checked,
+        })
+    }
+
+    /// Interpret an S-framed data segment (amendment 3) whose first payload byte has stream
+    /// offset `at` (its sequence number less IRS + 1). The option is the same in every segment
+    /// of the message: its offset field is the anchor (the message's first byte's stream offset
+    /// mod 2^24), its ICRC field the message length. The placement offset is
+    /// (`at` − anchor) mod 2^24; a segment whose bytes would pass the message's length is
+    /// refused. That the anchor gives the same start for every segment of one message (and so
+    /// that no segment lies 2^24 or more past it) is the receiver's to check, across segments.
+    pub fn from_seq(bth: &Bth, payload: &'a [u8], at: u64) -> Result<Inbound<'a>, InboundError> {
+        let op = bth.opcode;
+        let class = MsgClass::of(op).ok_or(InboundError::NotData(op))?;
+        let msg_len = bth.icrc;
+        let only = op.position() == crate::opcode::Position::Only;
+        if !only || bth.seg != 0 || msg_len > MAX_MESSAGE_LEN {
+            return Err(InboundError::BadSFraming {
+                opcode: op,
+                seg: bth.seg,
+                len: msg_len,
+            });
+        }
+        let offset = (at as u32).wrapping_sub(bth.mbo) & MAX_MESSAGE_LEN;
+        if msg_len == 0 {
+            // Zero-length: one pad byte at offset 0, never placed.
+            if offset != 0 {
+                return Err(InboundError::BeyondMessageLength {
+                    offset,
+                    len: payload.len(),
+                    msg_len,
+                });
+            }
+            return Inbound::zero_length(bth, class, payload.len());
+        }
+        if payload.is_empty() {
+            return Err(InboundError::EmptyPayload);
+        }
+        let end = u64::from(offset) + payload.len() as u64;
+        if end > u64::from(msg_len) {
+            return Err(InboundError::BeyondMessageLength {
+                offset,
+                len: payload.len(),
+                msg_len,
+            });
+        }
+        if class == MsgClass::ReadRequest {
+            // One segment of its 16 bytes, length 16.
+            if offset != 0 || msg_len != ReadRequest::LEN as u32 {
+                return Err(InboundError::BadReadRequestLen(msg_len as usize));
+            }
+            ReadRequest::parse(payload)?;
+        }
+        // The address is the message's first byte's: this segment's is further by its offset.
+        let reth = bth.ext.reth().map(|r| Reth {
+            addr: r.addr.wrapping_add(u64::from(offset)),
+            ..r
+        });
+        Ok(Inbound {
+            class,
+            opcode: op,
+            msn: bth.msn,
+            offset,
+            last: end == u64::from(msg_len),
+            imm: bth.ext.immediate(),
+            reth,
             payload,
             checked: Checked,
         })

@@ -6,7 +6,8 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use tcp_bth_wire::{
-    Bth, BthError, BthOption, Extension, ExtensionKind, MessageKind, Opcode, Reth, Timestamps,
+    Bth, BthError, BthOption, Extension, ExtensionKind, MessageKind, Opcode, Position, Reth,
+    Timestamps,
 };
 
 /// The decoder as it was before the fused check: every refusal in the order the checks ran,
@@ -61,6 +62,10 @@ fn oracle(b: &[u8]) -> Result<Bth, BthError> {
     if !ts && hello_or_ack {
         return Err(TimestampsRequired(opcode));
     }
+    // Amendment 3: S=1 only on ONLY opcodes (acknowledge and hello are ONLY forms too).
+    if flags & 0x40 != 0 && opcode.position() != Position::Only {
+        return Err(SFramingOpcode(opcode));
+    }
     let word = |at: usize| -> u32 {
         (u32::from(b[at]) << 24)
             | (u32::from(b[at + 1]) << 16)
@@ -76,7 +81,8 @@ fn oracle(b: &[u8]) -> Result<Bth, BthError> {
         opcode,
         rtr: flags & 0x10 != 0,
         rtr_ack: flags & 0x20 != 0,
-        rsvd: flags >> 6,
+        seq_framed: flags & 0x40 != 0,
+        rsvd: flags >> 7,
         msn: u16::from(b[6]) << 8 | u16::from(b[7]),
         mbo: word(8) >> 8,
         seg: b[11],
@@ -104,6 +110,7 @@ fn agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
         prop_assert_eq!(v.len(), bytes.len());
         prop_assert_eq!(v.opcode(), b.opcode);
         prop_assert_eq!((v.rtr(), v.rtr_ack(), v.rsvd()), (b.rtr, b.rtr_ack, b.rsvd));
+        prop_assert_eq!(v.seq_framed(), b.seq_framed);
         prop_assert_eq!(
             (v.msn(), v.mbo(), v.seg(), v.icrc()),
             (b.msn, b.mbo, b.seg, b.icrc)

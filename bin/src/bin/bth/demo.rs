@@ -49,11 +49,32 @@ pub struct DemoArgs {
     /// Seed for the workload and the link impairments.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// How data segments say where their bytes belong: per-segment (each its own offset,
+    /// index and ICRC) or seq (one option for a whole message, offsets from sequence numbers,
+    /// no ICRC: the form segmentation offload can carry; spec amendment 3).
+    #[arg(long, default_value = "per-segment", value_parser = parse_framing)]
+    framing: tcp_bth::Framing,
     /// Write every segment both endpoints send (as handed to the link, before loss,
     /// reordering or corruption) to this pcap file (link type RAW, virtual time stamps).
     /// Read it with `bth-dump FILE`, tcpdump, or tshark with docs/wireshark/tcp_bth.lua.
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
+}
+
+fn framing_name(f: tcp_bth::Framing) -> &'static str {
+    match f {
+        tcp_bth::Framing::PerSegment => "per-segment",
+        tcp_bth::Framing::Seq => "seq",
+    }
+}
+
+/// `per-segment` or `seq`.
+pub fn parse_framing(s: &str) -> Result<tcp_bth::Framing, String> {
+    match s {
+        "per-segment" => Ok(tcp_bth::Framing::PerSegment),
+        "seq" => Ok(tcp_bth::Framing::Seq),
+        _ => Err(format!("{s}: expected per-segment or seq")),
+    }
 }
 
 fn parse_mix(s: &str) -> Result<[u32; 3], String> {
@@ -103,6 +124,7 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
         link,
         congestion: a.cc,
         capture: a.pcap.clone(),
+        framing: a.framing,
         ..WorkloadConfig::default()
     };
     println!(
@@ -110,19 +132,26 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
         a.messages, cfg.min_size, a.max_size, a.mix[0], a.mix[1], a.mix[2], a.delay_us, a.bandwidth_gbps
     );
     println!(
-        "link loss {:.2}%, reorder {:.1}% (up to {} µs), duplicate {:.2}%, corrupt {:.2}%, cc {}, seed {}",
+        "link loss {:.2}%, reorder {:.1}% (up to {} µs), duplicate {:.2}%, corrupt {:.2}%, cc {}, framing {}, seed {}",
         a.loss * 100.0,
         a.reorder * 100.0,
         a.reorder_depth_us,
         a.duplicate * 100.0,
         a.corrupt * 100.0,
         a.cc,
+        framing_name(a.framing),
         a.seed
     );
     let wall = Instant::now();
     let r = workload::run(&cfg).map_err(|e| format!("transfer failed: {e}"))?;
     let wall = wall.elapsed();
+    let framing = if r.seq_framed {
+        "seq (S, amendment 3), negotiated by both hellos"
+    } else {
+        "per-segment"
+    };
     let rows: Vec<(&str, String)> = vec![
+        ("framing", framing.to_string()),
         (
             "messages verified",
             format!("{} / {}", r.verified, r.messages),

@@ -39,6 +39,8 @@ pub struct WorkloadConfig {
     pub capture: Option<std::path::PathBuf>,
     /// Serve each end in driver turns ([`DriverModel`]); None: every arrival handled at once.
     pub driver: Option<DriverModel>,
+    /// Both ends ask for this framing (S is used only when both do).
+    pub framing: tcp_bth::Framing,
 }
 
 impl Default for WorkloadConfig {
@@ -55,6 +57,7 @@ impl Default for WorkloadConfig {
             congestion: bth_cc::Algorithm::Cubic,
             capture: None,
             driver: None,
+            framing: tcp_bth::Framing::PerSegment,
         }
     }
 }
@@ -62,6 +65,8 @@ impl Default for WorkloadConfig {
 /// What a run did; every figure is counted, none is derived from the configuration.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
+    /// The connection runs S framing (amendment 3): both ends asked for it and negotiated it.
+    pub seq_framed: bool,
     pub messages: usize,
     pub message_bytes: u64,
     pub virtual_time: Duration,
@@ -252,6 +257,8 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
     let (mut a_cfg, mut b_cfg) = pair_configs(cfg.seed);
     a_cfg.congestion = cfg.congestion;
     b_cfg.congestion = cfg.congestion;
+    a_cfg.framing = cfg.framing;
+    b_cfg.framing = cfg.framing;
     let a_to_b = a_cfg.ip;
     let mut pair = Pair::new(a_cfg, b_cfg, cfg.link.clone());
     pair.driver = cfg.driver;
@@ -271,6 +278,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
     if !matches!(pair.a.mode(), Mode::Bth { .. }) {
         return Err(WorkloadError::NotNegotiated);
     }
+    let seq_framed = pair.a.seq_framed() && pair.b().seq_framed();
     let seed = cfg.seed;
 
     // B's memory: a WRITE target and a READ source.
@@ -428,6 +436,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
         pair.link.stats(super::link::Direction::BtoA),
     );
     Ok(Report {
+        seq_framed,
         messages: plans.len(),
         message_bytes,
         virtual_time,

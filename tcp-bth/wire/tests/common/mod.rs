@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use tcp_bth_wire::{
-    Bth, Extension, ExtensionKind, MessageKind, Opcode, Reth, SackBlock, TcpFlags, TcpOptions,
-    TcpRepr, Timestamps, MAX_MESSAGE_LEN,
+    Bth, Extension, ExtensionKind, MessageKind, Opcode, Position, Reth, SackBlock, TcpFlags,
+    TcpOptions, TcpRepr, Timestamps, MAX_MESSAGE_LEN,
 };
 
 pub fn opcode() -> impl Strategy<Value = Opcode> {
@@ -39,16 +39,19 @@ pub fn bth_for(op: Opcode) -> BoxedStrategy<Bth> {
         prop::option::of(timestamps()).boxed()
     };
     (
-        (any::<bool>(), any::<bool>(), 0u8..4, any::<u16>()),
+        (any::<bool>(), any::<bool>(), 0u8..2, any::<u16>()),
         (0..=MAX_MESSAGE_LEN, any::<u8>(), any::<u32>()),
         ts,
         extension(op.extension()),
+        // S only where amendment 3 allows it (ONLY opcodes, acknowledge, hello).
+        any::<bool>().prop_map(move |s| s && op.position() == Position::Only),
     )
         .prop_map(
-            move |((rtr, rtr_ack, rsvd, msn), (mbo, seg, icrc), timestamps, ext)| Bth {
+            move |((rtr, rtr_ack, rsvd, msn), (mbo, seg, icrc), timestamps, ext, seq_framed)| Bth {
                 opcode: op,
                 rtr,
                 rtr_ack,
+                seq_framed,
                 rsvd,
                 msn,
                 mbo,
