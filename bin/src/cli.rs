@@ -11,6 +11,23 @@ pub fn parse<T: Parser>() -> T {
     T::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut T::command()).exit())
 }
 
+/// `--framing`: `per-segment` or `seq` (spec amendment 3).
+pub fn parse_framing(s: &str) -> Result<tcp_bth::Framing, String> {
+    match s {
+        "per-segment" => Ok(tcp_bth::Framing::PerSegment),
+        "seq" => Ok(tcp_bth::Framing::Seq),
+        _ => Err(format!("{s}: expected per-segment or seq")),
+    }
+}
+
+/// The name [`parse_framing`] takes for `f`.
+pub fn framing_name(f: tcp_bth::Framing) -> &'static str {
+    match f {
+        tcp_bth::Framing::PerSegment => "per-segment",
+        tcp_bth::Framing::Seq => "seq",
+    }
+}
+
 fn allow_negative(c: Command) -> Command {
     // Only for arguments that take a value: clap asserts that of the setting.
     c.mut_args(|a| {

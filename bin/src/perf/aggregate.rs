@@ -10,6 +10,7 @@ use super::PerfReport;
 pub fn aggregate(reports: &[PerfReport]) -> PerfReport {
     let mut sum = PerfReport::default();
     for r in reports {
+        sum.seq_framed |= r.seq_framed;
         sum.messages += r.messages;
         sum.bytes += r.bytes;
         sum.verified += r.verified;

@@ -35,6 +35,8 @@ pub struct PerfConfig {
     /// Plain TCP byte stream (the connection is opened without tcp_bth): the client writes
     /// `count * size` bytes, the server reads them. No per-message latency.
     pub plain: bool,
+    /// The framing this side asks for (the handshake settles what runs).
+    pub framing: tcp_bth::Framing,
     /// Connections of the run (`-q`); this connection is one of them. For the option check.
     pub qps: u32,
     /// Latency mode (`--lat`): for the option check (the depth is what changes).
@@ -60,6 +62,7 @@ impl Default for PerfConfig {
             verify: false,
             seed: 1,
             plain: false,
+            framing: tcp_bth::Framing::PerSegment,
             qps: 1,
             lat: false,
             sweep: false,

@@ -45,6 +45,8 @@ pub struct PerfReport {
     pub timeline: Timeline,
     /// The connection's round trip, window and bytes in flight, sampled during the run.
     pub path: PathSamples,
+    /// The connection ran S framing (amendment 3): both hellos asked for it.
+    pub seq_framed: bool,
 }
 
 impl PerfReport {
@@ -63,6 +65,7 @@ impl PerfReport {
     /// Take `c`'s counters as they are now (see [`PerfReport::recovery`]).
     pub fn record_recovery(&mut self, c: &Connection) {
         self.counters = ConnCounters::of(c);
+        self.seq_framed = c.seq_framed();
         self.recovery = self.counters.recovery;
     }
 

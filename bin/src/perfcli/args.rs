@@ -63,6 +63,12 @@ pub struct PerfArgs {
     /// Plain TCP byte stream (no tcp_bth option): both sides must agree.
     #[arg(long)]
     pub plain: bool,
+    /// How data segments say where their bytes belong: per-segment (each its own offset,
+    /// index and ICRC) or seq (one option per message, offsets from sequence numbers, no
+    /// ICRC: spec amendment 3). Negotiated in the handshake: seq runs only when both sides
+    /// ask for it; the header says which ran.
+    #[arg(long, default_value = "per-segment", value_parser = crate::cli::parse_framing)]
+    pub framing: tcp_bth::Framing,
     /// Check every byte (plain write: needs iters × size ≤ 4 GiB of server memory).
     #[arg(long)]
     pub verify: bool,
@@ -191,6 +197,7 @@ impl PerfArgs {
                     verify: self.verify,
                     seed: 1,
                     plain: self.plain,
+                    framing: self.framing,
                     qps: self.qps,
                     lat: self.lat,
                     sweep: self.all,

@@ -18,6 +18,8 @@ pub struct JsonRow {
     pub bw_average_gbit_s: f64,
     pub msg_rate_mpps: f64,
     pub verified: u64,
+    /// The connection ran S framing (amendment 3): both hellos asked for it.
+    pub seq_framed: bool,
     /// Post-to-completion latency of the messages this side posted (none at a server).
     pub latency: Option<LatencyStats>,
     pub counters: ConnCounters,
@@ -43,6 +45,7 @@ impl JsonRow {
             bw_average_gbit_s: avg * 8.0 / 1e9,
             msg_rate_mpps: r.msgs_per_sec() / 1e6,
             verified: r.verified,
+            seq_framed: r.seq_framed,
             latency: r.latency_stats(),
             counters: r.counters,
             path: r.path.summary(),

@@ -104,8 +104,13 @@ fn own(role: &str, rows: usize, sum: &PerfReport) -> Vec<String> {
         1 => String::new(),
         n => format!(" (sum over {n} connections, one per row)"),
     };
+    let framing = if sum.seq_framed {
+        "; S framing (both hellos asked for it)"
+    } else {
+        ""
+    };
     let mut out = vec![format!(
-        "{role}: {} messages, {} bytes; {} verified byte for byte here{over}",
+        "{role}: {} messages, {} bytes; {} verified byte for byte here{over}{framing}",
         sum.messages, sum.bytes, sum.verified
     )];
     out.extend(sum.counters.lines().iter().map(|l| format!("{role}: {l}")));

@@ -97,6 +97,7 @@ impl SideRun<'_> {
         let closed = self.in_process.and_then(|c| c.get(i));
         let conn = Config {
             bth: !cfg.plain,
+            framing: cfg.framing,
             // A peer killed mid-run (or its host gone) is noticed within seconds, not after
             // --timeout: keepalive while waiting on it (probes after 2 s of silence, one a
             // second, three unanswered: about 5 s), the user timeout while our data waits

@@ -56,10 +56,12 @@ pub fn header(b: &Banner) -> String {
         None if b.rows.len() > 1 => " Iterations      : per row, see the table".to_string(),
         None => format!(" Iterations      : {}", cfg.count),
     };
-    let mode = if cfg.plain {
-        "plain TCP byte stream (--plain)"
-    } else {
-        "tcp_bth (BTH option)"
+    let mode = match (cfg.plain, cfg.framing) {
+        (true, _) => "plain TCP byte stream (--plain)",
+        (false, tcp_bth::Framing::PerSegment) => "tcp_bth (BTH option)",
+        (false, tcp_bth::Framing::Seq) => {
+            "tcp_bth (BTH option), S framing asked (--framing seq: runs when the peer asks too)"
+        }
     };
     [
         RULE.to_string(),

@@ -52,29 +52,13 @@ pub struct DemoArgs {
     /// How data segments say where their bytes belong: per-segment (each its own offset,
     /// index and ICRC) or seq (one option for a whole message, offsets from sequence numbers,
     /// no ICRC: the form segmentation offload can carry; spec amendment 3).
-    #[arg(long, default_value = "per-segment", value_parser = parse_framing)]
+    #[arg(long, default_value = "per-segment", value_parser = bth_tools::cli::parse_framing)]
     framing: tcp_bth::Framing,
     /// Write every segment both endpoints send (as handed to the link, before loss,
     /// reordering or corruption) to this pcap file (link type RAW, virtual time stamps).
     /// Read it with `bth-dump FILE`, tcpdump, or tshark with docs/wireshark/tcp_bth.lua.
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
-}
-
-fn framing_name(f: tcp_bth::Framing) -> &'static str {
-    match f {
-        tcp_bth::Framing::PerSegment => "per-segment",
-        tcp_bth::Framing::Seq => "seq",
-    }
-}
-
-/// `per-segment` or `seq`.
-pub fn parse_framing(s: &str) -> Result<tcp_bth::Framing, String> {
-    match s {
-        "per-segment" => Ok(tcp_bth::Framing::PerSegment),
-        "seq" => Ok(tcp_bth::Framing::Seq),
-        _ => Err(format!("{s}: expected per-segment or seq")),
-    }
 }
 
 fn parse_mix(s: &str) -> Result<[u32; 3], String> {
@@ -139,7 +123,7 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
         a.duplicate * 100.0,
         a.corrupt * 100.0,
         a.cc,
-        framing_name(a.framing),
+        bth_tools::cli::framing_name(a.framing),
         a.seed
     );
     let wall = Instant::now();

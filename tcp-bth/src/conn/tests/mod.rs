@@ -14,6 +14,7 @@ mod limits;
 mod liveness;
 mod paws;
 mod read;
+mod s_bad;
 mod socket;
 mod tlp;
 mod verbs;
