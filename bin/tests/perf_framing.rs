@@ -38,15 +38,21 @@ fn local_json(extra: &[&str]) -> Value {
 
 /// A verified run of `op` asking for `framing` on both sides over `path` (extra arguments):
 /// both sides ok, every message verified where it completes, and S framing ran exactly when
-/// asked for.
-fn verified(op: &str, framing: &str, path: &[&str]) {
+/// asked for. Returns the JSON of the two sides' first rows (client, server).
+fn verified(op: &str, framing: &str, path: &[&str]) -> (Value, Value) {
+    verified_n(op, framing, 65536, 200, path)
+}
+
+/// [`verified`] with `count` messages of `size` bytes.
+fn verified_n(op: &str, framing: &str, size: u32, count: u64, path: &[&str]) -> (Value, Value) {
+    let (size, n) = (size.to_string(), count.to_string());
     let mut args = vec![
         "--op",
         op,
         "-s",
-        "65536",
+        &size,
         "-n",
-        "200",
+        &n,
         "--verify",
         "--framing",
         framing,
@@ -65,11 +71,37 @@ fn verified(op: &str, framing: &str, path: &[&str]) {
     assert_eq!(sr["seq_framed"].as_bool(), Some(seq), "{sr}");
     let checked = cr["verified"].as_u64().unwrap() + sr["verified"].as_u64().unwrap();
     assert_eq!(
-        checked, 200,
+        checked, count,
         "every message checked on the side where it completes: {v}"
     );
     let errors = |r: &Value| r["errors"].as_array().map_or(0, Vec::len);
     assert_eq!(errors(cr) + errors(sr), 0, "{v}");
+    (cr.clone(), sr.clone())
+}
+
+fn counter(r: &Value, name: &str) -> u64 {
+    r["counters"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {name}: {r}"))
+}
+
+/// S framing with segmentation offload (the default): the client writes super-segments of
+/// one message, each standing for many segments, and the server's device (TSO on) hands them
+/// over whole; per-segment framing writes none; with --no-gso neither side sees one.
+fn s_framing_moves_super_segments_whole_across_veth() {
+    let (c, s) = verified_n("send", "seq", 1 << 20, 64, &[]);
+    let (sent, stands_for) = (counter(&c, "gso_sent"), counter(&c, "gso_segments"));
+    assert!(
+        sent > 0 && stands_for > 10 * sent,
+        "{sent} super-segments for {stands_for}"
+    );
+    assert!(counter(&s, "super_segments_in") > 0, "{s}");
+    for (framing, extra) in [("per-segment", None), ("seq", Some("--no-gso"))] {
+        let path: Vec<&str> = extra.into_iter().collect();
+        let (c, s) = verified_n("send", framing, 1 << 20, 64, &path);
+        assert_eq!(counter(&c, "gso_sent"), 0, "{framing} {extra:?}");
+        assert_eq!(counter(&s, "super_segments_in"), 0, "{framing} {extra:?}");
+    }
 }
 
 fn s_framing_sends_writes_and_reads_over_veth_are_verified() {
@@ -117,5 +149,6 @@ bth_tests::test_main!(
     an_unknown_framing_is_refused_clearly,
     s_framing_sends_writes_and_reads_over_veth_are_verified[NetAdmin],
     s_framing_through_an_impaired_relay_is_verified[NetAdmin],
+    s_framing_moves_super_segments_whole_across_veth[NetAdmin],
     per_segment_framing_is_what_runs_unless_asked[NetAdmin],
 );

@@ -452,6 +452,54 @@ fn a_killed_server_is_noticed_by_the_client_by_its_user_timeout() {
     );
 }
 
+/// The kernel's own segmentation as the judge of S framing (amendment 3): the client writes
+/// super-segments (its device has TSO), the server's device has none (`--no-gso`), so the
+/// kernel cuts every super-segment into segments on its way there, each carrying a copy of
+/// the one option. Every message arrives verified and nothing is refused on arrival: the
+/// copied option is right for every segment cut from it.
+fn the_kernel_cuts_s_super_segments_into_segments_the_server_places() {
+    let hosts = Hosts::new();
+    let opts = [
+        "--op",
+        "send",
+        "-s",
+        "1048576",
+        "-n",
+        "64",
+        "--verify",
+        "--framing",
+        "seq",
+        "--json",
+    ];
+    let mut server_opts = opts.to_vec();
+    server_opts.push("--no-gso");
+    let mut server = hosts.server(&server_opts);
+    let client = hosts.client(&opts);
+    let server = server
+        .wait(Duration::from_secs(30))
+        .expect("the server ends with the run");
+    assert!(client.status.success(), "{}", describe(&client));
+    assert!(server.status.success(), "{}", describe(&server));
+    let row = |o: &Output| -> Value {
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(o)));
+        v["rows"][0].clone()
+    };
+    let (c, s) = (row(&client), row(&server));
+    assert_eq!(
+        (c["seq_framed"].as_bool(), s["seq_framed"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert!(c["counters"]["gso_sent"].as_u64().unwrap() > 0, "{c}");
+    // Cut by the kernel: none arrived whole, every byte placed, nothing dropped on arrival.
+    assert_eq!(s["counters"]["super_segments_in"].as_u64(), Some(0), "{s}");
+    assert_eq!(s["verified"].as_u64(), Some(64), "{s}");
+    let drops = &s["counters"]["drops"];
+    for cause in ["malformed", "icrc", "bad_bth"] {
+        assert_eq!(drops[cause].as_u64(), Some(0), "{cause}: {s}");
+    }
+}
+
 /// A connection count outside 1..=1024 is refused before anything is set up (no root
 /// needed to see it), saying why.
 fn a_connection_count_out_of_range_is_refused_clearly() {
@@ -519,6 +567,7 @@ bth_tests::test_main!(
     ctrl_c_to_the_server_resets_the_clients_connection[NetAdmin],
     a_killed_client_is_noticed_by_the_server_within_seconds[NetAdmin],
     a_killed_server_is_noticed_by_the_client_by_its_user_timeout[NetAdmin],
+    the_kernel_cuts_s_super_segments_into_segments_the_server_places[NetAdmin],
     a_connection_count_out_of_range_is_refused_clearly,
     help_explains_the_cross_host_setup,
 );

@@ -132,6 +132,7 @@ impl World {
 const GATHER: GatherLimits = GatherLimits {
     max_parts: 2,
     min_payload: 16,
+    gso_payload: 0,
 };
 
 /// `ep`'s next packet into `buf`: built in place, or on every other call gathered (headers in

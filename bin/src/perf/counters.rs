@@ -86,6 +86,11 @@ pub struct ConnCounters {
     /// ACKs built when they fell due and dropped unsent: more than a driver turn's worth
     /// waited, and a later one said more (`Stats::acks_superseded`).
     pub acks_superseded: u64,
+    /// Super-segments written (segmentation offload, S framing only) and the segments they
+    /// stand for; super-segments read whole (a device with TSO).
+    pub gso_sent: u64,
+    pub gso_segments: u64,
+    pub super_segments_in: u64,
 }
 
 impl ConnCounters {
@@ -96,7 +101,10 @@ impl ConnCounters {
             recovery,
             segments_in: s.segments_in,
             segments_out: s.segments_out,
-            acks_sent: s.segments_out.saturating_sub(recovery.segments_sent),
+            // Data packets: segments sent, less those a super-segment stood for, plus it.
+            acks_sent: s.segments_out.saturating_sub(
+                recovery.segments_sent - s.gso_segments.min(recovery.segments_sent) + s.gso_sent,
+            ),
             acks_immediate: s.acks_immediate,
             dsacks_sent: s.dsacks_sent,
             dsacks_received: s.dsacks_received,
@@ -121,6 +129,9 @@ impl ConnCounters {
             late_acks: s.late_acks,
             paws_overtaken_acks: s.paws_overtaken_acks,
             acks_superseded: s.acks_superseded,
+            gso_sent: s.gso_sent,
+            gso_segments: s.gso_segments,
+            super_segments_in: s.super_segments_in,
         }
     }
 
@@ -154,6 +165,9 @@ impl ConnCounters {
             &mut self.acks_superseded,
             &mut self.payload_staged,
             &mut self.payload_staged_copied,
+            &mut self.gso_sent,
+            &mut self.gso_segments,
+            &mut self.super_segments_in,
         ]);
         v
     }
@@ -178,7 +192,7 @@ impl ConnCounters {
             format!("recovery: {}", self.recovery),
             format!(
                 "segments: {} in, {} out ({} without payload: ACKs, credit, SYN/FIN; {} ACKs \
-                 sent at once{}; {} late ACKs taken, overtaken by the peer's data); D-SACKs {} \
+                 sent at once{}; {} late ACKs taken, overtaken by the peer's data){}; D-SACKs {} \
                  sent / {} received; {} undos; NAKs {} sent / {} received",
                 self.segments_in,
                 self.segments_out,
@@ -189,6 +203,13 @@ impl ConnCounters {
                     n => format!(", {n} more dropped unsent, a later ACK covering them"),
                 },
                 self.late_acks,
+                match (self.gso_sent, self.super_segments_in) {
+                    (0, 0) => String::new(),
+                    (o, i) => format!(
+                        "; super-segments: {o} out standing for {} segments, {i} in whole",
+                        self.gso_segments
+                    ),
+                },
                 self.dsacks_sent,
                 self.dsacks_received,
                 self.undos,

@@ -47,7 +47,8 @@ pub enum Ctrl {
     Accept(Regions),
     Refuse(String),
     Done(u64),
-    Stats(PeerSummary),
+    /// Boxed: the counters are far larger than every other message.
+    Stats(Box<PeerSummary>),
 }
 
 /// Why a control message could not be read.
@@ -196,7 +197,9 @@ impl Ctrl {
                 r.what = "statistics";
                 let head = r.words()?;
                 let counters = r.words()?;
-                Ok(Ctrl::Stats(PeerSummary::from_words(&head, &counters)))
+                Ok(Ctrl::Stats(Box::new(PeerSummary::from_words(
+                    &head, &counters,
+                ))))
             }
             t => Err(CtrlError::Tag(t)),
         }

@@ -86,7 +86,7 @@ impl PlainClient {
                     side.report.errors.push(PerfError::Refused { reason });
                     side.close(c, false);
                 }
-                Ctrl::Stats(s) => side.report.peer = Some(s),
+                Ctrl::Stats(s) => side.report.peer = Some(*s),
                 other => side.unexpected(&other),
             }
         }
@@ -199,7 +199,7 @@ impl PlainServer {
                 side.report.errors.push(PerfError::PeerClosedEarly);
             } else {
                 side.report.counters = ConnCounters::of(c);
-                send_frame(c, &Ctrl::Stats(side.report.summary()))?;
+                send_frame(c, &Ctrl::Stats(Box::new(side.report.summary())))?;
             }
             side.close(c, false);
         }

@@ -231,7 +231,7 @@ impl Side {
                 }
                 None => self.unexpected(&Ctrl::Done(n)),
             },
-            Ctrl::Stats(s) => self.report.peer = Some(s),
+            Ctrl::Stats(s) => self.report.peer = Some(*s),
             other => return Some(other),
         }
         None
@@ -258,7 +258,7 @@ impl Side {
         }
         if stats {
             self.report.counters = ConnCounters::of(c);
-            let s = Ctrl::Stats(self.report.summary());
+            let s = Ctrl::Stats(Box::new(self.report.summary()));
             if let Err(e) = self.send_ctrl(c, &s) {
                 self.report.errors.push(e);
             }

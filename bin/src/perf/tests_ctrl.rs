@@ -57,7 +57,7 @@ fn samples() -> Vec<Ctrl> {
         Ctrl::Accept(regions),
         Ctrl::Refuse("client asked for --size 4096, this server runs --size 65536".into()),
         Ctrl::Done(u64::MAX - 5),
-        Ctrl::Stats(sample_summary()),
+        Ctrl::Stats(Box::new(sample_summary())),
     ]);
     v
 }

@@ -99,6 +99,14 @@ pub struct PerfArgs {
     /// a capture of the path is to be checked with tshark.
     #[arg(long)]
     pub no_csum_offload: bool,
+    /// No segmentation offload on the stack's TUN devices: by default they have TSO, so a
+    /// connection in S framing (--framing seq) writes super-segments of up to 64 KiB of one
+    /// message, which the kernel cuts into segments or, where the receiving device has TSO
+    /// too, carries whole, and the stack reads super-packets whole. Per-segment framing
+    /// always writes one segment per packet (its options differ segment by segment). Also
+    /// implied by --no-csum-offload.
+    #[arg(long)]
+    pub no_gso: bool,
     /// Give up on a row (connection) after this many seconds (at least the duration + 60 s).
     #[arg(long, default_value_t = 120, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -139,7 +147,11 @@ pub struct Plan {
 impl PerfArgs {
     /// What the stack's TUN devices offload (`--no-csum-offload`).
     pub fn offload(&self) -> Offload {
-        Offload::checksum_if(!self.no_csum_offload)
+        match (self.no_csum_offload, self.no_gso) {
+            (true, _) => Offload::None,
+            (false, true) => Offload::Checksum,
+            (false, false) => Offload::Segmentation,
+        }
     }
 
     /// The rows to run, or why not.

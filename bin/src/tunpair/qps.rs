@@ -92,6 +92,7 @@ impl QpsRun {
         };
         let bth = !cfg.plain;
         let (mut scfg, mut ccfg) = (server_config(bth), client_config(bth));
+        (scfg.framing, ccfg.framing) = (cfg.framing, cfg.framing);
         self.admission.apply(&mut scfg, true);
         self.admission.apply(&mut ccfg, false);
         let first_port = ccfg.local_port;

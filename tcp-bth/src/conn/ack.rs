@@ -86,7 +86,10 @@ impl Connection {
     /// The ACK policy for one accepted data segment.
     pub(super) fn on_data_arrival(&mut self, now: Duration, a: Arrival) {
         let len = a.end.saturating_sub(a.start);
-        self.ack.rcv_mss = self.ack.rcv_mss.max(len);
+        // A super-segment (segmentation offload coalesced on the way, or a TSO-capable
+        // device's read) stands for many segments: "full-sized" stays a segment's size, at
+        // most our MSS, as Linux measures `rcv_mss` from `gso_size` rather than the length.
+        self.ack.rcv_mss = self.ack.rcv_mss.max(len.min(u64::from(self.cfg.mss)));
         self.ack.unacked_bytes += len;
         let first_hole = a.start > a.nxt_before && !a.hole_before;
         let fills_hole = a.hole_before && self.rcv.nxt > a.nxt_before;

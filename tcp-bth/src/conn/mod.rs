@@ -217,6 +217,13 @@ pub struct Stats {
     /// application's buffers, not copied (`Endpoint::poll_transmit_gather`): every byte sent is counted
     /// here or in `tx_payload_copied`, once.
     pub tx_payload_gathered: u64,
+    /// Super-segments sent (segmentation offload, `GatherLimits::gso_payload`), and the
+    /// segments they stand for.
+    pub gso_sent: u64,
+    pub gso_segments: u64,
+    /// Data segments that arrived longer than our MSS: super-segments a device with TSO (or
+    /// the kernel's GRO) handed over whole, each taken as the segments it stands for.
+    pub super_segments_in: u64,
     /// Calls to `poll_transmit_into` with a buffer shorter than `max_segment_len`: nothing
     /// was built (a driver's buffers are smaller than the connection's MSS calls for).
     pub tx_buffer_short: u64,

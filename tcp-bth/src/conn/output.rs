@@ -48,6 +48,12 @@ pub struct GatherLimits {
     /// gathered write's extra work (for the TUN driver, `writev`'s iovecs against one
     /// registered buffer).
     pub min_payload: usize,
+    /// Most payload bytes one gathered packet may carry as a segmentation-offload
+    /// super-segment (a TUN device with a virtio-net header: the kernel, or the receiving
+    /// device, cuts it into segments of the connection's payload MSS, `Transmit::gso_size`).
+    /// Used by S-framed connections only (amendment 3: their option is right for every
+    /// segment cut from it); 0 sends one segment per packet.
+    pub gso_payload: u32,
 }
 
 impl<'a> Out<'a> {
@@ -58,6 +64,20 @@ impl<'a> Out<'a> {
             fill,
             gather: None,
         }
+    }
+}
+
+impl Out<'_> {
+    /// Whether this caller takes `d`'s payload as slices: within its limits, and long enough
+    /// to be worth it, or staged (our own copy made at post: copying it again would be its
+    /// second copy).
+    fn gathers(&self, d: &SegmentDesc) -> bool {
+        let len = d.payload_len();
+        self.gather.as_ref().is_some_and(|g| {
+            let l = g.limits;
+            let long_enough = len >= l.min_payload.max(1) || (d.staged && len > 0);
+            long_enough && d.payload.len() <= l.max_parts
+        })
     }
 }
 
@@ -236,7 +256,15 @@ impl Connection {
             cwnd.saturating_sub(self.snd.rec.pipe())
         };
         let room_wnd = self.snd.window_room();
-        let room = room_cwnd.min(room_wnd).min(mss);
+        // An S connection whose caller takes super-segments sends up to that many bytes of
+        // one message in one packet, in whole segments (the last of a message may be short).
+        let gso = match &out.gather {
+            Some(g) if self.neg.seq_framed && !probe_new => {
+                u64::from(g.limits.gso_payload) / mss * mss
+            }
+            _ => 0,
+        };
+        let room = room_cwnd.min(room_wnd).min(mss.max(gso));
         // What binds when the data is held: the smaller of the two windows (cwnd on a tie,
         // and while lost segments wait for it).
         let binding = match resend_held || room_cwnd <= room_wnd {
@@ -267,7 +295,15 @@ impl Connection {
         }
         self.end_grant_hold(now);
         let start = self.snd.nxt;
-        let Some(body) = self.data_body(start, granted as u32) else {
+        // A super-segment needs its payload gathered (its bytes would not fit the caller's
+        // buffer behind the header): one whose slices the caller cannot take is one segment.
+        let mut body = self.data_body(start, granted as u32);
+        if let Some(Body::Data(d)) = &body {
+            if u64::from(d.len) > mss && !out.gathers(d) {
+                body = self.data_body(start, mss as u32);
+            }
+        }
+        let Some(body) = body else {
             // A READ request is one indivisible 16-byte segment: wait for that much room.
             self.arm_persist(now);
             let by = match granted < room {
@@ -280,13 +316,30 @@ impl Connection {
         let len = body.payload_len() as u32;
         let tsval = self.rcv.tsval(now);
         let seg_end = start + u64::from(len);
-        self.snd.rec.on_send(start, seg_end, now, tsval);
+        // The scoreboard holds what the peer will see: one entry per segment the super-
+        // segment is cut into, so SACK, RACK and retransmissions work per segment.
+        let mut at = start;
+        while at < seg_end {
+            let end = (at + mss).min(seg_end);
+            self.snd.rec.on_send(at, end, now, tsval);
+            at = end;
+        }
+        if u64::from(len) > mss {
+            self.stats.gso_sent += 1;
+            self.stats.gso_segments += u64::from(len).div_ceil(mss);
+        }
         self.snd.nxt = seg_end;
         self.stats.bytes_sent += u64::from(len);
         self.arm_rto(now);
         self.arm_tlp(now);
         self.snd.chrono.enter(now, Some(Limit::Sending));
         Some(self.build_data(now, start, body, out))
+    }
+
+    /// The payload mss of this connection's data segments, which a super-segment is cut into
+    /// (`Transmit::gso_size`).
+    pub(crate) fn gso_size(&self) -> u32 {
+        self.payload_mss()
     }
 
     /// The data segment starting at stream offset `start` with at most `max` payload bytes.
@@ -398,12 +451,9 @@ impl Connection {
         let payload_len = body.payload_len();
         // A caller that gathers takes the payload as the application's own slices: no copy
         // at all on the send side (the kernel's copy out of them is the only one).
-        if let (Body::Data(d), Some(g)) = (&body, out.gather.as_mut()) {
-            let l = g.limits;
-            // Staged bytes (our own copy, made at post) leave from it at any length: copying
-            // them again would be their second copy.
-            let long_enough = payload_len >= l.min_payload.max(1) || (d.staged && payload_len > 0);
-            if long_enough && d.payload.len() <= l.max_parts {
+        if let Body::Data(d) = &body {
+            if out.gathers(d) {
+                let g = out.gather.as_mut().expect("gathers");
                 g.parts.extend(d.payload.iter().cloned());
                 self.stats.tx_payload_gathered += payload_len as u64;
                 if let Some(b) = opts.bth.as_mut() {

@@ -172,6 +172,10 @@ pub struct Transmit {
     /// How the TCP checksum was filled: what [`poll_transmit_into`](Endpoint::poll_transmit_into)
     /// was asked for. `Partial` leaves the sum over the segment to the device.
     pub checksum: ChecksumFill,
+    /// Non-zero: the packet is a super-segment ([`GatherLimits::gso_payload`]) to be cut into
+    /// segments of this many payload bytes (virtio-net's `gso_size`); its checksum is
+    /// `Partial`.
+    pub gso_size: u16,
 }
 
 pub struct Endpoint {
@@ -662,7 +666,7 @@ impl Endpoint {
         fill: ChecksumFill,
         mut gather: Option<(&mut Vec<Bytes>, GatherLimits)>,
     ) -> Option<Transmit> {
-        let (ip, in_buf) = match self.tx.pop_front() {
+        let (ip, in_buf, gso_size) = match self.tx.pop_front() {
             // The endpoint's own segments (RSTs, cookie SYN-ACKs: a header only) and what a
             // released connection still had to send (which may carry payload).
             Some((ip, seg)) => {
@@ -679,7 +683,7 @@ impl Endpoint {
                     self.stats.tx_drops += 1;
                     return None;
                 }
-                (ip, seg.len())
+                (ip, seg.len(), 0)
             }
             None => self.table.poll_transmit(
                 now,
@@ -702,6 +706,7 @@ impl Endpoint {
             in_buf: tcp_offset + in_buf,
             tcp_offset,
             checksum: fill,
+            gso_size,
         })
     }
 

@@ -283,7 +283,7 @@ impl Table {
         packet: &mut [u8],
         fill: ChecksumFill,
         mut gather: Option<(&mut Vec<Bytes>, GatherLimits)>,
-    ) -> Option<(IpPair, usize)> {
+    ) -> Option<(IpPair, usize, u16)> {
         self.last_now = self.last_now.max(now);
         while let Some(h) = self.dirty.pop_front() {
             let Some(s) = self.slot_mut(h) else {
@@ -293,7 +293,7 @@ impl Table {
             let seg = packet
                 .get_mut(super::ip::header_len(ip)..)
                 .unwrap_or_default();
-            let gather = gather.as_mut().map(|(parts, limits)| Gather {
+            let into = gather.as_mut().map(|(parts, limits)| Gather {
                 parts,
                 limits: *limits,
             });
@@ -302,12 +302,23 @@ impl Table {
                 Out {
                     buf: seg,
                     fill,
-                    gather,
+                    gather: into,
                 },
             );
             if let Some(n) = n {
+                // A gathered payload longer than the connection's segments is a super-segment
+                // for the data path to hand over whole, cut into segments of this size.
+                let mss = s.conn.gso_size();
                 self.dirty.push_back(h);
-                return Some((ip, n));
+                let gathered: usize = gather
+                    .as_ref()
+                    .map_or(0, |(p, _)| p.iter().map(Bytes::len).sum());
+                let gso = if gathered > mss as usize {
+                    mss as u16
+                } else {
+                    0
+                };
+                return Some((ip, n, gso));
             }
             s.dirty = false;
             self.rearm(h);

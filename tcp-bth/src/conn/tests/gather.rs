@@ -56,6 +56,7 @@ fn gathered_segments_are_the_copied_ones_byte_for_byte_within_the_callers_limits
     let limits = GatherLimits {
         max_parts: 2,
         min_payload: 1000,
+        gso_payload: 0,
     };
     for fill in [ChecksumFill::Full, ChecksumFill::Partial] {
         let (mut copied, mut gathered) = (ready(), ready());
@@ -130,6 +131,7 @@ fn staged_bytes_leave_without_a_second_copy_where_the_caller_gathers() {
     let limits = GatherLimits {
         max_parts: 2,
         min_payload: 2048,
+        gso_payload: 0,
     };
     let fill = ChecksumFill::Full;
     let region = pattern(5, 5000);

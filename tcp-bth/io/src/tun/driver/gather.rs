@@ -29,6 +29,8 @@ pub(super) const MAX_IOV: usize = 4;
 pub(super) const GATHER: tcp_bth::GatherLimits = tcp_bth::GatherLimits {
     max_parts: MAX_IOV - 1,
     min_payload: 2048,
+    // Set by the driver from the device and `Features::gso`.
+    gso_payload: 0,
 };
 
 /// Per transmit buffer: the slices of the packet in flight from it, and its iovecs.

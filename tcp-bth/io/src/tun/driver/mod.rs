@@ -26,7 +26,9 @@ mod shutdown;
 pub use one::Endpoint;
 pub use shutdown::Shutdown;
 
-use super::gso::{VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_NONE, VNET_HDR_LEN};
+use super::gso::{
+    GsoPacket, VnetHdr, F_DATA_VALID, F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4, GSO_TCPV6, VNET_HDR_LEN,
+};
 use super::{Offload, TunDevice};
 use crate::turn::{self, App, PacketIo, RunError, TurnStats};
 use bufring::BufRing;
@@ -41,6 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::copy::copy_payload;
 use tcp_bth::wire::ChecksumFill;
+use tcp_bth::GatherLimits;
 
 const RX: usize = 128;
 const TX: usize = 256;
@@ -134,9 +137,15 @@ pub struct DriverStats {
     /// Packets read whose checksum the kernel vouched for (`DATA_VALID` or `NEEDS_CSUM`):
     /// the endpoint skips its checksum pass.
     pub csum_trusted: u64,
-    /// Packets read that the driver refused: a segmentation-offload super-packet (the device
-    /// is opened without TSO, so none should come) or a short virtio-net header.
+    /// Packets read that the driver refused: a segmentation-offload super-packet on a device
+    /// opened without TSO (none should come), or one whose virtio-net header or lengths do
+    /// not add up, or a short virtio-net header.
     pub rx_refused: u64,
+    /// Super-packets read whole from a device with TSO offload ([`Offload::Segmentation`]),
+    /// and super-segments written (the connection's `GatherLimits::gso_payload`): each
+    /// stands for several segments, cut by the kernel or by the receiving device.
+    pub gso_in: u64,
+    pub gso_out: u64,
     /// Times the multishot read ended and was armed again (the kernel ends it when the
     /// provided buffers run out, `ENOBUFS`, or on an error).
     pub read_rearms: u64,
@@ -167,6 +176,10 @@ pub struct Features {
     /// `IORING_REGISTER_IOWQ_MAX_WORKERS` (Linux 5.15); without it the kernel's default,
     /// under which this kernel handed writes to several io-wq workers that reordered them.
     pub iowq_limit: bool,
+    /// Write super-segments (virtio-net GSO, up to 64 KiB) for connections whose framing a
+    /// segmentation offload can cut (S, amendment 3), on a device with TSO
+    /// ([`Offload::Segmentation`]); without it, one segment per write.
+    pub gso: bool,
 }
 
 impl Features {
@@ -175,12 +188,14 @@ impl Features {
         multishot_read: true,
         coop_taskrun: true,
         iowq_limit: true,
+        gso: true,
     };
     /// None of them: the path of a kernel older than 5.15.
     pub const NONE: Features = Features {
         multishot_read: false,
         coop_taskrun: false,
         iowq_limit: false,
+        gso: false,
     };
 }
 
@@ -203,10 +218,17 @@ pub struct Driver {
     /// Bytes in each buffer: room for one packet of the device's MTU (and its virtio-net
     /// header).
     buf: usize,
-    /// The device has checksum offload ([`Offload::Checksum`]): every packet starts with a
-    /// virtio-net header, TCP checksums are left partial on send and trusted on receive
-    /// when the kernel vouches for them.
+    /// The device has checksum offload ([`Offload::Checksum`], or with TSO
+    /// [`Offload::Segmentation`]): every packet starts with a virtio-net header, TCP
+    /// checksums are left partial on send and trusted on receive when the kernel vouches
+    /// for them.
     vnet: bool,
+    /// The device delivers super-packets whole ([`Offload::Segmentation`]): receive buffers
+    /// hold 64 KiB.
+    tso: bool,
+    /// What the endpoint may hand over as gathered parts, super-segments included
+    /// ([`Features::gso`]).
+    gather: tcp_bth::GatherLimits,
     tx_free: Vec<u16>,
     /// Per TX buffer (index − RX): the payload slices of the packet written from it, when
     /// it was written as gathered parts (`gather.rs`).
@@ -244,15 +266,11 @@ impl Driver {
 
     /// [`open`](Self::open) using only the features in `want` that the kernel has.
     pub fn open_with(tun: TunDevice, want: Features) -> io::Result<Driver> {
-        if tun.offload() == Offload::Segmentation {
-            // Super-packets would have to be cut into segments here, each with its own BTH:
-            // the stack sends and takes real segments only.
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the driver takes TUN devices with checksum offload or none, not segmentation",
-            ));
-        }
-        let vnet = tun.offload() == Offload::Checksum;
+        // With TSO the kernel delivers super-packets whole: a per-segment framed one never
+        // comes (the kernel's GRO merges only segments whose options are equal), an S-framed
+        // or plain one is placed whole.
+        let tso = tun.offload() == Offload::Segmentation;
+        let vnet = tso || tun.offload() == Offload::Checksum;
         if tun.mtu() > MAX_MTU {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -260,7 +278,12 @@ impl Driver {
             ));
         }
         let vnet_len = if vnet { VNET_HDR_LEN } else { 0 };
-        let stride = buf_size(tun.mtu() as usize + HEADER_SLACK + vnet_len + BUF_OFFSET);
+        let packet = if tso {
+            MAX_MTU as usize
+        } else {
+            tun.mtu() as usize
+        };
+        let stride = buf_size(packet + HEADER_SLACK + vnet_len + BUF_OFFSET);
         let buf = stride - BUF_OFFSET;
         // Completions (a packet read, a write done) reach us as task work, and by default the
         // kernel interrupts the thread with an IPI to run it at once: at MTU 9000 that was
@@ -327,6 +350,19 @@ impl Driver {
             bufring: registered.then_some(bufring),
             buf,
             vnet,
+            tso,
+            gather: GatherLimits {
+                // IPv4's total length holds a 60-byte TCP header and the IP header beside it
+                // (IPv6's payload length the TCP header alone).
+                // One switch for both ways: a device with TSO (`Offload::Segmentation`) takes
+                // our super-segments and hands the peer's over whole.
+                gso_payload: if tso && want.gso {
+                    MAX_MTU - 20 - tcp_bth::wire::TCP_HEADER_MAX as u32
+                } else {
+                    0
+                },
+                ..GATHER
+            },
             tx_free: (RX as u16..(RX + TX) as u16).rev().collect(),
             gathered: Gathered::new(TX),
             tx_len: vec![0; TX],
@@ -558,6 +594,14 @@ impl Driver {
                 self.stats.csum_trusted += u64::from(trusted);
                 f(&pkt[VNET_HDR_LEN..], trusted);
             }
+            // A super-packet, whole: its header and lengths are checked like any wire input
+            // (`GsoPacket::parse`), then the endpoint takes it as one segment of many MSS
+            // (the kernel made or merged it, and its checksum is partial: vouched for).
+            Ok(h) if self.tso && GsoPacket::parse(pkt).is_ok() => {
+                self.stats.gso_in += 1;
+                self.stats.csum_trusted += u64::from(h.needs_csum());
+                f(&pkt[VNET_HDR_LEN..], h.needs_csum());
+            }
             _ => self.stats.rx_refused += 1,
         }
     }
@@ -671,12 +715,21 @@ impl PacketIo for Driver {
         // SAFETY: buffer i is free (its last write completed), so nothing else uses it.
         let b = unsafe { self.region.slice_mut(i, self.buf) };
         let parts = self.gathered.parts_mut(i - RX);
-        let Some(t) = ep.poll_transmit_gather(now, &mut b[hdr..], fill, parts, GATHER) else {
+        let Some(t) = ep.poll_transmit_gather(now, &mut b[hdr..], fill, parts, self.gather) else {
             return false;
         };
         if self.vnet {
             let partial = (t.checksum == ChecksumFill::Partial).then_some(t.tcp_offset);
-            let h = VnetHdr::for_packet(&b[hdr..hdr + t.in_buf], partial);
+            let mut h = VnetHdr::for_packet(&b[hdr..hdr + t.in_buf], partial);
+            if t.gso_size > 0 {
+                // Cut by the kernel on the way, or carried whole to a receiver with TSO.
+                h.gso_type = match t.ip {
+                    tcp_bth::wire::IpPair::V4 { .. } => GSO_TCPV4,
+                    tcp_bth::wire::IpPair::V6 { .. } => GSO_TCPV6,
+                };
+                h.gso_size = t.gso_size;
+                self.stats.gso_out += 1;
+            }
             b[..hdr].copy_from_slice(&h.to_bytes());
             self.stats.csum_offloaded += u64::from(t.checksum == ChecksumFill::Partial);
         }
