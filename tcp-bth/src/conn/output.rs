@@ -264,7 +264,11 @@ impl Connection {
             }
             _ => 0,
         };
-        let room = room_cwnd.min(room_wnd).min(mss.max(gso));
+        let mut room = room_cwnd.min(room_wnd).min(mss.max(gso));
+        if room > mss {
+            // Whole segments: a runt inside the message would cost a packet of its own.
+            room -= room % mss;
+        }
         // What binds when the data is held: the smaller of the two windows (cwnd on a tie,
         // and while lost segments wait for it).
         let binding = match resend_held || room_cwnd <= room_wnd {

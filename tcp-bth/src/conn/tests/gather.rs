@@ -224,3 +224,77 @@ fn staged_bytes_leave_without_a_second_copy_where_the_caller_gathers() {
     );
     assert!(g.bytes_sent >= staged, "{g:?}");
 }
+
+/// Segmentation offload: an S-framed connection whose caller takes super-segments sends up to
+/// `gso_payload` bytes of one message in one packet, in whole segments of its payload MSS,
+/// each recorded in the scoreboard; the receiver places a super-segment whole. A per-segment
+/// connection with the same caller sends one segment per packet (its options differ per
+/// segment, so no offload could cut one).
+#[test]
+fn an_s_connection_sends_super_segments_of_whole_segments_of_one_message() {
+    let limits = GatherLimits {
+        max_parts: 3,
+        min_payload: 2048,
+        gso_payload: 64_000,
+    };
+    for framing in [
+        crate::config::Framing::Seq,
+        crate::config::Framing::PerSegment,
+    ] {
+        let (mut a, mut b) = configs(true);
+        a.framing = framing;
+        b.framing = framing;
+        let mut d = Wire::established(a, b, MS);
+        let len = 200_000;
+        d.b.post_recv(1, vec![0; len]).unwrap();
+        d.settle(10 * MS);
+        let data = pattern(7, len);
+        d.a.post_send(send_wr(1, data.clone())).unwrap();
+        let mss = d.a.payload_mss() as usize;
+        let now = d.now;
+        let (mut hdr, mut parts) = (vec![0u8; d.a.max_segment_len()], Vec::new());
+        let mut payloads = Vec::new();
+        let sent_before = d.a.recovery_stats().segments_sent;
+        while let Some(h) =
+            d.a.poll_transmit_out(now, out(&mut hdr, ChecksumFill::Full, &mut parts, limits))
+        {
+            let mut seg = hdr[..h].to_vec();
+            for p in &parts {
+                seg.extend_from_slice(p);
+            }
+            let n = TcpRepr::parse(&seg, None).unwrap().payload.len();
+            if n > 0 {
+                payloads.push(n);
+            }
+            d.b.handle_segment(now, &seg);
+        }
+        let seq = framing == crate::config::Framing::Seq;
+        if seq {
+            assert!(payloads.iter().any(|&n| n > mss), "{payloads:?}");
+            for &n in &payloads {
+                assert!(
+                    n <= 64_000 && (n % mss == 0 || n < mss),
+                    "{n} of {mss}: {payloads:?}"
+                );
+            }
+            let segments: usize = payloads.iter().map(|n| n.div_ceil(mss)).sum();
+            let s = d.a.stats();
+            assert_eq!(
+                s.gso_sent as usize,
+                payloads.iter().filter(|&&n| n > mss).count()
+            );
+            // The scoreboard holds a segment per MSS, as the peer will see them.
+            let recorded = d.a.recovery_stats().segments_sent - sent_before;
+            assert_eq!(recorded as usize, segments);
+            assert!(d.b.stats().super_segments_in > 0);
+        } else {
+            assert!(payloads.iter().all(|&n| n <= mss), "{payloads:?}");
+            assert_eq!(d.a.stats().gso_sent, 0);
+        }
+        // Whatever the cut, B places it: the rest of the message follows, and it completes.
+        d.run(Duration::from_secs(1), pass, |d| d.b.has_completion());
+        let c = d.b.poll_completion().expect("the SEND completes");
+        assert_eq!(c.status, WcStatus::Success);
+        assert_eq!(c.buf.as_deref(), Some(&data[..]), "{framing:?}");
+    }
+}
