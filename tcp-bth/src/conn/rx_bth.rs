@@ -103,15 +103,24 @@ impl Connection {
             return;
         };
         let start = seg_off;
-        let end = seg_off + seg.payload.len() as i64;
+        let mut payload = seg.payload;
+        let mut end = seg_off + payload.len() as i64;
         if end <= self.rcv.nxt as i64 {
             // Entirely old: a duplicate; the ACK we send covers it.
             return;
         }
-        if end > (self.rcv.nxt + u64::from(self.cfg.recv_window)) as i64 {
-            // A BTH segment cannot be trimmed to the window: its offset fields describe it whole.
-            self.stats.out_of_window += 1;
-            return;
+        let edge = (self.rcv.nxt + u64::from(self.cfg.recv_window)) as i64;
+        if end > edge {
+            if !bth.seq_framed || start >= edge {
+                // A per-segment BTH segment cannot be trimmed to the window: its offset
+                // fields describe it whole.
+                self.stats.out_of_window += 1;
+                return;
+            }
+            // An S segment's offsets come from its sequence number: trimmed to the window as
+            // RFC 9293 trims any segment (amendment 3), its bytes in the window are placed.
+            payload = &payload[..(edge - start) as usize];
+            end = edge;
         }
         let (start, end) = (start.max(0) as u64, end as u64);
         if rx.refusal.as_ref().is_some_and(|r| start >= r.at) {
@@ -122,9 +131,9 @@ impl Connection {
         }
         let parsed = if bth.seq_framed {
             // The placement offset comes from the sequence number (amendment 3).
-            Inbound::from_seq(&bth, seg.payload, start)
+            Inbound::from_seq(&bth, payload, start)
         } else {
-            Inbound::from_bth(&bth, seg.payload)
+            Inbound::from_bth(&bth, payload)
         };
         let inbound = match parsed {
             Ok(i) => i,

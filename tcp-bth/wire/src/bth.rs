@@ -243,8 +243,12 @@ impl<T: AsRef<[u8]>> BthOption<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> BthOption<T> {
-    /// Fill the ICRC in place once the payload is known.
+    /// Fill the ICRC in place once the payload is known (nothing for an S-framed data
+    /// segment, whose bytes 8-11 hold its message's length, amendment 3).
     pub fn seal(&mut self, payload: &[u8]) {
+        if self.seq_framed() && crate::MsgClass::of(self.opcode()).is_some() {
+            return;
+        }
         let crc = self.compute_icrc(payload);
         self.buffer.as_mut()[field::ICRC].copy_from_slice(&crc.to_be_bytes());
     }

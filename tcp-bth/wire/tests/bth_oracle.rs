@@ -191,3 +191,135 @@ fn every_flags_and_opcode_at_every_length() {
         }
     }
 }
+
+/// `struct enf_bth` as the C prototype declares it (dsahern/random-cmds, src/motcp_hdr.h),
+/// read the way its parser reads an option of `TCPOLEN_EXP_ENF_BTH` (24) bytes: kind 254,
+/// length 24, ExID 0xEFAB, then the struct, its first byte a bitfield laid out least
+/// significant bit first (`ver:2, timestamp_present:1, more_segments:1, rtr:1, rtr_ack:1,
+/// rsvd:2`). It knows nothing of amendment 3: the S bit is the low bit of its `rsvd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EnfBth {
+    ver: u8,
+    timestamp_present: u8,
+    more_segments: u8,
+    rtr: u8,
+    rtr_ack: u8,
+    rsvd: u8,
+    opcode: u8,
+    msn: u16,
+    mbo_seg: u32,
+    icrc: u32,
+    timestamp: u32,
+    timestamp_echo: u32,
+}
+
+fn prototype(b: &[u8]) -> Option<EnfBth> {
+    if b.len() != 24 || b[0] != 254 || b[1] != 24 || b[2..4] != [0xEF, 0xAB] {
+        return None;
+    }
+    let be32 = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    let f = b[4];
+    Some(EnfBth {
+        ver: f & 0x3,
+        timestamp_present: (f >> 2) & 1,
+        more_segments: (f >> 3) & 1,
+        rtr: (f >> 4) & 1,
+        rtr_ack: (f >> 5) & 1,
+        rsvd: f >> 6,
+        opcode: b[5],
+        msn: u16::from_be_bytes([b[6], b[7]]),
+        mbo_seg: be32(8),
+        icrc: be32(12),
+        timestamp: be32(16),
+        timestamp_echo: be32(20),
+    })
+}
+
+/// The prototype's view of an S option: every field where it always was, the anchor as the
+/// offset, index 0 as the segment, the length as the ICRC, S as the low `rsvd` bit.
+fn prototype_reads_s(bytes: &[u8], b: &Bth) -> Result<(), TestCaseError> {
+    prop_assert!(b.seq_framed);
+    let p = prototype(bytes);
+    prop_assert!(p.is_some(), "the prototype parses it");
+    let p = p.unwrap();
+    let ts = b.timestamps.expect("T=1");
+    prop_assert_eq!(
+        p,
+        EnfBth {
+            ver: 0,
+            timestamp_present: 1,
+            more_segments: 0,
+            rtr: u8::from(b.rtr),
+            rtr_ack: u8::from(b.rtr_ack),
+            rsvd: 1 | b.rsvd << 1,
+            opcode: b.opcode.as_u8(),
+            msn: b.msn,
+            mbo_seg: b.mbo << 8 | u32::from(b.seg),
+            icrc: b.icrc,
+            timestamp: ts.tsval,
+            timestamp_echo: ts.tsecr,
+        }
+    );
+    Ok(())
+}
+
+#[test]
+fn the_prototype_still_parses_a_24_byte_s_option() {
+    // S SEND_ONLY, MSN 0x0102, anchor 0xABCDEF, message length 70,000, TSval 1, TSecr 2.
+    let bytes = hex::decode("FE18EFAB44040102ABCDEF00000111700000000100000002").unwrap();
+    agrees(&bytes).unwrap();
+    assert_eq!(oracle(&bytes), Bth::from_bytes(&bytes));
+    let b = oracle(&bytes).expect("the byte-by-byte decoder accepts it");
+    assert!(b.seq_framed);
+    assert_eq!((b.mbo, b.seg, b.icrc), (0xAB_CDEF, 0, 70_000));
+    prototype_reads_s(&bytes, &b).unwrap();
+    let p = prototype(&bytes).unwrap();
+    assert_eq!(p.mbo_seg >> 8, 0xAB_CDEF, "the anchor, read as the offset");
+    assert_eq!(p.mbo_seg & 0xFF, 0, "segment 0");
+    assert_eq!(p.icrc, 70_000, "the length, read as the ICRC");
+    assert_eq!((p.opcode, p.msn, p.more_segments), (0x04, 0x0102, 0));
+    assert_eq!(
+        (p.timestamp_present, p.timestamp, p.timestamp_echo),
+        (1, 1, 2)
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Any S option the codec emits at 24 bytes (T=1, no extension: SEND_ONLY, READ request,
+    /// READ response ONLY, ACKNOWLEDGE, hello) is read by the prototype field for field, and by
+    /// the byte-by-byte decoder as by ours.
+    #[test]
+    fn every_24_byte_s_option_reads_the_same_in_the_prototype(
+        op in prop::sample::select(vec![
+            Opcode::SendOnly,
+            Opcode::RdmaReadRequest,
+            Opcode::RdmaReadResponseOnly,
+            Opcode::Acknowledge,
+            Opcode::Hello,
+        ]),
+        (rtr, rtr_ack, rsvd, msn) in (any::<bool>(), any::<bool>(), 0u8..2, any::<u16>()),
+        anchor in 0..=tcp_bth_wire::MAX_MESSAGE_LEN,
+        len in any::<u32>(),
+        (tsval, tsecr) in (any::<u32>(), any::<u32>()),
+    ) {
+        let b = Bth {
+            rtr,
+            rtr_ack,
+            rsvd,
+            msn,
+            seq_framed: true,
+            mbo: anchor,
+            seg: 0,
+            icrc: len,
+            timestamps: Some(Timestamps { tsval, tsecr }),
+            ..Bth::new(op)
+        };
+        let bytes = b.to_vec().unwrap();
+        prop_assert_eq!(bytes.len(), 24);
+        agrees(&bytes)?;
+        prop_assert_eq!(oracle(&bytes), Ok(b));
+        prototype_reads_s(&bytes, &b)?;
+    }
+}

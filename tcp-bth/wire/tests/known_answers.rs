@@ -4,8 +4,8 @@
 //! (polynomial 0x82F63B78, check value crc32c("123456789") = 0xE3069283), not with this crate.
 
 use tcp_bth_wire::{
-    Bth, BthOption, Extension, ExtensionKind, Inbound, InboundError, MsgClass, Nak, NakCode,
-    Opcode, Reth, Timestamps, ZERO_LENGTH_MBO,
+    Bth, BthError, BthOption, Extension, ExtensionKind, Inbound, InboundError, MsgClass, Nak,
+    NakCode, Opcode, Position, Reth, Timestamps, ZERO_LENGTH_MBO,
 };
 
 fn h(s: &str) -> Vec<u8> {
@@ -397,5 +397,320 @@ fn zero_length_form_refused_outside_send_and_write_only() {
     assert_eq!(
         refused, 13,
         "SEND and WRITE FIRST/MIDDLE/LAST(_WITH_IMMEDIATE), all READ opcodes"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Amendment 3, sequence-anchored framing (S, flag bit 6, 0x40). Data options carry the ONLY
+// opcode, the anchor (the message's first stream byte mod 2^24) in bytes 8-10, index 0 in byte
+// 11 and the message length in bytes 12-15 where the ICRC would be; every segment of a message
+// carries the same option. Control forms (ACKNOWLEDGE, hello) keep their ICRC, which covers the
+// flags byte and so the S bit.
+// ---------------------------------------------------------------------------------------------
+
+/// The payload bytes `[off, off + n)` of a message, for from_seq checks (values do not matter).
+fn payload(n: usize) -> Vec<u8> {
+    (0..n).map(|i| i as u8).collect()
+}
+
+#[test]
+fn len24_s_send_only_anchor_index_0_and_length() {
+    // Anchor 0xABCDEF, index 0, message length 70,000 (0x00011170), T=1.
+    let bytes = h("FE18EFAB 44 04 0102 ABCDEF00 00011170 01020304 05060708");
+    let want = Bth {
+        seq_framed: true,
+        timestamps: Some(TS),
+        ..base(Opcode::SendOnly, 0x0102, 0xAB_CDEF, 0, 70_000)
+    };
+    check(&bytes, want);
+    assert_eq!(bytes.len(), 24, "the prototype's 24-byte layout");
+    // Counted from the kind byte: the anchor in bytes 8-10, index 0 in byte 11, the length in
+    // bytes 12-15, the S bit (0x40) beside T (0x04) in byte 4.
+    assert_eq!(
+        (&bytes[8..11], bytes[11], &bytes[12..16], bytes[4]),
+        (
+            &[0xAB, 0xCD, 0xEF][..],
+            0,
+            &70_000u32.to_be_bytes()[..],
+            0x44
+        )
+    );
+    let view = BthOption::new_checked(&bytes[..]).unwrap();
+    assert!(view.seq_framed());
+    assert_eq!(
+        (view.mbo(), view.seg(), view.icrc()),
+        (0xAB_CDEF, 0, 70_000)
+    );
+    // Bytes 12-15 are the length, not an ICRC: sealing leaves them alone.
+    assert!(!want.carries_icrc());
+    let mut sealed = want;
+    sealed.seal(b"any payload");
+    assert_eq!(
+        sealed.icrc, 70_000,
+        "seal must not overwrite the message length"
+    );
+    // Without S the same bytes 8-15 are an offset, an index and an ICRC.
+    let plain = Bth {
+        seq_framed: false,
+        ..want
+    };
+    assert!(plain.carries_icrc());
+    assert_eq!(plain.to_vec().unwrap()[4], 0x04);
+
+    // Where its segments land. The message starts at stream offset 0x1_00AB_CDEF (past 2^32:
+    // the stream offsets the stack passes keep growing), so its anchor is that mod 2^24.
+    let start: u64 = 0x1_00AB_CDEF;
+    assert_eq!(start % (1 << 24), u64::from(want.mbo));
+    let p = payload(1448);
+    let first = Inbound::from_seq(&want, &p, start).unwrap();
+    assert_eq!(
+        (
+            first.class,
+            first.msn,
+            first.offset,
+            first.end(),
+            first.last
+        ),
+        (MsgClass::Send, 0x0102, 0, 1448, false)
+    );
+    let second = Inbound::from_seq(&want, &p, start + 1448).unwrap();
+    assert_eq!((second.offset, second.last), (1448, false));
+    let tail = Inbound::from_seq(&want, &p[..100], start + 69_900).unwrap();
+    assert_eq!((tail.offset, tail.end(), tail.last), (69_900, 70_000, true));
+    assert_eq!(
+        Inbound::from_seq(&want, &p[..100], start + 69_950),
+        Err(InboundError::BeyondMessageLength {
+            offset: 69_950,
+            len: 100,
+            msg_len: 70_000
+        })
+    );
+}
+
+#[test]
+fn len40_s_rdma_write_only_with_immediate_names_the_first_byte() {
+    // Anchor 0xFFFFF0: the message starts 16 bytes before a multiple of 2^24 (here 2^32), so
+    // its segments' stream offsets cross it. The address is the message's first byte's, the
+    // immediate rides on every segment, length 8192.
+    let bytes = h("FE28EFAB 44 0B 0007 FFFFF000 00002000 01020304 05060708 \
+                   00000011 00007F0000001000 99AABBCC");
+    let reth = Reth {
+        rkey: 0x11,
+        addr: 0x7F00_0000_1000,
+    };
+    let want = Bth {
+        seq_framed: true,
+        timestamps: Some(TS),
+        ext: Extension::RethImmediate(reth, 0x99AA_BBCC),
+        ..base(Opcode::RdmaWriteOnlyWithImmediate, 7, 0xFF_FFF0, 0, 8192)
+    };
+    check(&bytes, want);
+    assert_eq!(bytes.len(), 40);
+    assert!(!want.carries_icrc());
+
+    let start: u64 = (1 << 32) - 16;
+    let p = payload(1000);
+    // Before the multiple of 2^24: offset 0, address of byte 0.
+    let a = Inbound::from_seq(&want, &p[..16], start).unwrap();
+    assert_eq!(
+        (a.offset, a.reth, a.imm),
+        (0, Some(reth), Some(0x99AA_BBCC))
+    );
+    // After it: stream offset 2^32 + 16 is message byte 32, address + 32.
+    let b = Inbound::from_seq(&want, &p, (1 << 32) + 16).unwrap();
+    assert_eq!(b.offset, 32);
+    assert_eq!(
+        b.reth,
+        Some(Reth {
+            rkey: 0x11,
+            addr: 0x7F00_0000_1020
+        })
+    );
+    assert_eq!((b.imm, b.last), (Some(0x99AA_BBCC), false));
+    // The last byte, at 8191: address + 8191, the segment that ends the message.
+    let c = Inbound::from_seq(&want, &p[..1], start + 8191).unwrap();
+    assert_eq!(
+        (c.offset, c.reth.unwrap().addr, c.last),
+        (8191, 0x7F00_0000_1000 + 8191, true)
+    );
+}
+
+#[test]
+fn len24_s_acknowledge_keeps_its_icrc_which_covers_the_s_bit() {
+    // ICRC = CRC32C(44 11 01 02 00 00 00 00), computed bitwise in Python: with S the flags
+    // byte is 0x44, so the value differs from the plain form's C67F52C8 (see
+    // len24_pure_ack_r0_names_the_newest_completed_send).
+    let bytes = h("FE18EFAB 44 11 0102 00000000 DC7F99FA 01020304 05060708");
+    let want = Bth {
+        seq_framed: true,
+        timestamps: Some(TS),
+        ..base(Opcode::Acknowledge, 0x0102, 0, 0, 0xDC7F_99FA)
+    };
+    check(&bytes, want);
+    assert!(
+        want.carries_icrc(),
+        "control forms keep their ICRC in S framing"
+    );
+    assert!(want.icrc_ok(&[]));
+    assert!(BthOption::new_checked(&bytes[..]).unwrap().icrc_ok(&[]));
+    let mut resealed = Bth { icrc: 0, ..want };
+    resealed.seal(&[]);
+    assert_eq!(resealed.icrc, 0xDC7F_99FA);
+    // Clearing the S bit (a middlebox, a bit error) fails the ICRC.
+    let mut flipped = bytes.clone();
+    flipped[4] ^= 0x40;
+    assert!(!BthOption::new_checked(&flipped[..]).unwrap().icrc_ok(&[]));
+    assert_eq!(Nak::from_bth(&want), None, "syndrome 0 is an ACK");
+    assert_eq!(
+        Inbound::from_seq(&want, &[], 0),
+        Err(InboundError::NotData(Opcode::Acknowledge))
+    );
+}
+
+#[test]
+fn len24_s_credit_update_nak_and_hello() {
+    // R=1 credit: CRC32C(54 11 00 FF 00 01 00 00).
+    let mut credit = Bth {
+        seq_framed: true,
+        rtr: true,
+        timestamps: Some(Timestamps {
+            tsval: 0x1122_3344,
+            tsecr: 0x5566_7788,
+        }),
+        ..base(Opcode::Acknowledge, 0x00FF, 0x100, 0, 0xC232_D8D2)
+    };
+    check(
+        &h("FE18EFAB 54 11 00FF 00010000 C232D8D2 11223344 55667788"),
+        credit,
+    );
+    assert!(credit.icrc_ok(&[]));
+    credit.icrc = 0;
+    credit.seal(&[]);
+    assert_eq!(credit.icrc, 0xC232_D8D2);
+
+    // NAK, invalid request for SEND MSN 7: CRC32C(44 11 00 07 00 00 04 61).
+    let nak = Nak {
+        code: NakCode::InvalidRequest,
+        opcode: Opcode::SendOnly,
+        msn: 7,
+    };
+    let want = Bth {
+        seq_framed: true,
+        timestamps: Some(TS),
+        icrc: 0x363C_5242,
+        ..nak.to_bth()
+    };
+    check(
+        &h("FE18EFAB 44 11 0007 00000461 363C5242 01020304 05060708"),
+        want,
+    );
+    assert!(want.icrc_ok(&[]));
+    assert_eq!(Nak::from_bth(&want), Some(nak), "S does not hide a NAK");
+
+    // Hello offering (or accepting) S: CRC32C(44 FF 12 34 FF FF FF 00).
+    let hello = Bth {
+        seq_framed: true,
+        timestamps: Some(Timestamps { tsval: 1, tsecr: 0 }),
+        ..base(Opcode::Hello, 0x1234, 0xFF_FFFF, 0, 0xBF8E_DB3A)
+    };
+    check(
+        &h("FE18EFAB 44 FF 1234 FFFFFF00 BF8EDB3A 00000001 00000000"),
+        hello,
+    );
+    assert!(hello.carries_icrc() && hello.icrc_ok(&[]));
+}
+
+/// FIRST, MIDDLE and LAST need per-segment fields S does not have: an option with S=1 and one
+/// of them is refused when parsed and when emitted, and nothing else is.
+#[test]
+fn s_on_first_middle_last_is_refused() {
+    // Hand-written: S=1 on SEND_FIRST (M=1), RDMA_WRITE_MIDDLE (M=1, 36 bytes) and
+    // SEND_LAST_WITH_IMMEDIATE (M=0, 28 bytes), each otherwise well formed.
+    let cases = [
+        (
+            "FE18EFAB 4C 00 0001 00000000 00001000 01020304 05060708",
+            Opcode::SendFirst,
+        ),
+        (
+            "FE24EFAB 4C 07 0001 00000000 00001000 01020304 05060708 00000011 00007F0000001000",
+            Opcode::RdmaWriteMiddle,
+        ),
+        (
+            "FE1CEFAB 44 03 0001 00000000 00001000 01020304 05060708 CAFEBABE",
+            Opcode::SendLastWithImmediate,
+        ),
+        (
+            "FE10EFAB 48 0E 0001 00000000 00001000",
+            Opcode::RdmaReadResponseMiddle,
+        ),
+    ];
+    for (hex, op) in cases {
+        let bytes = h(hex);
+        assert_eq!(
+            Bth::from_bytes(&bytes),
+            Err(BthError::SFramingOpcode(op)),
+            "{hex}"
+        );
+        assert_eq!(
+            BthOption::new_checked(&bytes[..]).err(),
+            Some(BthError::SFramingOpcode(op))
+        );
+        // The same bytes without S are an ordinary option.
+        let mut plain = bytes.clone();
+        plain[4] &= !0x40;
+        let b = Bth::from_bytes(&plain).unwrap_or_else(|e| panic!("{op}: {e}"));
+        assert!(!b.seq_framed);
+    }
+    // Every opcode, parse and emit: refused exactly where the position is not ONLY.
+    let mut refused = 0;
+    for &op in Opcode::ALL {
+        let b = Bth {
+            seq_framed: true,
+            timestamps: Some(TS),
+            ext: match op.extension() {
+                ExtensionKind::None => Extension::None,
+                ExtensionKind::Immediate => Extension::Immediate(1),
+                ExtensionKind::Reth => Extension::Reth(Reth { rkey: 1, addr: 2 }),
+                ExtensionKind::RethImmediate => {
+                    Extension::RethImmediate(Reth { rkey: 1, addr: 2 }, 1)
+                }
+            },
+            ..base(op, 1, 0, 0, 16)
+        };
+        let first_middle_last = matches!(
+            op.position(),
+            Position::First | Position::Middle | Position::Last
+        );
+        if first_middle_last {
+            refused += 1;
+            assert_eq!(b.to_vec(), Err(BthError::SFramingOpcode(op)), "emit {op}");
+            assert_eq!(b.validate(), Err(BthError::SFramingOpcode(op)));
+            // The bytes as the non-S form would emit them, with S set afterwards.
+            let mut bytes = Bth {
+                seq_framed: false,
+                ..b
+            }
+            .to_vec()
+            .unwrap();
+            bytes[4] |= 0x40;
+            assert_eq!(
+                Bth::from_bytes(&bytes),
+                Err(BthError::SFramingOpcode(op)),
+                "parse {op}"
+            );
+            // from_seq does not take them either, should a caller build one by hand.
+            assert!(matches!(
+                Inbound::from_seq(&b, &payload(4), 0),
+                Err(InboundError::BadSFraming { opcode, .. }) if opcode == op
+            ));
+        } else {
+            let bytes = b.to_vec().unwrap_or_else(|e| panic!("emit {op}: {e}"));
+            assert_eq!(bytes[4] & 0x40, 0x40);
+            assert_eq!(Bth::from_bytes(&bytes), Ok(b), "{op}");
+        }
+    }
+    assert_eq!(
+        refused, 11,
+        "SEND and RDMA WRITE FIRST/MIDDLE/LAST(_WITH_IMMEDIATE), READ response FIRST/MIDDLE/LAST"
     );
 }

@@ -7,6 +7,7 @@ mod admission;
 mod buffer;
 mod coalesce;
 mod events;
+mod framing;
 mod gather;
 mod isn;
 mod late_ack;

@@ -121,3 +121,42 @@ fn an_s_segment_past_its_message_length_is_dropped_and_the_message_completes_int
     let got = deliver_and_finish(&mut d, segs).expect("the SEND completes");
     assert_eq!(got, pattern(1, 20_000));
 }
+
+/// An S segment that runs past the receive window is trimmed to it (amendment 3: its offsets
+/// come from its sequence number, so its bytes in the window are placed where they belong), as
+/// RFC 9293 trims any segment; a per-segment one is dropped whole (its fields describe it
+/// whole). Found by the S framing tests: the S one used to be dropped whole too.
+#[test]
+fn an_s_segment_past_the_window_is_trimmed_and_its_bytes_in_the_window_placed() {
+    for framing in [Framing::Seq, Framing::PerSegment] {
+        let (mut a, mut b) = configs(true);
+        a.framing = framing;
+        b.framing = framing;
+        b.recv_window = 16_384;
+        let mut d = Wire::established(a, b, MS);
+        let segs = held_send(&mut d, 20_000);
+        // The message's first 17,384 bytes in one segment with its first segment's option
+        // (B is the one checked here: these bytes stand for a peer's super-segment).
+        let data = pattern(1, 20_000);
+        let first = TcpRepr::parse(&segs[0], None).unwrap();
+        let mut bth = first.options.bth.unwrap();
+        bth.seal(&data[..17_384]);
+        let mut long = TcpRepr {
+            payload: &data[..17_384],
+            ..first
+        };
+        long.options.bth = Some(bth);
+        let long = long.to_vec(d.a.config().ip).unwrap();
+        let now = d.now;
+        d.b.handle_segment(now, &long);
+        let placed = d.b.test_placement().counters().bytes_placed;
+        if framing == Framing::Seq {
+            assert_eq!(d.b.stats().out_of_window, 0);
+            assert_eq!(placed, 16_384, "the bytes in the window");
+            assert_eq!(d.b.seq_state().2, first.seq.wrapping_add(16_384));
+        } else {
+            assert_eq!(d.b.stats().out_of_window, 1);
+            assert_eq!(placed, 0);
+        }
+    }
+}
