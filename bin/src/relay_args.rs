@@ -64,6 +64,11 @@ pub struct RelayArgs {
     /// checksum should then drop it) [default: 0].
     #[arg(long, value_name = "P")]
     pub relay_corrupt: Option<f64>,
+    /// Relay: probability (0 to 1) that two aligned 16-bit words of a data packet's payload
+    /// are swapped, a corruption the TCP checksum cannot see: per-segment framing's ICRC
+    /// drops the segment, S framing (no ICRC) places it and --verify finds it [default: 0].
+    #[arg(long, value_name = "P")]
+    pub relay_swap: Option<f64>,
     /// Relay: bottleneck rate in Mbit/s, with a 4 MiB drop-tail queue before it; 0 means no
     /// limit [default: 0].
     #[arg(long, value_name = "Mbit/s")]
@@ -124,6 +129,7 @@ fn option_for(e: &LinkConfigError) -> &'static str {
             "reorder" => "--relay-reorder",
             "duplicate" => "--relay-duplicate",
             "corrupt" => "--relay-corrupt",
+            "swap" => "--relay-swap",
             _ => "relay",
         },
         LinkConfigError::ZeroReorderDepth { .. } => "--relay-reorder-depth",
@@ -143,6 +149,7 @@ impl RelayArgs {
             relay_reorder_depth,
             relay_duplicate,
             relay_corrupt,
+            relay_swap,
             relay_rate,
             relay_paths,
             relay_spread,
@@ -157,6 +164,7 @@ impl RelayArgs {
             || relay_reorder_depth.is_some()
             || relay_duplicate.is_some()
             || relay_corrupt.is_some()
+            || relay_swap.is_some()
             || relay_rate.is_some()
             || relay_paths.is_some()
             || relay_spread.is_some()
@@ -174,7 +182,8 @@ impl RelayArgs {
         let mut link = clean_relay_link(self.relay_seed)
             .with_loss(self.relay_loss.unwrap_or(0.0))
             .with_duplicate(self.relay_duplicate.unwrap_or(0.0))
-            .with_corrupt(self.relay_corrupt.unwrap_or(0.0));
+            .with_corrupt(self.relay_corrupt.unwrap_or(0.0))
+            .with_swap(self.relay_swap.unwrap_or(0.0));
         if let Some(d) = self.relay_delay {
             link = link.with_delay(us(d));
         }

@@ -198,10 +198,19 @@ pub fn run_local(
     if let Some(st) = ns.stop_relay() {
         let sprayed = !st.a_to_b_paths.is_empty() || !st.b_to_a_paths.is_empty();
         say(format!(
-            "relay: dropped {} / reordered {} / duplicated {} packets{}",
+            "relay: dropped {} / reordered {} / duplicated {} packets{}{}",
             st.a_to_b.dropped() + st.b_to_a.dropped(),
             st.a_to_b.reordered + st.b_to_a.reordered,
             st.a_to_b.duplicated + st.b_to_a.duplicated,
+            match (
+                st.a_to_b.corrupted + st.b_to_a.corrupted,
+                st.a_to_b.swapped + st.b_to_a.swapped
+            ) {
+                (0, 0) => String::new(),
+                (c, s) => format!(
+                    "; {c} with a bit flipped, {s} with payload words swapped (checksum-neutral)"
+                ),
+            },
             match sprayed {
                 // Spraying reorders by the paths' delays, packet by packet: not a hold-back.
                 true =>

@@ -3,6 +3,7 @@
 //! the [link's module docs](super)).
 
 use super::{scale, Direction, InFlight, SimLink};
+use rand::RngExt as _;
 use std::time::Duration;
 
 /// What the link does to one packet: [`SimLink::decide`].
@@ -18,7 +19,33 @@ pub enum Fate {
         /// The original (not the copy) arrives with this bit flipped: bit `b` is bit `b % 8`
         /// (least significant first) of byte `b / 8` ([`flip_bit`]).
         corrupt_bit: Option<u64>,
+        /// The original arrives with two payload words swapped ([`swap_words`]), a corruption
+        /// the TCP checksum cannot see.
+        swap: Option<(u8, u8)>,
     },
+}
+
+/// Packets shorter than this are never swapped: at least 136 bytes before the last 64 cover
+/// the longest IP and TCP headers (100 bytes), so the swapped words are payload.
+pub const SWAP_MIN_LEN: usize = 200;
+
+/// Swap two aligned 16-bit words among the last 64 bytes of `packet` (word `a % 32` and the
+/// `b % 31 + 1`-th after it, mod 32): the words are at even offsets from its start, which for
+/// an IP packet (a header of 20 or 40 bytes) or a TCP segment are even offsets from the TCP
+/// header too, so the TCP checksum (a ones'-complement sum of 16-bit words) is unchanged.
+/// Nothing for a packet shorter than [`SWAP_MIN_LEN`].
+pub fn swap_words(packet: &mut [u8], (a, b): (u8, u8)) {
+    let len = packet.len() & !1;
+    if len < SWAP_MIN_LEN {
+        return;
+    }
+    let base = len - 64;
+    let i = usize::from(a % 32);
+    let j = (i + usize::from(b % 31) + 1) % 32;
+    let (x, y) = (base + 2 * i, base + 2 * j);
+    let w = [packet[x], packet[x + 1]];
+    packet.copy_within(y..y + 2, x);
+    packet[y..y + 2].copy_from_slice(&w);
 }
 
 /// Flip bit `bit` of `packet` as a corrupting link does: bit `bit % 8` (least significant
@@ -108,10 +135,19 @@ impl SimLink {
             scale(draws.corrupt_bit, bits)
         });
 
+        let swap = (cfg.swap > 0.0).then(|| {
+            let draw: f64 = lane.swap_rng.random();
+            let words: (u8, u8) = (lane.swap_rng.random(), lane.swap_rng.random());
+            (draw < cfg.swap && len >= SWAP_MIN_LEN).then(|| {
+                lane.stats.swapped += 1;
+                words
+            })
+        });
         Fate::Deliver {
             arrival,
             duplicate,
             corrupt_bit,
+            swap: swap.flatten(),
         }
     }
 

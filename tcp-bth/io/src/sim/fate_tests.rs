@@ -56,6 +56,7 @@ fn run(cfg: LinkConfig, batched: bool) -> (Trace, SimLink) {
                 arrival,
                 duplicate,
                 corrupt_bit,
+                ..
             } = fate
             else {
                 continue;
@@ -112,4 +113,40 @@ fn flip_bit_flips_one_bit_and_ignores_bits_beyond_the_packet() {
     flip_bit(&mut p, 32);
     flip_bit(&mut p, u64::MAX);
     assert_eq!(p, [0, 2, 0, 0]);
+}
+
+/// Swapping two aligned payload words keeps the TCP checksum right (it is blind to the order of
+/// its 16-bit words), changes the payload, and leaves short packets (ACKs) alone.
+#[test]
+fn swapped_words_change_the_payload_and_not_the_checksum() {
+    use tcp_bth::wire::{IpPair, TcpFlags, TcpRepr};
+    let ip = IpPair::V4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+    };
+    let payload: Vec<u8> = (0..400u32).map(|i| (i * 7 + i / 256) as u8).collect();
+    let seg = TcpRepr {
+        src_port: 1,
+        dst_port: 2,
+        seq: 3,
+        ack: 4,
+        flags: TcpFlags::ACK,
+        window: 5,
+        urgent: 0,
+        options: Default::default(),
+        payload: &payload,
+    }
+    .to_vec(ip)
+    .unwrap();
+    for words in [(0u8, 0u8), (5, 9), (31, 30), (200, 7)] {
+        let mut s = seg.clone();
+        swap_words(&mut s, words);
+        assert_ne!(s, seg, "{words:?}: something moved");
+        let got = TcpRepr::parse(&s, Some(ip)).expect("the checksum still holds");
+        assert_ne!(got.payload, &payload[..], "{words:?}");
+        assert_eq!(got.payload.len(), payload.len());
+    }
+    let mut ack = seg[..60].to_vec();
+    swap_words(&mut ack, (1, 2));
+    assert_eq!(ack, seg[..60], "a short packet is left alone");
 }

@@ -47,6 +47,12 @@
 //! 8. **Corruption:** with probability [`corrupt`](LinkConfig::corrupt) exactly one uniformly
 //!    chosen bit of the original (not of a duplicate) is flipped. Empty packets are never
 //!    corrupted.
+//! 9. **Checksum-neutral corruption:** with probability [`swap`](LinkConfig::swap) two distinct
+//!    16-bit words, aligned, among the last 64 bytes of the original are swapped, in packets of
+//!    at least [`SWAP_MIN_LEN`] bytes (so the words are payload, never headers). The TCP
+//!    checksum is a ones'-complement sum, blind to the order of its words: only an end-to-end
+//!    check such as the per-segment ICRC sees it. Its draws come from a stream of their own,
+//!    taken only when it is on, so turning it on changes no other impairment's pattern.
 //!
 //! Delivery ([`SimLink::poll`]) returns packets in order of arrival time; ties are broken by the
 //! order in which the copies were created (a global sequence number across both directions), so
@@ -102,7 +108,7 @@ use std::time::Duration;
 pub use tcp_bth::pair::Direction;
 
 pub use super::spray::{PathConfig, PathStats, Spray, SprayMode, MAX_PATHS};
-pub use fate::{flip_bit, Fate};
+pub use fate::{flip_bit, swap_words, Fate, SWAP_MIN_LEN};
 
 // A child module, so that it sees the link's private state.
 #[path = "fate.rs"]
@@ -128,6 +134,9 @@ pub struct LinkConfig {
     pub duplicate: f64,
     /// Probability in `[0, 1]` that one random bit of a packet is flipped.
     pub corrupt: f64,
+    /// Probability in `[0, 1]` that two aligned 16-bit words of a data packet's payload are
+    /// swapped: a corruption the TCP checksum cannot see.
+    pub swap: f64,
     /// Seed of the random streams of both directions.
     pub seed: u64,
     /// Spray packets over several paths after the bottleneck; `None`: one path.
@@ -147,6 +156,7 @@ impl Default for LinkConfig {
             reorder_depth: Duration::from_micros(200),
             duplicate: 0.0,
             corrupt: 0.0,
+            swap: 0.0,
             seed: 1,
             spray: None,
         }
@@ -209,6 +219,12 @@ impl LinkConfig {
         self
     }
 
+    /// Set the checksum-neutral corruption probability (two payload words swapped).
+    pub fn with_swap(mut self, swap: f64) -> Self {
+        self.swap = swap;
+        self
+    }
+
     /// Set the single-bit corruption probability.
     pub fn with_corrupt(mut self, corrupt: f64) -> Self {
         self.corrupt = corrupt;
@@ -235,6 +251,7 @@ impl LinkConfig {
             ("reorder", self.reorder),
             ("duplicate", self.duplicate),
             ("corrupt", self.corrupt),
+            ("swap", self.swap),
         ] {
             // `contains` is false for NaN.
             if !(0.0..=1.0).contains(&value) {
@@ -282,6 +299,8 @@ pub struct LinkStats {
     pub duplicated: u64,
     /// Packets with one bit flipped.
     pub corrupted: u64,
+    /// Packets whose payload words were swapped (checksum-neutral corruption).
+    pub swapped: u64,
     /// Bytes of the packets (duplicates included) returned by [`SimLink::poll`].
     pub bytes_delivered: u64,
 }
@@ -364,6 +383,8 @@ struct Lane {
     /// Path choices and path losses (streams 2 and 3), apart from `rng` so that turning
     /// spraying on leaves the other impairments' pattern as it was.
     spray_rng: ChaCha8Rng,
+    /// Checksum-neutral corruption (streams 4 and 5), drawn only when it is on.
+    swap_rng: ChaCha8Rng,
     /// One entry per path of the spray; empty without spraying.
     paths: Vec<PathStats>,
     /// When the bottleneck finishes serializing everything accepted so far.
@@ -381,9 +402,12 @@ impl Lane {
         rng.set_stream(dir.index() as u64);
         let mut spray_rng = ChaCha8Rng::seed_from_u64(seed);
         spray_rng.set_stream(2 + dir.index() as u64);
+        let mut swap_rng = ChaCha8Rng::seed_from_u64(seed);
+        swap_rng.set_stream(4 + dir.index() as u64);
         Lane {
             rng,
             spray_rng,
+            swap_rng,
             paths: vec![PathStats::default(); paths],
             free_at: Duration::ZERO,
             queue: VecDeque::new(),
@@ -473,6 +497,7 @@ impl SimLink {
             arrival,
             duplicate,
             corrupt_bit,
+            swap,
         } = self.decide(now, dir, packet.len())
         else {
             return;
@@ -481,6 +506,9 @@ impl SimLink {
         let copy = duplicate.map(|at| (at, packet.clone()));
         if let Some(bit) = corrupt_bit {
             flip_bit(&mut packet, bit);
+        }
+        if let Some(words) = swap {
+            swap_words(&mut packet, words);
         }
         let len = packet.len();
         self.schedule(dir, arrival, packet, 1, len);

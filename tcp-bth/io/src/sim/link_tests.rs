@@ -42,6 +42,7 @@ fn default_is_valid_and_builders_set_fields() {
         .with_reorder(0.2, 9 * US)
         .with_duplicate(0.3)
         .with_corrupt(0.4)
+        .with_swap(0.5)
         .with_seed(99);
     assert_eq!(
         c,
@@ -54,6 +55,7 @@ fn default_is_valid_and_builders_set_fields() {
             reorder_depth: 9 * US,
             duplicate: 0.3,
             corrupt: 0.4,
+            swap: 0.5,
             seed: 99,
             spray: None,
         }
@@ -531,6 +533,7 @@ prop_compose! {
             reorder_depth: Duration::from_nanos(depth_ns),
             duplicate,
             corrupt,
+            swap: 0.0,
             seed,
             spray,
         }

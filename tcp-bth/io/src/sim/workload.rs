@@ -100,6 +100,8 @@ pub struct Report {
     /// real path counts as device drops.
     pub driver_dropped: u64,
     pub link_corrupted: u64,
+    /// Packets whose payload words the link swapped (checksum-neutral corruption).
+    pub link_swapped: u64,
     pub link_reordered: u64,
     pub link_duplicated: u64,
     pub verified: usize,
@@ -460,6 +462,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
         link_dropped_a_to_b: la.dropped_loss + la.dropped_queue,
         driver_dropped: pair.rx_dropped().iter().sum(),
         link_corrupted: la.corrupted + lb.corrupted,
+        link_swapped: la.swapped + lb.swapped,
         link_reordered: la.reordered + lb.reordered,
         link_duplicated: la.duplicated + lb.duplicated,
         verified,

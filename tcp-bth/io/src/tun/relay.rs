@@ -15,7 +15,9 @@
 
 use super::gso::{complete_checksum, GsoPacket, VnetHdr, GSO_NONE, VNET_HDR_LEN};
 use super::TunDevice;
-use crate::sim::{flip_bit, Direction, Fate, LinkConfig, LinkStats, PathStats, SimLink};
+use crate::sim::{
+    flip_bit, swap_words, Direction, Fate, LinkConfig, LinkStats, PathStats, SimLink,
+};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -282,6 +284,7 @@ impl Relay {
             arrival,
             duplicate,
             corrupt_bit,
+            swap,
         } = fate
         else {
             self.recycle(pkt);
@@ -303,6 +306,12 @@ impl Relay {
                 flip_bit(ip, bit);
             }
         }
+        if let Some(words) = swap {
+            // Checksum-neutral: the TCP checksum (partial or whole) stays right.
+            if let Some(ip) = pkt.get_mut(hdr..) {
+                swap_words(ip, words);
+            }
+        }
         let segments = segments as u64;
         self.link.schedule(dir, arrival, pkt, segments, wire);
         if let Some((at, copy)) = copy {
@@ -312,14 +321,14 @@ impl Relay {
 }
 
 /// A corrupted segment goes alone, never in a run or a whole super-packet: its checksum is
-/// finished before its bit flips.
+/// finished before its bit flips, and its swapped words are its own payload's.
 fn corrupted(fate: Fate) -> bool {
     matches!(
         fate,
         Fate::Deliver {
             corrupt_bit: Some(_),
             ..
-        }
+        } | Fate::Deliver { swap: Some(_), .. }
     )
 }
 
