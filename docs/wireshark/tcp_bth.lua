@@ -29,8 +29,12 @@
 --
 -- Fields (all filterable):
 --   tcp_bth.len  tcp_bth.exid  tcp_bth.flags  tcp_bth.version  tcp_bth.t  tcp_bth.m
---   tcp_bth.rtr  tcp_bth.rtr_ack  tcp_bth.rsvd  tcp_bth.opcode  tcp_bth.msn  tcp_bth.offset
---   tcp_bth.seg  tcp_bth.icrc  tcp_bth.icrc.status (0 bad, 1 good, 2 unverified)
+--   tcp_bth.rtr  tcp_bth.rtr_ack  tcp_bth.s  tcp_bth.rsvd  tcp_bth.opcode  tcp_bth.msn
+--   tcp_bth.offset  tcp_bth.seg  tcp_bth.icrc
+--   tcp_bth.icrc.status  0 bad, 1 good, 2 unverified (payload not captured whole, or the
+--                        check turned off), 3 not applicable: an S-framed data segment has no
+--                        ICRC (its bytes 8-11 are the message length; the TCP checksum is its
+--                        check), so it is neither good nor bad and never raises icrc_bad
 --   tcp_bth.tsval  tcp_bth.tsecr  tcp_bth.imm  tcp_bth.rkey  tcp_bth.addr
 --   tcp_bth.syndrome     ACKNOWLEDGE with R=0: the low byte of mbo_seg, an AETH syndrome
 --                        (0x00 ACK, 0x61 invalid request, 0x62 remote access error,
@@ -40,13 +44,35 @@
 --   tcp_bth.nak.opcode   that opcode
 --   tcp_bth.zero_length  present (TRUE) on the one segment of a zero-length SEND/RDMA WRITE:
 --                        offset field 0xFFFFFF, one pad byte of payload that is not message data
--- The raw fields (tcp_bth.offset, tcp_bth.seg) always show the bytes as they are; the three
--- forms above are interpretations added next to them. Wire format of all three: docs/option.md.
+-- The raw fields (tcp_bth.offset, tcp_bth.seg) always show the bytes as they are (on S-framed
+-- data the offset field as tcp_bth.anchor, below); the three forms above are interpretations
+-- added next to them. Wire format of all three: docs/option.md. tcp_bth.rsvd is bit 7 alone.
+--
+-- S framing (sequence-anchored, spec amendment 3: flag S, 0x40). tcp_bth.s is the flag, on
+-- every option of a connection that negotiated it. An S-framed data segment (a message opcode,
+-- always an ONLY form) carries the same option in every segment of its message, so its fields
+-- mean something else, and are shown under their own names instead of tcp_bth.offset and
+-- tcp_bth.icrc:
+--   tcp_bth.anchor       the offset field: stream offset of the message's first byte mod 2^24
+--   tcp_bth.msg_len      bytes 8-11: the message's length (no ICRC: icrc.status 3)
+--   tcp_bth.stream_off   stream offset of the segment's first payload byte: its sequence
+--                        number - ISN - 1 (mod 2^32), i.e. Wireshark's relative tcp.seq - 1;
+--                        computed here from tcp.seq_raw and the sequence number of the SYN of
+--                        the same direction (tcp.stream), so it is right whether relative
+--                        sequence numbers are on or off
+--   tcp_bth.place_off    placement offset of that byte in its message:
+--                        (stream_off - anchor) mod 2^24
+-- When the capture does not hold that SYN (where Wireshark's relative numbers would start at 1
+-- from a guess), stream_off and place_off are absent and the tree says the offset is unknown.
+-- A zero-length message in S framing is msg_len 0 with one pad byte (tcp_bth.zero_length).
 -- Expert infos: tcp_bth.len_inconsistent (length disagrees with the T flag and the opcode),
 --   tcp_bth.truncated, tcp_bth.unknown_opcode, tcp_bth.version_unsupported, tcp_bth.m_inconsistent,
 --   tcp_bth.icrc_bad, tcp_bth.zero_length_invalid (offset 0xFFFFFF on an opcode without a
---   zero-length form, or with a payload other than one pad byte), tcp_bth.nak_received (a NAK:
---   the connection ends with this RST).
+--   zero-length form, or with a payload other than one pad byte; in S framing msg_len 0 on
+--   such an opcode or payload), tcp_bth.nak_received (a NAK: the connection ends with this RST),
+--   tcp_bth.s_beyond_msg_len (an S-framed segment whose place_off + payload length passes its
+--   msg_len), tcp_bth.s_invalid (S on a FIRST, MIDDLE or LAST opcode, a segment index other
+--   than 0, or a msg_len of 2^24 or more).
 --
 -- Tested with tshark 4.0 (Lua 5.2); uses the `bit32` or `bit` library, or Lua 5.3+ operators.
 
@@ -128,14 +154,23 @@ local F = {
     m = ProtoField.bool("tcp_bth.m", "M (more segments)", 8, nil, 0x08),
     rtr = ProtoField.bool("tcp_bth.rtr", "R (rtr: MSN and offset carry a receive credit)", 8, nil, 0x10),
     rtr_ack = ProtoField.bool("tcp_bth.rtr_ack", "A (rtr_ack)", 8, nil, 0x20),
-    rsvd = ProtoField.uint8("tcp_bth.rsvd", "Reserved", base.HEX, nil, 0xC0),
+    s = ProtoField.bool("tcp_bth.s", "S (sequence-anchored framing)", 8, nil, 0x40),
+    rsvd = ProtoField.uint8("tcp_bth.rsvd", "Reserved", base.HEX, nil, 0x80),
     opcode = ProtoField.uint8("tcp_bth.opcode", "Opcode", base.HEX, opcode_names),
     msn = ProtoField.uint16("tcp_bth.msn", "MSN", base.DEC),
     offset = ProtoField.uint24("tcp_bth.offset", "Message byte offset", base.DEC),
     seg = ProtoField.uint8("tcp_bth.seg", "Segment number", base.DEC),
     icrc = ProtoField.uint32("tcp_bth.icrc", "ICRC", base.HEX),
     icrc_status = ProtoField.uint8("tcp_bth.icrc.status", "ICRC status", base.DEC,
-        { [0] = "Bad", [1] = "Good", [2] = "Unverified" }),
+        { [0] = "Bad", [1] = "Good", [2] = "Unverified",
+          [3] = "Not applicable (S framing: no ICRC, the TCP checksum checks)" }),
+    anchor = ProtoField.uint24("tcp_bth.anchor",
+        "Anchor (stream offset of the message's first byte mod 2^24)", base.HEX),
+    msg_len = ProtoField.uint32("tcp_bth.msg_len", "Message length", base.DEC),
+    stream_off = ProtoField.uint32("tcp_bth.stream_off",
+        "Stream offset (SEQ - ISN - 1)", base.DEC),
+    place_off = ProtoField.uint24("tcp_bth.place_off",
+        "Placement offset ((stream offset - anchor) mod 2^24)", base.DEC),
     tsval = ProtoField.uint32("tcp_bth.tsval", "TSval", base.DEC),
     tsecr = ProtoField.uint32("tcp_bth.tsecr", "TSecr", base.DEC),
     imm = ProtoField.uint32("tcp_bth.imm", "Immediate data", base.HEX),
@@ -167,8 +202,16 @@ local E = {
         expert.group.MALFORMED, expert.severity.ERROR),
     nak = ProtoExpert.new("tcp_bth.nak_received", "NAK: the responder failed a message",
         expert.group.RESPONSE_CODE, expert.severity.WARN),
+    s_beyond = ProtoExpert.new("tcp_bth.s_beyond_msg_len",
+        "S-framed segment passes the end of its message (placement offset + payload > length)",
+        expert.group.MALFORMED, expert.severity.ERROR),
+    s_invalid = ProtoExpert.new("tcp_bth.s_invalid",
+        "S framing on a FIRST/MIDDLE/LAST opcode, a segment index other than 0, or a message "
+        .. "length of 2^24 or more",
+        expert.group.MALFORMED, expert.severity.ERROR),
 }
-p.experts = { E.len, E.truncated, E.opcode, E.version, E.more, E.icrc, E.zero_length, E.nak }
+p.experts = { E.len, E.truncated, E.opcode, E.version, E.more, E.icrc, E.zero_length, E.nak,
+    E.s_beyond, E.s_invalid }
 
 -- CRC32C (Castagnoli, reflected polynomial 0x82F63B78), table driven.
 local CRC_TABLE = {}
@@ -202,10 +245,55 @@ p.prefs.check_icrc = Pref.bool("Verify the ICRC", true,
 local f_options = Field.new("tcp.options")
 local f_hdr_len = Field.new("tcp.hdr_len")
 local f_len = Field.new("tcp.len")
+local f_seq_raw = Field.new("tcp.seq_raw")
+local f_syn = Field.new("tcp.flags.syn")
+local f_stream = Field.new("tcp.stream")
+local f_srcport = Field.new("tcp.srcport")
+
+local S_FLAG = 0x40
+local TWO32 = 4294967296
+local TWO24 = 16777216
+
+-- ISNs of the SYNs seen, per direction of a TCP stream: isns[key] = list of { frame, isn } in
+-- frame order. A segment takes the ISN of the latest SYN at or before its frame, so random
+-- access in the Wireshark GUI gives what a pass in order gives. Reset for every file.
+local isns = {}
+function p.init()
+    isns = {}
+end
+
+local function direction_key(pinfo, stream, port)
+    return string.format("%d/%s/%d", stream, tostring(pinfo.src), port)
+end
+
+local function note_syn(key, frame, isn)
+    local list = isns[key]
+    if not list then
+        list = {}
+        isns[key] = list
+    end
+    for _, e in ipairs(list) do
+        if e[1] == frame then
+            return
+        end
+    end
+    list[#list + 1] = { frame, isn }
+    table.sort(list, function(a, b) return a[1] < b[1] end)
+end
+
+local function isn_at(key, frame)
+    local found = nil
+    for _, e in ipairs(isns[key] or {}) do
+        if e[1] <= frame then
+            found = e[2]
+        end
+    end
+    return found
+end
 
 -- What the option says, in words, for the tree and the info column.
 -- plen: the TCP payload length, or nil when unknown.
-local function summary(name, flags, op, msn, off, syndrome, plen)
+local function summary_of(name, flags, op, msn, off, syndrome, plen)
     if op == 0xFF then
         return string.format("%s first-msn=%d max-msg=%d", name, msn, off)
     elseif band(flags, 0x10) ~= 0 then
@@ -224,9 +312,30 @@ local function summary(name, flags, op, msn, off, syndrome, plen)
     return string.format("%s msn=%d off=%d", name, msn, off)
 end
 
+local function summary(name, flags, op, msn, off, syndrome, plen)
+    local text = summary_of(name, flags, op, msn, off, syndrome, plen)
+    if band(flags, S_FLAG) ~= 0 then
+        -- A control form (hello, ACK, credit, NAK) of an S-framed connection.
+        text = text .. " S"
+    end
+    return text
+end
+
+-- An S-framed data segment in words: "SEND_ONLY S msn=4 anchor=0x00009b off=1420 len=53359".
+local function summary_s(name, msn, anchor, place, msg_len, zero_length)
+    local text = string.format("%s S msn=%d anchor=0x%06x off=%s len=%d", name, msn, anchor,
+        place and tostring(place) or "unknown", msg_len)
+    if zero_length then
+        text = text .. " zero-length"
+    end
+    return text
+end
+
 -- payload: a ByteArray, or nil when the capture does not hold the whole payload
 -- plen: the TCP payload length (tcp.len), or nil when it cannot be paired with this option
-local function dissect_option(r, olen, payload, plen, pinfo, tree)
+-- stream_off: the stream offset of the segment's first payload byte (SEQ - ISN - 1), or nil
+-- when the SYN of its direction is not in the capture
+local function dissect_option(r, olen, payload, plen, stream_off, pinfo, tree)
     local sub = tree:add(p, r)
     sub:add(F.len, r:range(1, 1))
     sub:add(F.exid, r:range(2, 2))
@@ -243,6 +352,7 @@ local function dissect_option(r, olen, payload, plen, pinfo, tree)
     ft:add(F.m, flags_r)
     ft:add(F.rtr, flags_r)
     ft:add(F.rtr_ack, flags_r)
+    ft:add(F.s, flags_r)
     ft:add(F.rsvd, flags_r)
     local op_r = r:range(5, 1)
     local op = op_r:uint()
@@ -250,11 +360,62 @@ local function dissect_option(r, olen, payload, plen, pinfo, tree)
     local msn = r:range(6, 2):uint()
     local off = r:range(8, 3):uint()
     local low = r:range(11, 1):uint()
+    local def = OPCODES[op]
+    local name = def and def[1] or string.format("opcode 0x%02x", op)
+    -- S-framed data (amendment 3): the offset field is the anchor, bytes 8-11 the message
+    -- length; there is no ICRC. Control forms keep their fields and ICRC in S framing.
+    local s_data = band(flags, S_FLAG) ~= 0 and is_message_opcode(op)
     sub:add(F.msn, r:range(6, 2))
-    local off_item = sub:add(F.offset, r:range(8, 3))
+    local off_item
+    local what
+    if s_data then
+        off_item = sub:add(F.anchor, r:range(8, 3))
+    else
+        off_item = sub:add(F.offset, r:range(8, 3))
+    end
     sub:add(F.seg, r:range(11, 1))
     local rtr = band(flags, 0x10) ~= 0
-    if op == ACKNOWLEDGE and not rtr then
+    if s_data then
+        local msg_len = r:range(12, 4):uint()
+        local li = sub:add(F.msg_len, r:range(12, 4))
+        local place = nil
+        if stream_off then
+            place = (stream_off - off) % TWO24
+            sub:add(F.stream_off, stream_off):set_generated()
+            local pi = sub:add(F.place_off, place)
+            pi:set_generated()
+            if plen and msg_len == 0 then
+                -- Zero-length: one pad byte at placement offset 0.
+                if place ~= 0 then
+                    pi:add_proto_expert_info(E.s_beyond, string.format(
+                        "placement offset %d in a message of 0 bytes", place))
+                end
+            elseif plen and place + plen > msg_len then
+                pi:add_proto_expert_info(E.s_beyond, string.format(
+                    "placement offset %d + %d payload bytes passes the message's %d bytes",
+                    place, plen, msg_len))
+            end
+        else
+            sub:add(r:range(8, 3), "Placement offset: unknown (the SYN of this direction is "
+                .. "not in the capture)"):set_generated()
+        end
+        local zero_length = false
+        if msg_len == 0 and plen then
+            if ZERO_LENGTH_OPCODES[op] and plen == 1 then
+                zero_length = true
+                sub:add(F.zero_length, r:range(12, 4), true):set_generated()
+            else
+                li:add_proto_expert_info(E.zero_length, string.format(
+                    "message length 0 on %s with %d payload bytes (needs a SEND or RDMA WRITE "
+                    .. "ONLY opcode and 1 pad byte)", name, plen))
+            end
+        end
+        if (def and def[2] ~= "O") or low ~= 0 or msg_len >= TWO24 then
+            sub:add_proto_expert_info(E.s_invalid, string.format(
+                "S framing on %s, segment index %d, message length %d", name, low, msg_len))
+        end
+        what = summary_s(name, msn, off, place, msg_len, zero_length)
+    elseif op == ACKNOWLEDGE and not rtr then
         -- The low byte of an ACKNOWLEDGE's mbo_seg is an AETH syndrome.
         local si = sub:add(F.syndrome, r:range(11, 1))
         if NAK_NAMES[low] and is_message_opcode(off) then
@@ -272,7 +433,10 @@ local function dissect_option(r, olen, payload, plen, pinfo, tree)
                 .. "opcode and 1 pad byte)", opcode_names[op], plen))
         end
     end
-    local icrc_item = sub:add(F.icrc, r:range(12, 4))
+    local icrc_item = nil
+    if not s_data then
+        icrc_item = sub:add(F.icrc, r:range(12, 4))
+    end
 
     local version = band(flags, 0x03)
     local ts = band(flags, 0x04) ~= 0
@@ -280,9 +444,7 @@ local function dissect_option(r, olen, payload, plen, pinfo, tree)
     if version ~= 0 then
         ft:add_proto_expert_info(E.version, string.format("tcp_bth version %d", version))
     end
-    local def = OPCODES[op]
-    local name = def and def[1] or string.format("opcode 0x%02x", op)
-    local what = summary(name, flags, op, msn, off, low, plen)
+    what = what or summary(name, flags, op, msn, off, low, plen)
     sub:append_text(": " .. what)
     pinfo.cols.info:append(" [BTH " .. what .. "]")
     if not def then
@@ -320,8 +482,11 @@ local function dissect_option(r, olen, payload, plen, pinfo, tree)
 
     -- ICRC: CRC32C over option bytes 4..11 (flags .. mbo_seg), then the extension (imm_data,
     -- rkey and address: amendment 2), then the payload. The timestamps are not covered.
+    -- S-framed data has none (status 3, not applicable): the TCP checksum is its check.
     local status = 2
-    if payload and p.prefs.check_icrc then
+    if s_data then
+        status = 3
+    elseif payload and p.prefs.check_icrc then
         local crc = crc32c_update(0xFFFFFFFF, r:range(4, 8):bytes())
         if ext > 0 and olen >= at + ext then
             crc = crc32c_update(crc, r:range(at, ext):bytes())
@@ -339,7 +504,25 @@ local function dissect_option(r, olen, payload, plen, pinfo, tree)
     sub:add(F.icrc_status, status):set_generated()
 end
 
+local function is_set(v)
+    return v == true or v == 1
+end
+
 function p.dissector(tvb, pinfo, tree)
+    -- Every SYN's ISN, for the stream offsets of S-framed segments (only packets with one TCP
+    -- header: an ICMP error quoting a TCP header is not a SYN of its stream).
+    local seqs = { f_seq_raw() }
+    local syns = { f_syn() }
+    local streams = { f_stream() }
+    local ports = { f_srcport() }
+    local key = nil
+    if #seqs == 1 and #syns == 1 and #streams == 1 and #ports == 1 then
+        key = direction_key(pinfo, streams[1].value, ports[1].value)
+        if is_set(syns[1].value) then
+            note_syn(key, pinfo.number, seqs[1].value)
+        end
+    end
+
     local opts = { f_options() }
     if #opts == 0 then
         return
@@ -366,6 +549,15 @@ function p.dissector(tvb, pinfo, tree)
             end
         end
 
+        -- Stream offset of the first payload byte, when this direction's SYN was seen.
+        local stream_off = nil
+        if key and #opts == 1 then
+            local isn = isn_at(key, pinfo.number)
+            if isn then
+                stream_off = (seqs[1].value - isn - 1) % TWO32
+            end
+        end
+
         local at = 0
         while at < n do
             local kind = bytes:get_index(at)
@@ -383,7 +575,8 @@ function p.dissector(tvb, pinfo, tree)
                 end
                 if kind == KIND and olen >= 4 and bytes:get_index(at + 2) == EXID_HI
                     and bytes:get_index(at + 3) == EXID_LO then
-                    dissect_option(r:range(at, olen), olen, payload, plen, pinfo, tree)
+                    dissect_option(r:range(at, olen), olen, payload, plen, stream_off, pinfo,
+                        tree)
                 end
                 at = at + olen
             end

@@ -1,9 +1,11 @@
 //! A capture of a real tcp_bth transfer: tcpdump on the veth between two namespaces while our
 //! stack talks to our stack over the TUN data path; the Rust decoder (what bth-dump prints) must
 //! report exactly the messages, MSNs, offsets and sizes that were sent, and tshark must read the
-//! file without malformed packets or checksum errors, also with our Lua dissector.
+//! file without malformed packets or checksum errors, also with our Lua dissector, which must
+//! show every data segment as the decoder does. Each in both framings: per-segment, and S
+//! (sequence-anchored, spec amendment 3: placement offsets from sequence numbers, no ICRC).
 
-use bth_capture::analyze_file;
+use bth_capture::{analyze_file, Icrc};
 use bth_tests::tunpair::run_perf;
 use bth_tools::perf::ctrl::{Ctrl, Regions};
 use bth_tools::perf::{PerfConfig, PerfOp};
@@ -11,6 +13,7 @@ use bth_tools::topology::{self, TwoNs};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use tcp_bth::wire::MsgClass;
+use tcp_bth::Framing;
 use tcp_bth_io::tun::Offload;
 
 struct Cleanup(std::path::PathBuf);
@@ -33,8 +36,10 @@ const SIZE: u32 = 20_000;
 const COUNT: u64 = 60;
 
 /// Runs a mixed transfer (SEND, WRITE, READ in turn) of [`COUNT`] messages of [`SIZE`] bytes
-/// between two namespaces with tcpdump on the veth; the capture file is removed on drop.
-fn capture_transfer(tag: &str) -> Cleanup {
+/// between two namespaces with tcpdump on the veth, both sides asking for `framing`; the
+/// capture file is removed on drop. Offload is off, so the capture holds real MSS-sized
+/// segments (amendment 3: captures checked with tshark are taken with offload off).
+fn capture_transfer(tag: &str, framing: Framing) -> Cleanup {
     // One capture at a time: two transfers and two tcpdumps at once on a 2-core machine made
     // tcpdump lose packets (a message's last segment missing from the file).
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -93,6 +98,7 @@ fn capture_transfer(tag: &str) -> Cleanup {
         verify: true,
         seed: 5,
         plain: false,
+        framing,
         ..PerfConfig::default()
     };
     let (c, s) = run_perf(&ns, &cfg);
@@ -117,7 +123,15 @@ fn capture_transfer(tag: &str) -> Cleanup {
 }
 
 fn capture_of_a_bth_transfer_decodes_to_what_was_sent() {
-    let file = capture_transfer("d");
+    decodes_to_what_was_sent("d", Framing::PerSegment);
+}
+
+fn capture_of_an_s_framed_transfer_decodes_to_what_was_sent() {
+    decodes_to_what_was_sent("ds", Framing::Seq);
+}
+
+fn decodes_to_what_was_sent(tag: &str, framing: Framing) {
+    let file = capture_transfer(tag, framing);
     let (size, count) = (SIZE, COUNT);
     let a = analyze_file(&file.0).expect("read capture");
     assert!(a.error.is_none(), "capture read error: {:?}", a.error);
@@ -126,6 +140,24 @@ fn capture_of_a_bth_transfer_decodes_to_what_was_sent() {
     assert_eq!(sum.icrc_errors, 0);
     assert_eq!(sum.malformed, 0);
     assert!(sum.bth_segments > 0 && sum.data_segments > 0);
+    // S: every data segment is S-framed and placed (both SYNs are in the capture), with no
+    // ICRC to check; per-segment: none is.
+    let seq_framed = framing == Framing::Seq;
+    assert_eq!(
+        (sum.s_data_segments, sum.s_offsets_unknown),
+        (if seq_framed { sum.data_segments } else { 0 }, 0)
+    );
+    for (d, _) in &a.records {
+        let Some(seg) = d.segment() else { continue };
+        let Some(b) = seg.bth() else { continue };
+        assert_eq!(b.seq_framed, seq_framed, "frame {}: S flag", d.frame);
+        let want = if seq_framed && seg.data.is_some() {
+            Icrc::NotApplicable
+        } else {
+            Icrc::Good
+        };
+        assert_eq!(seg.icrc(), Some(want), "frame {}", d.frame);
+    }
 
     // Client (B, 10.99.2.2) to server (A, 10.99.1.2): message i is SEND, WRITE, READ in turn.
     let from_client = |k: &bth_capture::MessageKey| k.src.ip() == topology::B_STACK;
@@ -193,9 +225,22 @@ fn capture_of_a_bth_transfer_decodes_to_what_was_sent() {
 }
 
 /// tshark reads the capture without malformed packets or checksum errors, and our Lua dissector
-/// finds exactly the data segments the Rust decoder finds.
+/// finds exactly the data segments the Rust decoder finds, each with the same fields.
 fn tshark_reads_a_tun_capture_like_the_decoder() {
-    let file = capture_transfer("t");
+    tshark_reads_like_the_decoder("t", Framing::PerSegment);
+}
+
+fn tshark_reads_an_s_framed_tun_capture_like_the_decoder() {
+    tshark_reads_like_the_decoder("ts", Framing::Seq);
+}
+
+/// One data segment's BTH as the Lua dissector shows it, or as the decoder says it must:
+/// (frame, MSN, S, offset field, anchor, placement offset, message length, ICRC status), the
+/// fields the dissector leaves out empty.
+type Row = (u64, String, String, String, String, String, String, String);
+
+fn tshark_reads_like_the_decoder(tag: &str, framing: Framing) {
+    let file = capture_transfer(tag, framing);
     let a = analyze_file(&file.0).expect("read capture");
     assert!(a.error.is_none(), "capture read error: {:?}", a.error);
     let sum = &a.summary;
@@ -236,11 +281,23 @@ fn tshark_reads_a_tun_capture_like_the_decoder() {
             "tcp_bth && tcp.len > 0",
             "-T",
             "fields",
-            "-e",
-            "tcp_bth.msn",
-            "-e",
-            "tcp_bth.offset",
+            "-E",
+            "separator=|",
         ])
+        .args(
+            [
+                "frame.number",
+                "tcp_bth.msn",
+                "tcp_bth.s",
+                "tcp_bth.offset",
+                "tcp_bth.anchor",
+                "tcp_bth.place_off",
+                "tcp_bth.msg_len",
+                "tcp_bth.icrc.status",
+            ]
+            .iter()
+            .flat_map(|f| ["-e", f]),
+        )
         .output()
         .expect("tshark with the dissector");
     assert!(
@@ -248,17 +305,80 @@ fn tshark_reads_a_tun_capture_like_the_decoder() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows = String::from_utf8_lossy(&out.stdout)
+    // tshark 4.0 prints booleans as 1/0 and hex fields as 0x..; later versions True/False.
+    let norm = |v: &str| -> String {
+        match v {
+            "True" | "true" => "1".into(),
+            "False" | "false" => "0".into(),
+            v => match v.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16).map_or(v.into(), |n| n.to_string()),
+                None => v.into(),
+            },
+        }
+    };
+    let lua: Vec<Row> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .count();
+        .map(|l| {
+            let f: Vec<String> = l.split('|').map(norm).collect();
+            assert_eq!(f.len(), 8, "{l:?}");
+            let frame = f[0].parse().expect("frame number");
+            (
+                frame,
+                f[1].clone(),
+                f[2].clone(),
+                f[3].clone(),
+                f[4].clone(),
+                f[5].clone(),
+                f[6].clone(),
+                f[7].clone(),
+            )
+        })
+        .collect();
+    let some = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
+    let rust: Vec<Row> = a
+        .records
+        .iter()
+        .filter_map(|(d, _)| {
+            let seg = d.segment()?;
+            let b = seg.bth()?;
+            (seg.payload_len > 0).then_some(())?;
+            let s_data = !b.carries_icrc();
+            let status = match seg.icrc()? {
+                Icrc::Bad => 0,
+                Icrc::Good => 1,
+                Icrc::Unverified => 2,
+                Icrc::NotApplicable => 3,
+            };
+            Some((
+                d.frame,
+                b.msn.to_string(),
+                u8::from(b.seq_framed).to_string(),
+                some((!s_data).then_some(b.mbo)),
+                some(s_data.then_some(b.mbo)),
+                some(seg.data.and_then(|x| x.seq).and_then(|f| f.placement())),
+                some(s_data.then_some(b.icrc)),
+                status.to_string(),
+            ))
+        })
+        .collect();
     assert_eq!(
-        rows as u64, sum.data_segments,
+        lua.len() as u64,
+        sum.data_segments,
         "dissector and decoder see the same data segments"
     );
+    for (l, r) in lua.iter().zip(&rust) {
+        assert_eq!(
+            l, r,
+            "(frame, msn, s, offset, anchor, place_off, msg_len, icrc status)"
+        );
+    }
+    assert_eq!(lua.len(), rust.len());
 }
 
 bth_tests::test_main!(
     capture_of_a_bth_transfer_decodes_to_what_was_sent[NetAdmin, Tcpdump],
+    capture_of_an_s_framed_transfer_decodes_to_what_was_sent[NetAdmin, Tcpdump],
     tshark_reads_a_tun_capture_like_the_decoder[NetAdmin, Tcpdump, Tshark],
+    tshark_reads_an_s_framed_tun_capture_like_the_decoder[NetAdmin, Tcpdump, Tshark],
 );

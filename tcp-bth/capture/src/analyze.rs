@@ -1,7 +1,9 @@
 //! Following a capture: flows, messages, out-of-order segments, retransmissions and the counts
 //! `bth-dump` prints.
 
-use super::{decode, CaptureReader, Decoded, Format, Outcome, ReadError};
+use super::{
+    decode_with, CaptureReader, Decoded, Format, Outcome, RawPacket, ReadError, SeqFraming,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::net::SocketAddr;
@@ -33,18 +35,25 @@ pub struct MessageInfo {
     pub bytes: u64,
     /// Largest offset + length of any of its segments.
     pub max_end: u64,
-    /// Offset + length of its LAST/ONLY segment: the message length, once that segment is seen.
+    /// The message length: offset + length of its LAST/ONLY segment once that segment is seen;
+    /// in S framing the length field of its first segment seen.
     pub len: Option<u64>,
-    /// The RDMA WRITE target address of its segment at offset 0.
+    /// The RDMA WRITE target address of its segment at offset 0 (S framing: of any segment,
+    /// each carries the message's first byte's address).
     pub write_addr: Option<u64>,
     /// Immediate data, if its last segment carries some.
     pub imm: Option<u32>,
     /// A READ request's requested length.
     pub read_len: Option<u32>,
-    /// Segments at offsets that disagree with their TCP sequence numbers.
+    /// Segments at offsets that disagree with their TCP sequence numbers (S framing: whose
+    /// placement implies another start of the message than its first segment's, or that
+    /// carry another message length).
     pub misplaced: u64,
-    /// Sequence number (unwrapped) of offset 0, from the first segment seen.
-    seq0: i128,
+    /// S-framed segments whose placement offset is unknown (their sender's SYN is not in the
+    /// capture): counted in `segments` and `bytes`, not in `max_end`.
+    pub unplaced: u64,
+    /// Sequence number (unwrapped) of offset 0, from the first segment seen with an offset.
+    seq0: Option<i128>,
 }
 
 /// Per direction of a connection.
@@ -59,6 +68,11 @@ pub struct FlowInfo {
     pub hello_msn: Option<u16>,
     /// Largest message the side accepts, from the hello.
     pub hello_max_message: Option<u32>,
+    /// The hello asked for S framing (amendment 3).
+    pub hello_seq_framed: Option<bool>,
+    /// Sequence number of this direction's SYN (its ISN), once seen: the stream offsets of
+    /// S-framed segments count from it.
+    pub isn: Option<u32>,
     /// Unwrapping of 32-bit sequence numbers: last raw and extended values.
     last_seq: Option<(u32, i128)>,
     highest_end: Option<i128>,
@@ -133,8 +147,15 @@ pub struct Summary {
     pub out_of_order: u64,
     /// See [`Marks::retransmission`].
     pub retransmissions: u64,
-    /// BTH segments whose ICRC does not match their header and payload.
+    /// BTH segments whose ICRC does not match their header and payload (S-framed data carry no
+    /// ICRC and never count here).
     pub icrc_errors: u64,
+    /// Data segments in S framing (amendment 3): no ICRC (not applicable), placement offsets
+    /// from sequence numbers.
+    pub s_data_segments: u64,
+    /// S-framed data segments whose placement offset is unknown: their sender's SYN is not in
+    /// the capture.
+    pub s_offsets_unknown: u64,
     /// Segments with a wrong TCP checksum or IPv4 header checksum.
     pub checksum_errors: u64,
     /// Packets whose link, IP or TCP header, or `tcp_bth` option, could not be parsed, or whose
@@ -192,9 +213,15 @@ impl Analyzer {
                 let f = self.flows.entry((seg.src, seg.dst)).or_default();
                 f.hello_msn = Some(bth.msn);
                 f.hello_max_message = Some(bth.mbo);
+                f.hello_seq_framed = Some(bth.seq_framed);
             }
         }
         let flow = self.flows.entry((seg.src, seg.dst)).or_default();
+        if seg.flags.syn() {
+            // The latest SYN of a direction: a new connection on the same addresses restarts
+            // its stream offsets.
+            flow.isn = Some(seg.seq);
+        }
         flow.segments += 1;
         flow.payload_bytes += u64::from(seg.payload_len);
         if seg.payload_len == 0 {
@@ -215,13 +242,24 @@ impl Analyzer {
         if let Some(data) = seg.data {
             flow.data_segments += 1;
             s.data_segments += 1;
+            // A record decoded on its own (`decode`) has no S placement yet: this flow's ISN
+            // may give it.
+            let offset = data.offset.or_else(|| match data.seq {
+                Some(sf) if sf.stream_offset.is_none() => {
+                    SeqFraming::new(seg.bth()?, seg.seq, flow.isn).placement()
+                }
+                _ => None,
+            });
+            if data.seq.is_some() {
+                s.s_data_segments += 1;
+                s.s_offsets_unknown += u64::from(offset.is_none());
+            }
             let key = MessageKey {
                 src: seg.src,
                 dst: seg.dst,
                 class: data.class,
                 msn: data.msn,
             };
-            let seq0 = start - i128::from(data.offset);
             let m = self.messages.entry(key).or_insert_with(|| MessageInfo {
                 first_frame: d.frame,
                 segments: 0,
@@ -232,17 +270,30 @@ impl Analyzer {
                 imm: None,
                 read_len: None,
                 misplaced: 0,
-                seq0,
+                unplaced: 0,
+                seq0: None,
             });
             m.segments += 1;
             m.bytes += u64::from(data.len);
-            m.max_end = m.max_end.max(data.end());
-            m.misplaced += u64::from(seq0 != m.seq0);
-            if data.last {
-                m.len = Some(data.end());
+            match offset {
+                Some(o) => {
+                    let seq0 = start - i128::from(o);
+                    m.max_end = m.max_end.max(u64::from(o) + u64::from(data.len));
+                    m.misplaced += u64::from(*m.seq0.get_or_insert(seq0) != seq0);
+                }
+                None => m.unplaced += 1,
+            }
+            match data.seq {
+                Some(sf) => {
+                    let len = u64::from(sf.msg_len);
+                    m.misplaced += u64::from(m.len.is_some_and(|l| l != len));
+                    m.len.get_or_insert(len);
+                }
+                None if data.last => m.len = data.end(),
+                None => {}
             }
             let bth = seg.bth();
-            if data.offset == 0 {
+            if offset == Some(0) || data.seq.is_some() {
                 if let Some(r) = bth.and_then(|b| b.ext.reth()) {
                     m.write_addr = Some(r.addr);
                 }
@@ -268,6 +319,16 @@ impl Analyzer {
 
     pub fn flows(&self) -> &HashMap<FlowKey, FlowInfo> {
         &self.flows
+    }
+
+    /// Decode the next packet of the capture in the context of the ones before it (the ISN of
+    /// each direction whose SYN was seen, which places S-framed data segments) and account for
+    /// it ([`add`](Self::add)).
+    pub fn decode(&mut self, frame: u64, pkt: &RawPacket) -> (Decoded, Marks) {
+        let flows = &self.flows;
+        let d = decode_with(frame, pkt, |k| flows.get(&k).and_then(|f| f.isn));
+        let m = self.add(&d);
+        (d, m)
     }
 }
 
@@ -302,9 +363,7 @@ pub fn analyze<R: Read>(mut reader: CaptureReader<R>) -> Result<Analysis, ReadEr
         match r {
             Ok(p) => {
                 frame += 1;
-                let d = decode(frame, &p);
-                let m = an.add(&d);
-                records.push((d, m));
+                records.push(an.decode(frame, &p));
             }
             Err(e) => error = Some(e),
         }
@@ -323,7 +382,7 @@ pub fn analyze<R: Read>(mut reader: CaptureReader<R>) -> Result<Analysis, ReadEr
 mod tests {
     use super::*;
     use crate::test_util::{ip_packet, raw, segment, send, V4};
-    use crate::LINKTYPE_RAW;
+    use crate::{decode, LINKTYPE_RAW};
     use tcp_bth_wire::{Extension, Reth};
 
     fn decoded(frame: u64, seg: Vec<u8>) -> Decoded {

@@ -1,15 +1,16 @@
 //! Decoding one captured packet: IP, TCP with checksum verification, the `tcp_bth` option and
-//! its ICRC.
+//! its ICRC; for an S-framed data segment (amendment 3) its anchor, message length and, given
+//! its sender's ISN, its placement offset.
 
 use super::error::{Malformed, NotTcp, Problem, Stop, Truncated};
 use super::ip::{ip_layer, ip_pair, pseudo_header_sum, IpPart};
 use super::link::link_payload;
-use super::RawPacket;
+use super::{FlowKey, RawPacket};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tcp_bth_wire::{
-    Bth, Inbound, MsgClass, Opcode, ReadRequest, SegmentError, TcpFlags, TcpOptionError,
-    TcpOptions, TcpRepr, ZERO_LENGTH_MBO,
+    Bth, Inbound, InboundError, MsgClass, Opcode, ReadRequest, SegmentError, TcpFlags,
+    TcpOptionError, TcpOptions, TcpRepr, MAX_MESSAGE_LEN, ZERO_LENGTH_MBO,
 };
 
 /// TCP checksum verdict.
@@ -28,6 +29,60 @@ pub enum Checksum {
     Offloaded,
 }
 
+/// ICRC verdict of a BTH segment ([`Segment::icrc`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Icrc {
+    /// The ICRC matches the option header, extension and payload.
+    Good,
+    Bad,
+    /// The capture cut the payload short: nothing to verify against.
+    Unverified,
+    /// An S-framed data segment (amendment 3) has no ICRC: bytes 8-11 of its option hold the
+    /// message length, and the TCP checksum is its check. Neither good nor bad.
+    NotApplicable,
+}
+
+/// What an S-framed data segment's option says (amendment 3), and where that puts the segment.
+/// The option is the same in every segment of a message; the segment's TCP sequence number
+/// says where its bytes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqFraming {
+    /// The anchor: stream offset of the message's first byte mod 2^24 (the option's offset
+    /// field).
+    pub anchor: u32,
+    /// The message's length in bytes (bytes 8-11 of the option, where per-segment framing has
+    /// its ICRC).
+    pub msg_len: u32,
+    /// Stream offset of the segment's first payload byte: (SEQ - ISN - 1) mod 2^32, with the
+    /// ISN of its sender's SYN. `None` when the decoder has not seen that SYN: the placement
+    /// offset is then unknown (never guessed).
+    pub stream_offset: Option<u32>,
+}
+
+impl SeqFraming {
+    /// For a segment with sequence number `seq` whose sender's ISN is `isn`, if known.
+    pub fn new(bth: &Bth, seq: u32, isn: Option<u32>) -> SeqFraming {
+        SeqFraming {
+            anchor: bth.mbo,
+            msg_len: bth.icrc,
+            stream_offset: isn.map(|isn| stream_offset(seq, isn)),
+        }
+    }
+
+    /// The placement offset of the segment's first payload byte in its message:
+    /// (stream offset - anchor) mod 2^24; `None` while the stream offset is unknown.
+    pub fn placement(&self) -> Option<u32> {
+        self.stream_offset
+            .map(|s| s.wrapping_sub(self.anchor) & MAX_MESSAGE_LEN)
+    }
+}
+
+/// Stream offset of sequence number `seq` in a direction whose SYN had sequence number `isn`:
+/// (seq - isn - 1) mod 2^32 (stream offset 0 is the first byte after the SYN).
+pub fn stream_offset(seq: u32, isn: u32) -> u32 {
+    seq.wrapping_sub(isn).wrapping_sub(1)
+}
+
 /// The message part of a data segment (a BTH segment whose opcode belongs to a message class
 /// and which carries payload).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,24 +90,41 @@ pub struct DataSeg {
     pub class: MsgClass,
     pub opcode: Opcode,
     pub msn: u16,
-    /// Byte offset of the first payload byte inside the message (0 for a zero-length message).
-    pub offset: u32,
+    /// Byte offset of the first payload byte inside the message (0 for a zero-length message):
+    /// in per-segment framing the option's offset field; in S framing the placement offset
+    /// computed from the sequence number ([`SeqFraming::placement`]), `None` while unknown.
+    pub offset: Option<u32>,
     /// Message bytes carried: the payload bytes as on the wire, even if the capture kept fewer;
     /// 0 for the pad byte of a zero-length message.
     pub len: u32,
-    /// The one segment of a zero-length SEND or RDMA WRITE: offset field `ZERO_LENGTH_MBO`, one
-    /// pad byte of payload that is not message data.
+    /// The one segment of a zero-length SEND or RDMA WRITE: one pad byte of payload that is not
+    /// message data (per-segment framing: offset field `ZERO_LENGTH_MBO`; S framing: message
+    /// length 0).
     pub zero_length: bool,
-    /// LAST or ONLY: the message is `offset + len` bytes long.
+    /// The message ends with this segment's last byte: LAST or ONLY in per-segment framing; in
+    /// S framing offset + len = message length (false while the offset is unknown).
     pub last: bool,
     /// A READ request's payload (rkey, address, length), when it was captured whole.
     pub read_request: Option<ReadRequest>,
+    /// S framing (amendment 3): anchor, message length, stream offset. `None` for per-segment
+    /// framing.
+    pub seq: Option<SeqFraming>,
 }
 
 impl DataSeg {
-    /// One past the last message byte carried.
-    pub fn end(&self) -> u64 {
-        u64::from(self.offset) + u64::from(self.len)
+    /// One past the last message byte carried (`None` while the offset is unknown).
+    pub fn end(&self) -> Option<u64> {
+        self.offset.map(|o| u64::from(o) + u64::from(self.len))
+    }
+
+    /// The message's length, where this segment says it: an S-framed segment always
+    /// (its length field), a per-segment LAST or ONLY segment as its end.
+    pub fn message_len(&self) -> Option<u64> {
+        match self.seq {
+            Some(s) => Some(u64::from(s.msg_len)),
+            None if self.last => self.end(),
+            None => None,
+        }
     }
 }
 
@@ -76,7 +148,8 @@ pub struct Segment {
     pub checksum: Checksum,
     /// The options, or why they were refused (a malformed `tcp_bth` option among them).
     pub options: Result<TcpOptions, TcpOptionError>,
-    /// ICRC verdict for a BTH segment whose payload was captured whole.
+    /// ICRC verdict for a BTH segment whose payload was captured whole; `None` also for an
+    /// S-framed data segment, which has no ICRC ([`Segment::icrc`] tells the cases apart).
     pub icrc_ok: Option<bool>,
     pub data: Option<DataSeg>,
     /// The BTH is well formed but breaks a rule of the protocol (e.g. a FIRST segment at a
@@ -87,6 +160,19 @@ pub struct Segment {
 impl Segment {
     pub fn bth(&self) -> Option<&Bth> {
         self.options.as_ref().ok().and_then(|o| o.bth.as_ref())
+    }
+
+    /// The ICRC verdict of a BTH segment (`None` without a BTH): good, bad, unverified (payload
+    /// cut by the capture) or not applicable (S-framed data, whose bytes 8-11 are the message
+    /// length).
+    pub fn icrc(&self) -> Option<Icrc> {
+        let b = self.bth()?;
+        Some(match self.icrc_ok {
+            Some(true) => Icrc::Good,
+            Some(false) => Icrc::Bad,
+            None if !b.carries_icrc() => Icrc::NotApplicable,
+            None => Icrc::Unverified,
+        })
     }
 
     /// Refused options or a BTH that breaks the protocol.
@@ -137,9 +223,18 @@ impl Decoded {
     }
 }
 
-/// Decode one captured packet (`frame` is its 1-based position in the file).
+/// Decode one captured packet (`frame` is its 1-based position in the file) on its own: an
+/// S-framed data segment's placement offset stays unknown, since it needs its sender's ISN
+/// ([`decode_with`], [`Analyzer::decode`](super::Analyzer::decode)).
 pub fn decode(frame: u64, pkt: &RawPacket) -> Decoded {
-    let outcome = decode_outcome(pkt);
+    decode_with(frame, pkt, |_| None)
+}
+
+/// [`decode`], with `isn` giving the ISN (the SYN's sequence number) of a direction
+/// (source, destination) where it is known: an S-framed data segment's placement offset is
+/// computed from it, and checked against its message length as a receiver would.
+pub fn decode_with(frame: u64, pkt: &RawPacket, isn: impl Fn(FlowKey) -> Option<u32>) -> Decoded {
+    let outcome = decode_outcome(pkt, &isn);
     Decoded {
         frame,
         ts: pkt.ts,
@@ -148,8 +243,10 @@ pub fn decode(frame: u64, pkt: &RawPacket) -> Decoded {
     }
 }
 
-fn decode_outcome(pkt: &RawPacket) -> Outcome {
-    match decode_layers(pkt) {
+type IsnOf<'a> = &'a dyn Fn(FlowKey) -> Option<u32>;
+
+fn decode_outcome(pkt: &RawPacket, isn: IsnOf<'_>) -> Outcome {
+    match decode_layers(pkt, isn) {
         Ok(s) => Outcome::Segment(Box::new(s)),
         Err(Stop::NotTcp(why)) => Outcome::NotTcp(why),
         Err(Stop::Malformed(header)) if pkt.is_truncated() => Outcome::Truncated(Truncated {
@@ -161,15 +258,20 @@ fn decode_outcome(pkt: &RawPacket) -> Outcome {
     }
 }
 
-fn decode_layers(pkt: &RawPacket) -> Result<Segment, Stop> {
+fn decode_layers(pkt: &RawPacket, isn: IsnOf<'_>) -> Result<Segment, Stop> {
     let truncated = pkt.is_truncated();
     let l3 = link_payload(pkt.linktype, &pkt.data)?;
     let ip = ip_layer(l3, truncated)?;
     let missing = u64::from(pkt.orig_len).saturating_sub(pkt.data.len() as u64);
-    tcp_layer(&ip, truncated, missing).map_err(Stop::Malformed)
+    tcp_layer(&ip, truncated, missing, isn).map_err(Stop::Malformed)
 }
 
-fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, Malformed> {
+fn tcp_layer(
+    ip: &IpPart<'_>,
+    truncated: bool,
+    missing: u64,
+    isn: IsnOf<'_>,
+) -> Result<Segment, Malformed> {
     let b = ip.tcp;
     if b.len() < 20 {
         return Err(Malformed::TcpTruncated(b.len()));
@@ -227,27 +329,48 @@ fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, 
     let Some(bth) = seg.bth().copied() else {
         return Ok(seg);
     };
-    if !truncated {
+    // S-framed data carries no ICRC: its field is the message length (Segment::icrc).
+    if !truncated && bth.carries_icrc() {
         seg.icrc_ok = Some(bth.icrc_ok(captured));
     }
     if let Some(class) = MsgClass::of(bth.opcode).filter(|_| payload_len > 0) {
         let zero_length = is_zero_length(&bth, payload_len);
+        let sf = bth
+            .seq_framed
+            .then(|| SeqFraming::new(&bth, seg.seq, isn((seg.src, seg.dst))));
+        let offset = match sf {
+            Some(sf) => sf.placement(),
+            None if zero_length => Some(0),
+            None => Some(bth.mbo),
+        };
+        let len = if zero_length { 0 } else { payload_len };
+        let last = match sf {
+            Some(sf) => {
+                offset.is_some_and(|o| u64::from(o) + u64::from(len) == u64::from(sf.msg_len))
+            }
+            None => !bth.opcode.more(),
+        };
         let mut data = DataSeg {
             class,
             opcode: bth.opcode,
             msn: bth.msn,
-            offset: if zero_length { 0 } else { bth.mbo },
-            len: if zero_length { 0 } else { payload_len },
+            offset,
+            len,
             zero_length,
-            last: !bth.opcode.more(),
+            last,
             read_request: None,
+            seq: sf,
         };
         if !truncated {
-            match Inbound::from_bth(&bth, captured) {
-                Ok(_) if class == MsgClass::ReadRequest => {
+            let checked = match sf {
+                None => Inbound::from_bth(&bth, captured).map(|_| ()),
+                Some(sf) => check_seq_framed(&bth, captured, sf),
+            };
+            match checked {
+                Ok(()) if class == MsgClass::ReadRequest => {
                     data.read_request = ReadRequest::parse(captured).ok();
                 }
-                Ok(_) => {}
+                Ok(()) => {}
                 Err(e) => seg.problem = Some(Problem::Message(e)),
             }
         }
@@ -256,12 +379,35 @@ fn tcp_layer(ip: &IpPart<'_>, truncated: bool, missing: u64) -> Result<Segment, 
     Ok(seg)
 }
 
+/// An S-framed data segment checked as its receiver checks it ([`Inbound::from_seq`]). Without
+/// its stream offset only what holds at any offset is checked: it is taken at placement offset
+/// 0, and a verdict that depends on the offset (bytes past the message's length) is not given.
+fn check_seq_framed(bth: &Bth, payload: &[u8], sf: SeqFraming) -> Result<(), InboundError> {
+    match sf.stream_offset {
+        Some(at) => Inbound::from_seq(bth, payload, u64::from(at)).map(|_| ()),
+        None => match Inbound::from_seq(bth, payload, u64::from(bth.mbo)) {
+            Err(InboundError::BeyondMessageLength { .. }) => Ok(()),
+            r => r.map(|_| ()),
+        },
+    }
+}
+
 /// The segment of a zero-length message (docs/option.md): a SEND or RDMA WRITE `*_ONLY` opcode,
 /// offset field [`ZERO_LENGTH_MBO`] and exactly one (pad) byte of payload. Decided from the
 /// payload length on the wire, so also for a capture that kept only the headers; any other use
-/// of that offset is refused by [`Inbound::from_bth`] and reported as a problem.
+/// of that offset is refused by [`Inbound::from_bth`] and reported as a problem. In S framing
+/// (amendment 3) only the length field says zero-length: message length 0, one pad byte, the
+/// same opcodes (the offset field is then an anchor like any other).
 pub fn is_zero_length(bth: &Bth, payload_len: u32) -> bool {
-    bth.mbo == ZERO_LENGTH_MBO && payload_len == 1 && Inbound::from_bth(bth, &[0]).is_ok()
+    if payload_len != 1 {
+        return false;
+    }
+    if bth.seq_framed {
+        // Taken at placement offset 0, where the pad byte of a zero-length message sits.
+        bth.icrc == 0 && Inbound::from_seq(bth, &[0], u64::from(bth.mbo)).is_ok()
+    } else {
+        bth.mbo == ZERO_LENGTH_MBO && Inbound::from_bth(bth, &[0]).is_ok()
+    }
 }
 
 #[cfg(test)]
@@ -396,7 +542,7 @@ mod tests {
         assert_eq!((s.problem, s.icrc_ok, s.payload_len), (None, Some(true), 1));
         let d = s.data.unwrap();
         assert!(d.zero_length && d.last);
-        assert_eq!((d.offset, d.len, d.end()), (0, 0, 0));
+        assert_eq!((d.offset, d.len, d.end()), (Some(0), 0, Some(0)));
         assert_eq!((a.summary.malformed, a.summary.messages), (0, 2));
         let m = a.messages.values().next().unwrap();
         assert_eq!(
@@ -406,6 +552,168 @@ mod tests {
         );
         // The pad byte is still a byte of the TCP stream: the next segment is not out of order.
         assert_eq!(a.records[1].1, crate::Marks::default());
+    }
+
+    /// An S-framed SEND_ONLY option (amendment 3): the same in every segment of its message.
+    fn s_send(msn: u16, anchor: u32, msg_len: u32) -> Bth {
+        let mut b = send(msn, Opcode::SendOnly, anchor);
+        b.seq_framed = true;
+        b.icrc = msg_len;
+        b
+    }
+
+    fn syn(ip: tcp_bth_wire::IpPair, isn: u32) -> Vec<u8> {
+        TcpRepr {
+            src_port: 1000,
+            dst_port: 2000,
+            seq: isn,
+            ack: 0,
+            flags: TcpFlags::SYN,
+            window: 100,
+            urgent: 0,
+            options: TcpOptions::default(),
+            payload: &[],
+        }
+        .to_vec(ip)
+        .unwrap()
+    }
+
+    #[test]
+    fn s_framed_segments_are_placed_from_the_syn_and_have_no_icrc() {
+        // ISN near the wrap; the message starts at stream offset 2^24 + 5 (anchor 5), its
+        // segments arrive out of order, the second twice.
+        let isn = u32::MAX - 3;
+        let start = isn.wrapping_add(1).wrapping_add((1 << 24) + 5);
+        let b = s_send(7, 5, 25);
+        let file = write(&[
+            (V4, syn(V4, isn)),
+            (V4, segment(V4, start.wrapping_add(10), Some(b), &[2; 15])),
+            (V4, segment(V4, start, Some(b), &[1; 10])),
+            (V4, segment(V4, start.wrapping_add(10), Some(b), &[2; 15])),
+        ]);
+        let a = analyze(CaptureReader::new(&file[..]).unwrap()).unwrap();
+        let seg = |i: usize| a.records[i].0.segment().unwrap().clone();
+        for (i, off) in [(1, 10), (2, 0), (3, 10)] {
+            let s = seg(i);
+            assert_eq!(
+                (s.icrc_ok, s.icrc(), s.problem),
+                (None, Some(Icrc::NotApplicable), None)
+            );
+            let d = s.data.unwrap();
+            assert_eq!(
+                d.seq,
+                Some(SeqFraming {
+                    anchor: 5,
+                    msg_len: 25,
+                    stream_offset: Some((1 << 24) + 5 + off)
+                })
+            );
+            assert_eq!(
+                (d.offset, d.last, d.message_len()),
+                (Some(off), off == 10, Some(25))
+            );
+        }
+        let s = &a.summary;
+        assert_eq!(
+            (
+                s.icrc_errors,
+                s.malformed,
+                s.s_data_segments,
+                s.s_offsets_unknown
+            ),
+            (0, 0, 3, 0)
+        );
+        let m = a.messages.values().next().unwrap();
+        assert_eq!(
+            (m.len, m.max_end, m.segments, m.misplaced, m.unplaced),
+            (Some(25), 25, 3, 0, 0)
+        );
+    }
+
+    #[test]
+    fn s_framed_offset_is_unknown_without_the_syn() {
+        let b = s_send(1, 0x12ab, 100);
+        let file = write(&[(V4, segment(V4, 5000, Some(b), &[1; 10]))]);
+        let a = analyze(CaptureReader::new(&file[..]).unwrap()).unwrap();
+        let s = a.records[0].0.segment().unwrap();
+        let d = s.data.unwrap();
+        assert_eq!((d.offset, d.end(), d.last), (None, None, false));
+        assert_eq!(d.seq.unwrap().stream_offset, None);
+        assert_eq!((s.icrc(), s.problem), (Some(Icrc::NotApplicable), None));
+        assert_eq!(
+            (a.summary.s_data_segments, a.summary.s_offsets_unknown),
+            (1, 1)
+        );
+        let m = a.messages.values().next().unwrap();
+        assert_eq!(
+            (m.len, m.max_end, m.unplaced, m.misplaced),
+            (Some(100), 0, 1, 0)
+        );
+    }
+
+    #[test]
+    fn an_analyzer_places_a_record_decoded_on_its_own() {
+        let b = s_send(1, 0, 30);
+        let d0 = decode(1, &raw(LINKTYPE_RAW, ip_packet(&syn(V4, 100))));
+        let d1 = decode(
+            2,
+            &raw(
+                LINKTYPE_RAW,
+                ip_packet(&segment(V4, 111, Some(b), &[0; 20])),
+            ),
+        );
+        assert_eq!(d1.segment().unwrap().data.unwrap().offset, None);
+        let mut an = Analyzer::new();
+        an.add(&d0);
+        an.add(&d1);
+        assert_eq!(an.summary().s_offsets_unknown, 0);
+        let m = an.messages().values().next().unwrap();
+        assert_eq!((m.max_end, m.unplaced), (30, 0));
+    }
+
+    #[test]
+    fn s_framed_problems() {
+        let mut an = Analyzer::new();
+        let isn = 1000;
+        let mut frame = 0;
+        let mut add = |seq: u32, b: Option<Bth>, payload: &[u8]| {
+            frame += 1;
+            let p = match b {
+                Some(b) => segment(V4, seq, Some(b), payload),
+                None => syn(V4, seq),
+            };
+            an.decode(frame, &raw(LINKTYPE_RAW, ip_packet(&p))).0
+        };
+        add(isn, None, &[]);
+        // 20 bytes at placement offset 90 of a 100-byte message.
+        let d = add(isn + 1 + 90, Some(s_send(1, 0, 100)), &[0; 20]);
+        assert_eq!(
+            d.segment().unwrap().problem,
+            Some(Problem::Message(InboundError::BeyondMessageLength {
+                offset: 90,
+                len: 20,
+                msg_len: 100
+            }))
+        );
+        // A zero-length message whose anchor is 0xFFFFFF: its pad byte at stream offset
+        // 0xFFFFFF (placement 0) is fine; the offset field is an anchor, not the marker.
+        let mut z = s_send(2, ZERO_LENGTH_MBO, 0);
+        z.opcode = Opcode::SendOnlyWithImmediate;
+        z.ext = tcp_bth_wire::Extension::Immediate(3);
+        let d = add(isn + 1 + ZERO_LENGTH_MBO, Some(z), &[0]);
+        let s = d.segment().unwrap();
+        assert_eq!(s.problem, None);
+        let data = s.data.unwrap();
+        assert!(data.zero_length && data.last);
+        assert_eq!(
+            (data.offset, data.len, data.message_len()),
+            (Some(0), 0, Some(0))
+        );
+        // Length 0 with two bytes: not the zero-length form.
+        let d = add(isn + 1 + 7, Some(s_send(3, 7, 0)), &[0, 0]);
+        assert!(d.segment().unwrap().problem.is_some());
+        assert_eq!(an.summary().malformed, 2);
+        assert_eq!(an.summary().icrc_errors, 0);
     }
 
     #[test]

@@ -3,20 +3,27 @@
 use std::fmt::Write;
 use tcp_bth_wire::{Bth, Extension, Inbound, Nak, Opcode, TcpOptions, TcpRepr, ZERO_LENGTH_MBO};
 
-/// One field per line.
+/// One field per line. An S-framed data option (amendment 3) shows its offset field as the
+/// anchor and its bytes 8-11 as the message length, by name; where its bytes go also needs the
+/// segment's sequence number and its sender's ISN.
 pub fn bth(b: &Bth) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "opcode        {} ({:#04x})", b.opcode, b.opcode.as_u8());
     let _ = writeln!(
         s,
-        "flags         T={} M={} R={} A={} rsvd={}",
+        "flags         T={} M={} R={} A={} S={} rsvd={}",
         u8::from(b.timestamps.is_some()),
         u8::from(b.opcode.more()),
         u8::from(b.rtr),
         u8::from(b.rtr_ack),
+        u8::from(b.seq_framed),
         b.rsvd
     );
     let _ = writeln!(s, "msn           {}", b.msn);
+    if !b.carries_icrc() {
+        seq_framed_data(&mut s, b);
+        return s;
+    }
     // With one pad byte of payload this offset is a zero-length message (docs/option.md).
     let zero_length = b.mbo == ZERO_LENGTH_MBO && Inbound::from_bth(b, &[0]).is_ok();
     if zero_length {
@@ -45,6 +52,39 @@ pub fn bth(b: &Bth) -> String {
         let _ = writeln!(s, "segment       {}", b.seg);
     }
     let _ = writeln!(s, "icrc          {:#010x}", b.icrc);
+    tail(&mut s, b);
+    s
+}
+
+/// The fields of an S-framed data option after its MSN.
+fn seq_framed_data(s: &mut String, b: &Bth) {
+    let _ = writeln!(
+        s,
+        "anchor        {:#08x} ({}: stream offset of the message's first byte mod 2^24)",
+        b.mbo, b.mbo
+    );
+    let _ = writeln!(s, "segment       {}", b.seg);
+    // With one pad byte of payload a length of 0 is a zero-length message.
+    let zero = if b.icrc == 0 {
+        " (zero-length message: 1 pad byte)"
+    } else {
+        ""
+    };
+    let _ = writeln!(s, "msg_len       {}{zero}", b.icrc);
+    let _ = writeln!(
+        s,
+        "icrc          not applicable (S framing: bytes 8-11 are the message length; the TCP \
+         checksum is the check)"
+    );
+    let _ = writeln!(
+        s,
+        "placement     ((SEQ - ISN - 1) mod 2^32 - anchor) mod 2^24"
+    );
+    tail(s, b);
+}
+
+/// Timestamps, extension and length: the same in both framings.
+fn tail(s: &mut String, b: &Bth) {
     if let Some(ts) = b.timestamps {
         let _ = writeln!(s, "tsval         {}", ts.tsval);
         let _ = writeln!(s, "tsecr         {}", ts.tsecr);
@@ -65,7 +105,6 @@ pub fn bth(b: &Bth) -> String {
         }
     }
     let _ = writeln!(s, "length        {} bytes", b.buffer_len());
-    s
 }
 
 pub fn options(o: &TcpOptions) -> String {
@@ -156,5 +195,35 @@ mod tests {
         assert!(t.contains("segment       0\n"), "{t}");
         zl.opcode = Opcode::SendLast;
         assert!(bth(&zl).contains("offset        16777215\n"));
+    }
+
+    #[test]
+    fn s_framed_data_shows_anchor_and_length_by_name() {
+        let mut b = Bth::new(Opcode::SendOnly);
+        b.seq_framed = true;
+        b.msn = 4;
+        b.mbo = 0x12ab;
+        b.icrc = 65536;
+        b.timestamps = Some(Timestamps::default());
+        let t = bth(&b);
+        assert!(
+            t.contains("flags         T=1 M=0 R=0 A=0 S=1 rsvd=0\n"),
+            "{t}"
+        );
+        assert!(t.contains("anchor        0x0012ab (4779: "), "{t}");
+        assert!(t.contains("msg_len       65536\n"), "{t}");
+        assert!(t.contains("icrc          not applicable"), "{t}");
+        assert!(!t.contains("\noffset ") && !t.contains("0x00010000"), "{t}");
+        // The anchor may be 0xFFFFFF: only the length says zero-length.
+        b.mbo = ZERO_LENGTH_MBO;
+        assert!(!bth(&b).contains("zero-length"));
+        b.icrc = 0;
+        assert!(bth(&b).contains("msg_len       0 (zero-length message: 1 pad byte)\n"));
+        // A control form keeps its ICRC in S framing.
+        let mut ack = Bth::new(Opcode::Acknowledge);
+        ack.seq_framed = true;
+        ack.timestamps = Some(Timestamps::default());
+        let t = bth(&ack);
+        assert!(t.contains("S=1") && t.contains("icrc          0x"), "{t}");
     }
 }

@@ -10,6 +10,10 @@
 //!   record (IP, TCP with checksum verification, the `tcp_bth` option, ICRC); an [`Analyzer`]
 //!   follows the records of a capture and keeps the counts `bth-dump` prints (out-of-order
 //!   segments, retransmissions, messages, errors). [`analyze_file`] does all three.
+//!   [`Analyzer::decode`] decodes each packet with what the capture showed before it: an
+//!   S-framed data segment (amendment 3) is placed from its sequence number and its sender's
+//!   ISN, from the SYN; without that SYN its placement offset is reported unknown. S-framed
+//!   data carry no ICRC: [`Icrc::NotApplicable`], never an ICRC error.
 //! * Rendering: [`describe`] prints wire values (segment, option area, BTH) as text, for
 //!   `bth decode` and `bth-dump`.
 //!
@@ -42,7 +46,10 @@ pub use analyze::{
     analyze, analyze_file, Analysis, Analyzer, FlowInfo, FlowKey, Marks, MessageInfo, MessageKey,
     Summary,
 };
-pub use decode::{decode, is_zero_length, Checksum, DataSeg, Decoded, Outcome, Segment};
+pub use decode::{
+    decode, decode_with, is_zero_length, stream_offset, Checksum, DataSeg, Decoded, Icrc, Outcome,
+    Segment, SeqFraming,
+};
 pub use error::{IpError, Malformed, NotTcp, Problem, Truncated};
 pub use link::{
     LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2,

@@ -1,7 +1,9 @@
 //! Rendering of decoded capture records for `bth-dump`: one text line or one JSON object per
 //! packet, the per-message table and the summary. Decoding itself is `bth_capture`.
 
-use bth_capture::{Checksum, Decoded, Marks, MessageInfo, MessageKey, Outcome, Segment, Summary};
+use bth_capture::{
+    Checksum, DataSeg, Decoded, Icrc, Marks, MessageInfo, MessageKey, Outcome, Segment, Summary,
+};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
@@ -54,11 +56,32 @@ pub fn nak_name(code: NakCode) -> String {
     }
 }
 
-/// The BTH fields in one line, as their meaning depends on the opcode and the R flag.
-/// `zero_length`: the segment is the one pad byte of a zero-length message (see
-/// [`bth_capture::is_zero_length`]), whose offset field is a marker, not an offset.
-pub fn bth_fields(b: &Bth, zero_length: bool) -> String {
+/// `off` of an S-framed segment: its placement offset, or `unknown` when its sender's SYN is
+/// not in the capture.
+fn placement(off: Option<u32>) -> String {
+    off.map_or_else(|| "unknown".to_string(), |o| o.to_string())
+}
+
+/// Short name of an ICRC verdict, as printed in JSON.
+pub fn icrc_name(i: Icrc) -> &'static str {
+    match i {
+        Icrc::Good => "ok",
+        Icrc::Bad => "bad",
+        Icrc::Unverified => "unverified",
+        Icrc::NotApplicable => "n/a",
+    }
+}
+
+/// The BTH fields in one line, as their meaning depends on the opcode, the R flag and the S
+/// flag. `data`: the segment's message part, if it has one: whether it is the one pad byte of a
+/// zero-length message (see [`bth_capture::is_zero_length`]), whose offset field is a marker,
+/// not an offset; and for an S-framed segment its placement offset, computed from its sequence
+/// number and its sender's ISN.
+pub fn bth_fields(b: &Bth, data: Option<&DataSeg>) -> String {
     let mut s = String::new();
+    let zero_length = data.is_some_and(|d| d.zero_length);
+    // S-framed data (amendment 3): the offset field is the anchor, bytes 8-11 the length.
+    let s_data = !b.carries_icrc();
     match b.opcode {
         Opcode::Hello => {
             let _ = write!(s, "{} first-msn {} max-msg {}", b.opcode, b.msn, b.mbo);
@@ -83,6 +106,20 @@ pub fn bth_fields(b: &Bth, zero_length: bool) -> String {
                 );
             }
         },
+        _ if s_data => {
+            let _ = write!(
+                s,
+                "{} S msn {} anchor {:#08x} off {} len {}",
+                b.opcode,
+                b.msn,
+                b.mbo,
+                placement(data.and_then(|d| d.offset)),
+                b.icrc
+            );
+            if zero_length {
+                s.push_str(" zero-length (1 pad byte)");
+            }
+        }
         _ if zero_length => {
             let _ = write!(s, "{} zero-length msn {} (1 pad byte)", b.opcode, b.msn);
         }
@@ -99,6 +136,10 @@ pub fn bth_fields(b: &Bth, zero_length: bool) -> String {
     }
     if b.rtr_ack {
         fl.push('A');
+    }
+    if b.seq_framed && !s_data {
+        // A control form (hello, ACK, credit, NAK) of an S-framed connection.
+        fl.push('S');
     }
     if !fl.is_empty() {
         let _ = write!(s, " {fl}");
@@ -166,12 +207,13 @@ pub fn line(d: &Decoded, m: Marks, t0: Duration) -> String {
         seg.payload_len
     );
     if let Some(b) = seg.bth() {
-        let zero_length = seg.data.is_some_and(|d| d.zero_length);
-        let _ = write!(s, " | {}", bth_fields(b, zero_length));
-        match seg.icrc_ok {
-            Some(true) => s.push_str(" icrc ok"),
-            Some(false) => s.push_str(" ICRC BAD"),
-            None => {}
+        let _ = write!(s, " | {}", bth_fields(b, seg.data.as_ref()));
+        match seg.icrc() {
+            Some(Icrc::Good) => s.push_str(" icrc ok"),
+            Some(Icrc::Bad) => s.push_str(" ICRC BAD"),
+            // S-framed data: no ICRC (the TCP checksum checks), neither good nor bad.
+            Some(Icrc::NotApplicable) => s.push_str(" icrc n/a"),
+            Some(Icrc::Unverified) | None => {}
         }
     }
     if let Some(r) = seg.data.and_then(|d| d.read_request) {
@@ -265,14 +307,27 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
         o.str("malformed", &e.to_string());
     }
     if let Some(b) = seg.bth() {
-        o.str("opcode", &b.opcode.to_string())
-            .raw("msn", b.msn)
-            .raw("offset", b.mbo)
-            .raw("seg", b.seg)
-            .raw("m", b.opcode.more())
+        o.str("opcode", &b.opcode.to_string()).raw("msn", b.msn);
+        if b.carries_icrc() {
+            o.raw("offset", b.mbo).raw("seg", b.seg);
+        } else {
+            // S-framed data: the offset field is the anchor, bytes 8-11 the message length;
+            // the placement offset comes from the sequence number (null: SYN not seen).
+            let sf = seg.data.and_then(|d| d.seq);
+            let null = |v: Option<u32>| v.map_or_else(|| "null".to_string(), |v| v.to_string());
+            o.raw("anchor", b.mbo)
+                .raw("stream_off", null(sf.and_then(|f| f.stream_offset)))
+                .raw("place_off", null(seg.data.and_then(|d| d.offset)))
+                .raw("msg_len", b.icrc)
+                .raw("seg", b.seg);
+        }
+        o.raw("m", b.opcode.more())
             .raw("r", b.rtr)
             .raw("a", b.rtr_ack)
-            .raw("icrc", b.icrc);
+            .raw("s", b.seq_framed);
+        if b.carries_icrc() {
+            o.raw("icrc", b.icrc);
+        }
         if b.opcode == Opcode::Acknowledge && !b.rtr {
             // The low byte of an ACKNOWLEDGE's mbo_seg: 0 = ACK, 0x61-0x63 = NAK.
             o.raw("syndrome", b.seg);
@@ -293,10 +348,21 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
         if let Some(ok) = seg.icrc_ok {
             o.raw("icrc_ok", ok);
         }
+        if let Some(i) = seg.icrc() {
+            o.str("icrc_status", icrc_name(i));
+        }
     }
     if let Some(data) = seg.data {
         o.str("class", class_name(data.class))
-            .raw("zero_length", data.zero_length);
+            .raw("zero_length", data.zero_length)
+            .str(
+                "framing",
+                if data.seq.is_some() {
+                    "seq"
+                } else {
+                    "per-segment"
+                },
+            );
         if let Some(r) = data.read_request {
             o.raw("read_rkey", r.rkey)
                 .raw("read_addr", r.addr)
@@ -324,6 +390,12 @@ fn summary_rows(s: &Summary) -> Vec<(&'static str, &'static str, u64)> {
         ("out_of_order", "out-of-order segments", s.out_of_order),
         ("retransmissions", "retransmissions", s.retransmissions),
         ("icrc_errors", "ICRC errors", s.icrc_errors),
+        ("s_data_segments", "S data segments", s.s_data_segments),
+        (
+            "s_offsets_unknown",
+            "S offsets unknown",
+            s.s_offsets_unknown,
+        ),
         ("checksum_errors", "checksum errors", s.checksum_errors),
         ("malformed", "malformed", s.malformed),
         ("not_tcp", "not TCP (skipped)", s.not_tcp),
@@ -382,16 +454,23 @@ pub fn messages_text(msgs: &BTreeMap<MessageKey, MessageInfo>) -> String {
         let dir = format!("{} > {}", k.src, k.dst);
         let len = m.len.map_or_else(|| "?".to_string(), |l| l.to_string());
         let mut notes = Vec::new();
-        if m.len.is_none() {
-            notes.push("last segment not seen".to_string());
-        } else if m.len != Some(m.max_end) {
-            notes.push(format!("bytes beyond its end ({})", m.max_end));
+        match m.len {
+            None => notes.push("last segment not seen".to_string()),
+            Some(l) if m.max_end > l => notes.push(format!("bytes beyond its end ({})", m.max_end)),
+            // S framing says the length in every segment: some of its bytes were not captured.
+            Some(l) if m.max_end < l && m.unplaced == 0 => {
+                notes.push(format!("bytes from {} not seen", m.max_end));
+            }
+            Some(_) => {}
         }
         if m.misplaced > 0 {
             notes.push(format!(
                 "{} segments disagree with the TCP sequence",
                 m.misplaced
             ));
+        }
+        if m.unplaced > 0 {
+            notes.push(format!("{} S segments not placed (no SYN)", m.unplaced));
         }
         if let Some(i) = m.imm {
             notes.push(format!("imm {i:#x}"));
@@ -655,6 +734,128 @@ mod tests {
         );
         assert!(summary_text(an.summary(), an.messages())
             .contains("  messages               1 (send 1)\n"));
+    }
+
+    /// A capture of an S-framed transfer (amendment 3): the SYN (ISN 999), two segments of a
+    /// 3000-byte SEND whose first byte is at stream offset 0x12ab, an S-framed pure ACK from
+    /// the peer, and a segment of another connection whose SYN is not in the capture; decoded.
+    fn s_framed() -> Vec<(Decoded, Marks)> {
+        let ts = Some(Timestamps { tsval: 1, tsecr: 2 });
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        // Any SYN gives its direction's ISN; this one has no options.
+        let syn = TcpRepr {
+            src_port: 1000,
+            dst_port: 2000,
+            seq: 999,
+            ack: 0,
+            flags: TcpFlags::SYN,
+            window: 512,
+            urgent: 0,
+            options: TcpOptions::default(),
+            payload: &[],
+        }
+        .to_vec(IP)
+        .unwrap();
+        let mut b = Bth::new(Opcode::SendOnly);
+        b.seq_framed = true;
+        b.msn = 4;
+        b.mbo = 0x12ab;
+        b.icrc = 3000;
+        b.timestamps = ts;
+        let mut ack = Bth::new(Opcode::Acknowledge);
+        ack.seq_framed = true;
+        ack.msn = 4;
+        ack.timestamps = ts;
+        let mut other = seg(5000, b, &[3; 10]);
+        other[0..2].copy_from_slice(&1001u16.to_be_bytes());
+        fix_checksum(&mut other);
+        for (i, s) in [
+            syn,
+            seg(1000 + 0x12ab, b, &[1; 1448]),
+            seg(1000 + 0x12ab + 1448, b, &[2; 1552]),
+            seg(7, ack, &[]),
+            other,
+        ]
+        .iter()
+        .enumerate()
+        {
+            w.write_tcp(Duration::from_micros(i as u64), IP, s).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let a = analyze(CaptureReader::new(&bytes[..]).unwrap()).unwrap();
+        assert!(a.error.is_none());
+        assert_eq!((a.summary.malformed, a.summary.icrc_errors), (0, 0));
+        assert_eq!(
+            (a.summary.s_data_segments, a.summary.s_offsets_unknown),
+            (3, 1)
+        );
+        a.records
+    }
+
+    #[test]
+    fn lines_show_s_options_by_their_meaning() {
+        let r = s_framed();
+        let want = [
+            "len 1448 | SEND_ONLY S msn 4 anchor 0x0012ab off 0 len 3000 icrc n/a",
+            "len 1552 | SEND_ONLY S msn 4 anchor 0x0012ab off 1448 len 3000 icrc n/a",
+            "len 0 | ack completed-msn 4 S icrc ok",
+            "len 10 | SEND_ONLY S msn 4 anchor 0x0012ab off unknown len 3000 icrc n/a",
+        ];
+        for ((d, m), want) in r[1..].iter().zip(want) {
+            let l = line(d, *m, Duration::ZERO);
+            assert!(l.ends_with(want), "{l}");
+        }
+        let mut an = bth_capture::Analyzer::new();
+        for (d, _) in &r {
+            an.add(d);
+        }
+        let t = summary_text(an.summary(), an.messages());
+        assert!(t.contains("  ICRC errors            0\n"), "{t}");
+        assert!(t.contains("  S data segments        3\n"), "{t}");
+        assert!(t.contains("  S offsets unknown      1\n"), "{t}");
+        let m = messages_text(an.messages());
+        assert!(
+            m.contains(" send          4      2      3000      3000\n"),
+            "{m}"
+        );
+        assert!(m.contains("1 S segments not placed (no SYN)"), "{m}");
+    }
+
+    #[test]
+    fn json_has_s_fields() {
+        let r = s_framed();
+        let j: Vec<String> = r.iter().map(|(d, m)| json_record(d, *m)).collect();
+        for (i, want) in [
+            (
+                2,
+                "\"opcode\":\"SEND_ONLY\",\"msn\":4,\"anchor\":4779,\"stream_off\":6227,\
+                 \"place_off\":1448,\"msg_len\":3000,\"seg\":0,\"m\":false,\"r\":false,\
+                 \"a\":false,\"s\":true,",
+            ),
+            (
+                2,
+                "\"icrc_status\":\"n/a\",\"class\":\"send\",\"zero_length\":false,\"framing\":\"seq\"",
+            ),
+            (2, "!icrc_ok"),
+            (2, "!\"offset\""),
+            (2, "!\"icrc\""),
+            (3, "\"s\":true,\"icrc\":"),
+            (3, "\"icrc_ok\":true,\"icrc_status\":\"ok\""),
+            (4, "\"stream_off\":null,\"place_off\":null,\"msg_len\":3000"),
+        ] {
+            match want.strip_prefix('!') {
+                Some(absent) => assert!(!j[i].contains(absent), "{}", j[i]),
+                None => assert!(j[i].contains(want), "{}", j[i]),
+            }
+        }
+        // Per-segment framing says so too.
+        let p = records();
+        let j = json_record(&p[0].0, p[0].1);
+        assert!(j.contains("\"s\":false,\"icrc\":"), "{j}");
+        assert!(
+            j.contains("\"icrc_status\":\"ok\",\"class\":\"write\",\"zero_length\":false,\"framing\":\"per-segment\""),
+            "{j}"
+        );
     }
 
     #[test]

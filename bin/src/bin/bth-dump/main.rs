@@ -3,7 +3,7 @@
 
 mod format;
 
-use bth_capture::{decode, Analyzer, CaptureReader};
+use bth_capture::{Analyzer, CaptureReader};
 use clap::Parser;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -19,10 +19,21 @@ for the SYN hello `first-msn` and `max-msg`; on segments with R set `credit-msn`
 (4 KiB units); an ACKNOWLEDGE with R clear shows as `ack completed-msn N` (newest SEND
 completed in order) or, on the RST that ends a connection, as `NAK <code> for <opcode> msn N`
 (code invalid-request, remote-access-error or remote-operational-error; the opcode and MSN name
-the failed message); then the flags M, R, A, the immediate, rkey and remote address when
-present, and `icrc ok` / `ICRC BAD`. A line ends with [out-of-order] or [retransmission] and
-with any error found. JSON records carry the same as fields: `syndrome` (ACKNOWLEDGE with R
-clear: 0 = ACK, 0x61-0x63 = NAK), `nak` and `nak_opcode`, and `zero_length` on data segments.
+the failed message); then the flags M, R, A (and S on the hello, ACKs, credit updates and
+NAKs of an S-framed connection), the immediate, rkey and remote address when present, and
+`icrc ok` / `ICRC BAD`. A data segment in S framing (sequence-anchored, spec amendment 3)
+shows as `SEND_ONLY S msn 4 anchor 0x0012ab off 2896 len 65536`: the anchor is the option's
+offset field (the stream offset of the message's first byte mod 2^24), `len` the message
+length (bytes 8-11 of the option, where per-segment framing has the ICRC), and `off` the
+placement offset of its first payload byte, ((SEQ - ISN - 1) mod 2^32 - anchor) mod 2^24, with
+the ISN from its sender's SYN in the capture; `off unknown` when that SYN is not in the file.
+Such a segment has no ICRC: `icrc n/a` (the TCP checksum is its check), never an ICRC error.
+A line ends with [out-of-order] or [retransmission] and with any error found. JSON records
+carry the same as fields: `syndrome` (ACKNOWLEDGE with R clear: 0 = ACK, 0x61-0x63 = NAK),
+`nak` and `nak_opcode`, `s` (the S flag), `icrc_status` (ok, bad, unverified, n/a), and on
+data segments `zero_length` and `framing` (per-segment or seq); an S-framed data segment has
+`anchor`, `stream_off` and `place_off` (null when the SYN was not seen) and `msg_len` in place
+of `offset` and `icrc`, and no `icrc_ok`.
 
 Definitions used in the summary:
   packets            packet records in the file
@@ -41,6 +52,11 @@ Definitions used in the summary:
   retransmissions    a segment with payload carrying at least one byte already seen in the
                      same direction (a retransmission is usually also out of order)
   ICRC errors        BTH segments whose ICRC does not match their option header and payload
+                     (S-framed data segments carry none and never count)
+  S data segments    data segments in S framing (amendment 3): no ICRC, placed from their
+                     sequence numbers
+  S offsets unknown  S data segments whose sender's SYN is not in the capture: their placement
+                     offset is unknown (shown as `off unknown`)
   checksum errors    TCP checksum (over the IP pseudo header) or IPv4 header checksum wrong.
                      A TCP checksum field holding just the pseudo-header sum is a packet
                      captured on its sending host before checksum offload filled it in: shown
@@ -48,7 +64,8 @@ Definitions used in the summary:
   malformed          link, IP or TCP header that cannot be parsed, options refused (e.g. a
                      tcp_bth option whose length disagrees with its flags and opcode), or a
                      BTH breaking a protocol rule (FIRST/ONLY not at offset 0, a READ request
-                     payload that is not 16 bytes)
+                     payload that is not 16 bytes, an S-framed segment whose placement offset
+                     plus payload passes its message length)
   not TCP            other packets (ARP, UDP, ICMP, IP fragments, unsupported link types):
                      counted and skipped
   truncated          packets the capture's snap length cut short: decoded as far as they go,
@@ -68,9 +85,11 @@ and with --strict also 1 when any checksum, ICRC or malformed-packet error was f
     long_about = "Reads a pcap or pcapng capture (link types RAW IP, Ethernet with VLAN tags, \
                   Linux cooked v1/v2, BSD loopback) and prints one line per TCP segment: time, \
                   source > destination, TCP flags, seq, ack, window, payload length, and the \
-                  decoded tcp_bth option (opcode, MSN, message offset, segment number, M/R/A \
+                  decoded tcp_bth option (opcode, MSN, message offset, segment number, M/R/A/S \
                   flags, immediate, rkey and remote address, and whether the ICRC matches the \
-                  payload). TCP checksums are verified. Packets that do not parse are reported \
+                  payload; for S framing the anchor, the message length and the placement \
+                  offset computed from the sequence number and the SYN). TCP checksums are \
+                  verified. Packets that do not parse are reported \
                   and counted, never fatal. Capture with `bth demo --pcap FILE`, or with \
                   tcpdump on the interface the traffic crosses.",
     after_long_help = COUNTS
@@ -137,8 +156,8 @@ fn run(cli: &Cli, out: &mut impl Write) -> io::Result<ExitCode> {
             }
         };
         frame += 1;
-        let d = decode(frame, &p);
-        let marks = an.add(&d);
+        // With the SYNs seen so far: an S-framed segment is placed from its sender's ISN.
+        let (d, marks) = an.decode(frame, &p);
         if cli.summary_only {
             continue;
         }

@@ -34,7 +34,9 @@ enum Command {
     ///
     /// Without a flag the bytes are one option (kind 254, the tcp_bth option); with --segment
     /// they are a TCP header (+ payload); with --options a TCP option area.
-    /// Spaces, colons and a leading 0x are ignored.
+    /// Spaces, colons and a leading 0x are ignored. An S-framed data option (amendment 3) shows
+    /// its anchor and message length by name, and no ICRC (it has none); with --segment and
+    /// --isn also the segment's stream offset and placement offset.
     Decode {
         /// Hex bytes, e.g. "fe10efab0004010200000000deadbeef".
         hex: String,
@@ -47,6 +49,11 @@ enum Command {
         /// With --segment: verify the TCP checksum against these IPv4 addresses (SRC,DST).
         #[arg(long, value_name = "SRC,DST", requires = "segment")]
         ipv4: Option<String>,
+        /// With --segment: the sequence number of the sender's SYN, to place an S-framed
+        /// segment: stream offset = SEQ - ISN - 1, placement offset = (stream offset - anchor)
+        /// mod 2^24.
+        #[arg(long, value_name = "ISN", requires = "segment")]
+        isn: Option<u32>,
     },
 }
 
@@ -59,7 +66,8 @@ fn main() -> ExitCode {
             segment,
             options,
             ipv4,
-        } => decode(&hex, segment, options, ipv4.as_deref()),
+            isn,
+        } => decode(&hex, segment, options, ipv4.as_deref(), isn),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -96,7 +104,13 @@ fn parse_ipv4_pair(s: &str) -> Result<IpPair, String> {
     })
 }
 
-fn decode(hex: &str, segment: bool, options: bool, ipv4: Option<&str>) -> Result<(), String> {
+fn decode(
+    hex: &str,
+    segment: bool,
+    options: bool,
+    ipv4: Option<&str>,
+    isn: Option<u32>,
+) -> Result<(), String> {
     let bytes = parse_hex(hex)?;
     if segment {
         let ip = ipv4.map(parse_ipv4_pair).transpose()?;
@@ -105,9 +119,23 @@ fn decode(hex: &str, segment: bool, options: bool, ipv4: Option<&str>) -> Result
         if ip.is_some() {
             println!("checksum      ok");
         }
-        if let Some(b) = &seg.options.bth {
-            let ok = b.icrc_ok(seg.payload);
-            println!("icrc          {}", if ok { "ok" } else { "MISMATCH" });
+        match &seg.options.bth {
+            // S-framed data: bytes 8-11 are the message length (shown above), not an ICRC.
+            Some(b) if !b.carries_icrc() => {
+                let sf = bth_capture::SeqFraming::new(b, seg.seq, isn);
+                match (sf.stream_offset, sf.placement()) {
+                    (Some(at), Some(off)) => {
+                        println!("stream_offset {at}");
+                        println!("placement     {off} (of {} bytes)", sf.msg_len);
+                    }
+                    _ => println!("placement     unknown (--isn gives the sender's ISN)"),
+                }
+            }
+            Some(b) => {
+                let ok = b.icrc_ok(seg.payload);
+                println!("icrc          {}", if ok { "ok" } else { "MISMATCH" });
+            }
+            None => {}
         }
     } else if options {
         let o = TcpOptions::parse(&bytes).map_err(|e| format!("options refused: {e}"))?;
