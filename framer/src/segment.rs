@@ -43,9 +43,7 @@ impl SegmentDesc {
         mss: u32,
     ) -> Option<SegmentDesc> {
         let info = &m.info;
-        let mbo = u32::try_from(stream_offset.checked_sub(info.stream_start)?).ok()?;
-        let left = info.len.checked_sub(mbo).filter(|&l| l > 0)?;
-        let len = left.min(max_payload);
+        let (mbo, len) = span(m, stream_offset, max_payload)?;
         let pos = Position::of(mbo, len, info.len);
         // IBTA puts the immediate only on the segment that ends the message.
         let imm_here = |imm: Option<u32>| imm.filter(|_| !pos.more());
@@ -97,15 +95,7 @@ impl SegmentDesc {
             ext,
             ..Bth::new(opcode)
         };
-        Some(SegmentDesc {
-            stream_offset,
-            len,
-            wr_id: info.wr_id,
-            class: info.class,
-            bth,
-            payload: slices(m, mbo, len),
-            staged: m.staged,
-        })
+        Some(desc(m, stream_offset, mbo, len, bth))
     }
 
     /// The S-framed segment (amendment 3) of `m` starting at `stream_offset` with at most
@@ -119,9 +109,7 @@ impl SegmentDesc {
         max_payload: u32,
     ) -> Option<SegmentDesc> {
         let info = &m.info;
-        let mbo = u32::try_from(stream_offset.checked_sub(info.stream_start)?).ok()?;
-        let left = info.len.checked_sub(mbo).filter(|&l| l > 0)?;
-        let len = left.min(max_payload);
+        let (mbo, len) = span(m, stream_offset, max_payload)?;
         let (opcode, ext) = match m.kind {
             Kind::ReadRequest if mbo == 0 && len == info.len => {
                 (Opcode::RdmaReadRequest, Extension::None)
@@ -165,15 +153,7 @@ impl SegmentDesc {
             ext,
             ..Bth::new(opcode)
         };
-        Some(SegmentDesc {
-            stream_offset,
-            len,
-            wr_id: info.wr_id,
-            class: info.class,
-            bth,
-            payload: slices(m, mbo, len),
-            staged: m.staged,
-        })
+        Some(desc(m, stream_offset, mbo, len, bth))
     }
 
     pub fn payload_len(&self) -> usize {
@@ -210,6 +190,29 @@ impl SegmentDesc {
                 b.freeze()
             }
         }
+    }
+}
+
+/// Where a segment of `m` starting at `stream_offset` with at most `max_payload` bytes lies in
+/// its message: (offset, length); `None` outside the message.
+fn span(m: &Message, stream_offset: u64, max_payload: u32) -> Option<(u32, u32)> {
+    let info = &m.info;
+    let mbo = u32::try_from(stream_offset.checked_sub(info.stream_start)?).ok()?;
+    let left = info.len.checked_sub(mbo).filter(|&l| l > 0)?;
+    Some((mbo, left.min(max_payload)))
+}
+
+/// The segment of `m` at `stream_offset` (offset `mbo` in the message, `len` bytes) with
+/// option `bth`.
+fn desc(m: &Message, stream_offset: u64, mbo: u32, len: u32, bth: Bth) -> SegmentDesc {
+    SegmentDesc {
+        stream_offset,
+        len,
+        wr_id: m.info.wr_id,
+        class: m.info.class,
+        bth,
+        payload: slices(m, mbo, len),
+        staged: m.staged,
     }
 }
 
