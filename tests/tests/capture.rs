@@ -874,27 +874,31 @@ fn rust_decoder_flags_a_bad_length_and_a_bad_icrc() {
     );
 }
 
+/// The frames of the capture at `path` that match the display `filter` under the Lua
+/// dissector.
+fn lua_frames(path: &str, filter: &str) -> Vec<u64> {
+    let script = lua_script();
+    tshark(&[
+        "-X",
+        &script,
+        "-r",
+        path,
+        "-Y",
+        filter,
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+    ])
+    .lines()
+    .map(|l| l.trim().parse().unwrap())
+    .collect()
+}
+
 fn lua_dissector_flags_a_bad_length_and_a_bad_icrc() {
     let file = crafted_capture();
     let path = file.path().to_str().unwrap();
-    let script = lua_script();
-    let experts = |filter: &str| -> Vec<u64> {
-        tshark(&[
-            "-X",
-            &script,
-            "-r",
-            path,
-            "-Y",
-            filter,
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ])
-        .lines()
-        .map(|l| l.trim().parse().unwrap())
-        .collect()
-    };
+    let experts = |filter: &str| lua_frames(path, filter);
     assert_eq!(experts("tcp_bth.len_inconsistent"), vec![2]);
     assert_eq!(experts("tcp_bth.icrc_bad"), vec![3]);
     assert_eq!(
@@ -1144,24 +1148,7 @@ fn lua_dissector_reads_s_framed_forms() {
         None,
         "B's SYN is not in the capture"
     );
-    let script = lua_script();
-    let frames = |filter: &str| -> Vec<u64> {
-        tshark(&[
-            "-X",
-            &script,
-            "-r",
-            path,
-            "-Y",
-            filter,
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ])
-        .lines()
-        .map(|l| l.trim().parse().unwrap())
-        .collect()
-    };
+    let frames = |filter: &str| lua_frames(path, filter);
     assert_eq!(frames("tcp_bth.s_beyond_msg_len"), vec![4]);
     assert_eq!(frames("tcp_bth.s_invalid"), vec![8]);
     assert_eq!(frames("tcp_bth.zero_length"), vec![5]);
@@ -1172,6 +1159,7 @@ fn lua_dissector_reads_s_framed_forms() {
     assert_eq!(frames("tcp_bth.icrc_bad"), Vec::<u64>::new());
     // The info column names the S fields; the dissector computes the same placement from the
     // raw sequence numbers with relative sequence numbers off.
+    let script = lua_script();
     let info = tshark(&[
         "-X",
         &script,
