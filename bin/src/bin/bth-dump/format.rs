@@ -633,7 +633,6 @@ mod tests {
     /// an R=1 credit update and a NAK on an RST, decoded.
     fn special_forms() -> Vec<(Decoded, Marks)> {
         let ts = Some(Timestamps { tsval: 1, tsecr: 2 });
-        let mut w = PcapWriter::new(Vec::new()).unwrap();
         let mut zl = Bth::new(Opcode::SendOnlyWithImmediate);
         zl.msn = 9;
         zl.mbo = tcp_bth::wire::ZERO_LENGTH_MBO;
@@ -658,22 +657,26 @@ mod tests {
         let mut rst = seg(102, nak, &[]);
         rst[13] = TcpFlags::RST.0;
         fix_checksum(&mut rst);
-        for (i, s) in [
+        let a = analyzed(&[
             seg(100, zl, &[0]),
             seg(101, ack, &[]),
             seg(101, credit, &[]),
             rst,
-        ]
-        .iter()
-        .enumerate()
-        {
+        ]);
+        assert_eq!(a.summary.malformed, 0);
+        a.records
+    }
+
+    /// A capture of `segs`, a microsecond apart, analysed (without error).
+    fn analyzed(segs: &[Vec<u8>]) -> bth_capture::Analysis {
+        let mut w = PcapWriter::new(Vec::new()).unwrap();
+        for (i, s) in segs.iter().enumerate() {
             w.write_tcp(Duration::from_micros(i as u64), IP, s).unwrap();
         }
         let bytes = w.finish().unwrap();
         let a = analyze(CaptureReader::new(&bytes[..]).unwrap()).unwrap();
         assert!(a.error.is_none());
-        assert_eq!(a.summary.malformed, 0);
-        a.records
+        a
     }
 
     fn fix_checksum(s: &mut [u8]) {
@@ -741,7 +744,6 @@ mod tests {
     /// the peer, and a segment of another connection whose SYN is not in the capture; decoded.
     fn s_framed() -> Vec<(Decoded, Marks)> {
         let ts = Some(Timestamps { tsval: 1, tsecr: 2 });
-        let mut w = PcapWriter::new(Vec::new()).unwrap();
         // Any SYN gives its direction's ISN; this one has no options.
         let syn = TcpRepr {
             src_port: 1000,
@@ -769,21 +771,13 @@ mod tests {
         let mut other = seg(5000, b, &[3; 10]);
         other[0..2].copy_from_slice(&1001u16.to_be_bytes());
         fix_checksum(&mut other);
-        for (i, s) in [
+        let a = analyzed(&[
             syn,
             seg(1000 + 0x12ab, b, &[1; 1448]),
             seg(1000 + 0x12ab + 1448, b, &[2; 1552]),
             seg(7, ack, &[]),
             other,
-        ]
-        .iter()
-        .enumerate()
-        {
-            w.write_tcp(Duration::from_micros(i as u64), IP, s).unwrap();
-        }
-        let bytes = w.finish().unwrap();
-        let a = analyze(CaptureReader::new(&bytes[..]).unwrap()).unwrap();
-        assert!(a.error.is_none());
+        ]);
         assert_eq!((a.summary.malformed, a.summary.icrc_errors), (0, 0));
         assert_eq!(
             (a.summary.s_data_segments, a.summary.s_offsets_unknown),
