@@ -1,5 +1,6 @@
 //! `bth-compare` through its library: the plan, rendering a synthetic result set, and (with
-//! CAP_NET_ADMIN) one small real cell end to end over both stacks.
+//! CAP_NET_ADMIN) one small real cell end to end over every stack: kernel TCP, ours
+//! (per-segment framing) and ours S (S framing with segmentation offload).
 
 use bth_tools::compare::{
     self, render, AckClock, CeilingSpec, Cell, Link, RunRecord, Stack, Workload,
@@ -7,11 +8,20 @@ use bth_tools::compare::{
 use bth_tools::perf::Recovery;
 use std::time::Duration;
 
-fn quick_plan_is_small_and_interleaves_both_stacks() {
+fn quick_plan_is_small_and_interleaves_every_stack() {
     let p = compare::plan(true);
     assert_eq!(p.runs, 2);
     assert!(!p.cells.is_empty() && p.cells.len() <= 6);
-    assert_eq!(p.total_runs(), p.cells.len() * 4);
+    // Kernel, ours and ours S in every cell, but no ours S in the plain one (no framing).
+    let plain = p.cells.iter().filter(|c| c.plain).count();
+    assert_eq!(plain, 1);
+    assert_eq!(p.total_runs(), (p.cells.len() * 3 - plain) * 2);
+    assert_eq!(p.ours_seq_runs(), (p.cells.len() - plain) * 2);
+    for c in &p.cells {
+        let stacks = c.stacks();
+        assert_eq!(&stacks[..2], [Stack::Kernel, Stack::Ours]);
+        assert_eq!(stacks.contains(&Stack::OursSeq), !c.plain, "{}", c.id);
+    }
     let ids: std::collections::HashSet<_> = p.cells.iter().map(|c| c.id.clone()).collect();
     assert_eq!(ids.len(), p.cells.len(), "cell ids are unique");
     assert!(p.cells.iter().all(|c| c.bytes() <= 64 << 20));
@@ -55,6 +65,7 @@ fn quick_plan_is_small_and_interleaves_both_stacks() {
 
 fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
     let lat: Vec<Duration> = (1..=1000).map(Duration::from_micros).collect();
+    let seq = stack == Stack::OursSeq;
     RunRecord {
         cell: cell.into(),
         stack,
@@ -76,8 +87,8 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         retrans: 3,
         client_retrans: 1,
         server_retrans: 2,
-        spurious: (stack == Stack::Ours).then_some(1),
-        client_recovery: (stack == Stack::Ours).then_some(Recovery {
+        spurious: stack.is_ours().then_some(1),
+        client_recovery: stack.is_ours().then_some(Recovery {
             segments_sent: 100,
             retransmits: 1,
             spurious_retransmits: 1,
@@ -85,7 +96,7 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
             rto_losses: 0,
             tlp_probes: 1,
         }),
-        server_recovery: (stack == Stack::Ours).then_some(Recovery {
+        server_recovery: stack.is_ours().then_some(Recovery {
             segments_sent: 50,
             retransmits: 2,
             spurious_retransmits: 0,
@@ -96,15 +107,19 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         client_path: None,
         server_path: None,
         relay_pinned: None,
-        rx_held_max: if stack == Stack::Ours { 0 } else { 1 << 20 },
+        rx_held_max: if stack.is_ours() { 0 } else { 1 << 20 },
         kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
-        ooo_placed: (stack == Stack::Ours).then_some(7),
+        ooo_placed: stack.is_ours().then_some(7),
         relay_queue_drops: None,
         relay_busy: None,
         relay_cpu_s: None,
         device_drops: Some(0),
         grant_holds: None,
         seg_payload: None,
+        gso_sent: stack.is_ours().then_some(if seq { 40 } else { 0 }),
+        gso_segments: stack.is_ours().then_some(if seq { 1800 } else { 0 }),
+        super_segments_in: stack.is_ours().then_some(if seq { 40 } else { 0 }),
+        seq_framed: stack.is_ours().then_some(seq),
         path: None,
         congestion: (stack != Stack::Ceiling).then(|| "cubic".into()),
         latencies: lat,
@@ -118,6 +133,14 @@ fn renders_a_synthetic_result_set() {
         for run in 0..plan.runs {
             runs.push(synthetic(&c.id, Stack::Kernel, run, 4.0 + run as f64));
             runs.push(synthetic(&c.id, Stack::Ours, run, 2.0 + run as f64));
+            if !c.plain {
+                runs.push(synthetic(
+                    &c.id,
+                    Stack::OursSeq,
+                    run,
+                    6.0 + 2.0 * run as f64,
+                ));
+            }
         }
     }
     // One failed run is reported, not averaged in.
@@ -134,15 +157,48 @@ fn renders_a_synthetic_result_set() {
     assert_eq!(r0.ours.rx_held_max, 0);
     assert_eq!(r0.kernel.rx_held_max, 1 << 20);
     assert_eq!(r0.ours.p99_us, Some(990.0));
+    // Ours S: its own summary and ratios (7 / 4.5 of the medians; 6/4 and 8/5 run by run).
+    let seq = r0.ours_seq.as_ref().expect("ours S ran");
+    assert_eq!((seq.stack, seq.runs_ok), (Stack::OursSeq, 2));
+    assert!((seq.gbps - 7.0).abs() < 1e-9);
+    assert!((r0.ours_seq_over_kernel.unwrap() - 7.0 / 4.5).abs() < 1e-9);
+    assert_eq!(r0.ours_seq_over_kernel_runs, Some((1.5, 1.6)));
+    assert!((r0.ours_seq_over_ours.unwrap() - 7.0 / 2.5).abs() < 1e-9);
+    // Our recovery counters are both rows' (ours S's synthetic runs have them too).
+    assert_eq!(seq.rack_losses, Some(1.0));
+    let plain = results.iter().find(|c| c.cell.plain).expect("a plain cell");
+    assert!(plain.ours_seq.is_none() && plain.ours_seq_over_kernel.is_none());
 
     let md = render::markdown(&results);
-    assert_eq!(md.lines().count(), 2 + 2 * plan.cells.len(), "{md}");
+    // Three rows a cell, two in the plain one (no ours S).
+    assert_eq!(md.lines().count(), 2 + 3 * plan.cells.len() - 1, "{md}");
     assert!(md.contains("| kernel |") && md.contains("| ours |"));
     assert!(md.contains("0.56×"), "{md}");
     assert!(md.contains("2 (1 failed)"), "{md}");
     // Both sides' retransmissions, and which detector repaired them (ours only).
     assert!(md.contains("| 3 (1 / 2; 1 spurious) | 1 / 1 / 1 |"), "{md}");
     assert!(md.contains("| 3 (1 / 2) | – |"), "{md}");
+    // Ours S's row in each cell but the plain one, right below ours', with its ratio over
+    // kernel TCP and the single runs' range.
+    let id0 = &plan.cells[0].id;
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with(&format!("| {id0} |")))
+        .collect();
+    assert_eq!(rows.len(), 3, "{md}");
+    assert!(
+        rows[2].starts_with(&format!("| {id0} | ours S | 2 | 7.000 |")),
+        "{md}"
+    );
+    assert!(rows[2].ends_with("| 1.56× (1.50–1.60) |"), "{}", rows[2]);
+    for c in &plan.cells {
+        let want = usize::from(!c.plain);
+        let n = md
+            .lines()
+            .filter(|l| l.starts_with(&format!("| {} | ours S |", c.id)))
+            .count();
+        assert_eq!(n, want, "{}: {md}", c.id);
+    }
 
     let js = render::json(&plan, &runs, &results);
     assert!(js.starts_with('{') && js.ends_with('}'));
@@ -153,6 +209,29 @@ fn renders_a_synthetic_result_set() {
     );
     assert!(js.contains("\"stack\": \"kernel\"") && js.contains("\"error\": \"timed out\""));
     assert!(js.contains("\"server_recovery\": {") && js.contains("\"tlp_probes\": 1"));
+    // Ours S's runs and summaries, by name, with their counters of super-segments: a run
+    // and a summary (in `cells`) each say `"stack": "ours_seq"`.
+    let seq_runs = (plan.cells.len() - 1) * plan.runs;
+    assert_eq!(
+        js.matches("\"stack\": \"ours_seq\"").count(),
+        seq_runs + plan.cells.len() - 1,
+        "{js}"
+    );
+    assert_eq!(js.matches("\"seq_framed\": true").count(), seq_runs);
+    assert_eq!(js.matches("\"gso_sent\": 40").count(), seq_runs);
+    for key in [
+        "ours_seq_over_kernel",
+        "ours_seq_over_kernel_runs",
+        "ours_seq_over_ceiling",
+        "ours_seq_over_ceiling_acked",
+        "ours_seq_over_ours",
+    ] {
+        assert_eq!(
+            js.matches(&format!("\"{key}\":")).count(),
+            plan.cells.len(),
+            "{key}"
+        );
+    }
 
     let dir = std::env::temp_dir().join(format!("bth-compare-test-{}", std::process::id()));
     let files = render::charts(&results, &dir).expect("charts");
@@ -160,7 +239,7 @@ fn renders_a_synthetic_result_set() {
     for f in &files {
         let svg = std::fs::read_to_string(f).unwrap();
         assert!(
-            svg.starts_with("<svg") && svg.contains("kernel TCP"),
+            svg.starts_with("<svg") && svg.contains("kernel TCP") && svg.contains("(ours S)"),
             "{}",
             f.display()
         );
@@ -177,11 +256,12 @@ fn one_small_real_cell_end_to_end() {
     let prefix = format!("bthcmpt{}", std::process::id());
     let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
     assert!(!std::path::Path::new(&format!("/run/netns/{prefix}-a")).exists());
-    assert_eq!(runs.len(), 2);
-    assert_eq!((runs[0].stack, runs[1].stack), (Stack::Kernel, Stack::Ours));
+    let stacks: Vec<Stack> = runs.iter().map(|r| r.stack).collect();
+    assert_eq!(stacks, [Stack::Kernel, Stack::Ours, Stack::OursSeq]);
     for r in &runs {
         assert_eq!(r.error, None, "{:?}", r.stack);
         assert_eq!(r.messages, 300);
+        assert_eq!(r.verified, 300, "{:?}", r.stack);
         assert_eq!(r.bytes, 300 * 4096);
         assert!(r.gbps > 0.0 && r.p99_us.is_some());
         assert!(r.cpu_client_s > 0.0 || r.cpu_server_s > 0.0);
@@ -216,8 +296,34 @@ fn one_small_real_cell_end_to_end() {
         runs[1].rx_held_max, 0,
         "ours holds nothing outside posted buffers"
     );
+    assert_ours_seq(&runs[1], &runs[2]);
     let results = compare::summarize(&plan, &runs);
-    assert!(render::markdown(&results).contains("bulk-4KiB-veth"));
+    let md = render::markdown(&results);
+    assert!(md.contains("| bulk-4KiB-veth | ours | 1 |"), "{md}");
+    assert!(md.contains("| bulk-4KiB-veth | ours S | 1 |"), "{md}");
+    assert!(results[0]
+        .ours_seq_over_kernel
+        .is_some_and(|r| r.is_finite() && r > 0.0));
+}
+
+/// Ours per-segment (`ours`) ran per-segment framing and wrote no super-segment; ours S
+/// (`seq`) ran S framing on devices with TSO: its client wrote super-segments of several
+/// segments each, the server's device handed them over whole, and every message was
+/// verified as in ours' run.
+fn assert_ours_seq(ours: &RunRecord, seq: &RunRecord) {
+    assert_eq!((ours.stack, seq.stack), (Stack::Ours, Stack::OursSeq));
+    assert_eq!(ours.seq_framed, Some(false));
+    assert_eq!((ours.gso_sent, ours.super_segments_in), (Some(0), Some(0)));
+    assert_eq!(seq.seq_framed, Some(true), "{seq:?}");
+    assert_eq!(seq.error, None);
+    assert!(seq.messages > 0 && seq.verified == seq.messages, "{seq:?}");
+    let (sent, stands_for) = (seq.gso_sent.unwrap(), seq.gso_segments.unwrap());
+    assert!(
+        sent > 0 && stands_for >= 2 * sent,
+        "{sent} super-segments standing for {stands_for} segments"
+    );
+    assert!(seq.super_segments_in.unwrap() > 0, "{seq:?}");
+    assert!(seq.client_recovery.is_some() && seq.server_recovery.is_some());
 }
 
 /// Our stack as a plain byte stream, through the relay with reordering: received bytes wait in
@@ -231,6 +337,7 @@ fn one_small_plain_cell_shows_staged_bytes() {
     cell.count = 8;
     let prefix = format!("bthcmpp{}", std::process::id());
     let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
+    // No ours S in a plain cell: a byte stream has no framing.
     assert_eq!(runs.len(), 2);
     let ours = &runs[1];
     assert_eq!(ours.stack, Stack::Ours);
@@ -241,7 +348,12 @@ fn one_small_plain_cell_shows_staged_bytes() {
         "plain mode stages received bytes: {ours:?}"
     );
     let results = compare::summarize(&plan, &runs);
-    assert!(render::markdown(&results).contains("| ours (plain) |"));
+    assert!(results[0].ours_seq.is_none());
+    let md = render::markdown(&results);
+    assert!(
+        md.contains("| ours (plain) |") && !md.contains("| ours S"),
+        "{md}"
+    );
 }
 
 /// One small spraying cell over both stacks and the path's ceiling through the relay, pinned
@@ -285,7 +397,14 @@ fn one_small_spray_cell_runs_both_stacks() {
             r.stack
         );
     }
-    assert!(runs[3].client_recovery.is_some() && runs[3].server_recovery.is_some());
+    assert!(runs[4].client_recovery.is_some() && runs[4].server_recovery.is_some());
+    // Ours S through the sprayed relay: S framing, every message verified (the relay's
+    // devices have TSO; it cuts super-segments into segments to spray them).
+    assert_eq!(runs[5].seq_framed, Some(true), "{:?}", runs[5]);
+    assert_eq!(runs[5].verified, runs[5].messages);
+    // The GSO ceiling's segments arrive too, cut by the relay or whole.
+    let gso = runs[2].path.as_ref().expect("the GSO ceiling's figures");
+    assert!(gso.packets > 0 && gso.gso_size == Some(1420), "{gso:?}");
     let cpus = bth_tools::pinning::allowed_cpus().expect("this thread's CPU mask");
     if let Some(want) = bth_tools::pinning::split(&cpus) {
         for r in &runs {
@@ -298,15 +417,19 @@ fn one_small_spray_cell_runs_both_stacks() {
     let results = compare::summarize(&plan, &runs);
     assert!(render::markdown(&results).contains("bulk-1MiB-relay-spray4-200us"));
     let t = render::mtu_markdown(&results);
-    assert_eq!(t.matches("bulk-1MiB-relay-spray4-200us").count(), 4, "{t}");
+    assert_eq!(t.matches("bulk-1MiB-relay-spray4-200us").count(), 6, "{t}");
+    assert!(t.contains("| ours S |"), "{t}");
 }
 
-/// A run of a cell that measures the path's ceiling: both ceilings, then both stacks.
-const CEILING_CELL_RUN: [Stack; 4] = [
+/// A run of a cell that measures the path's ceiling: the three ceilings (bare, under our ACK
+/// clock, GSO super-packets), then the three stacks.
+const CEILING_CELL_RUN: [Stack; 6] = [
     Stack::Ceiling,
     Stack::CeilingAcked,
+    Stack::CeilingGso,
     Stack::Kernel,
     Stack::Ours,
+    Stack::OursSeq,
 ];
 
 /// The bare ceiling sends nothing back; the one under our ACK clock wrote about one ACK
@@ -370,15 +493,18 @@ fn a_two_qp_cell_runs_both_stacks() {
     cell.count = 150;
     let prefix = format!("bthcmpq{}", std::process::id());
     let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
-    assert_eq!(runs.len(), 2);
-    assert_eq!((runs[0].stack, runs[1].stack), (Stack::Kernel, Stack::Ours));
+    let stacks: Vec<Stack> = runs.iter().map(|r| r.stack).collect();
+    assert_eq!(stacks, [Stack::Kernel, Stack::Ours, Stack::OursSeq]);
     assert_all_verified(&runs, 300);
+    assert_eq!(runs[2].seq_framed, Some(true));
     for r in &runs {
         assert_eq!(r.bytes, 300 * 4096);
         assert_eq!(r.relay_busy, None, "veth: no relay");
     }
     let results = compare::summarize(&plan, &runs);
-    assert!(render::markdown(&results).contains("| bulk-4KiB-veth-q2 | ours |"));
+    let md = render::markdown(&results);
+    assert!(md.contains("| bulk-4KiB-veth-q2 | ours |"), "{md}");
+    assert!(md.contains("| bulk-4KiB-veth-q2 | ours S |"), "{md}");
 }
 
 /// A small incast over TUN, admission off and on: four client connections into one server
@@ -396,7 +522,8 @@ fn a_small_incast_over_tun_counts_relay_drops_per_run() {
         let prefix = format!("bthcmpi{}-{i}", std::process::id());
         let r = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
         assert!(!std::path::Path::new(&format!("/run/netns/{prefix}k0-a")).exists());
-        assert_eq!(r.len(), 2);
+        assert!(!std::path::Path::new(&format!("/run/netns/{prefix}s0-a")).exists());
+        assert_eq!(r.len(), 3);
         assert_all_verified(&r, 4 * 8);
         for rec in &r {
             assert!(rec.relay_queue_drops.is_some(), "{rec:?}");
@@ -411,27 +538,36 @@ fn a_small_incast_over_tun_counts_relay_drops_per_run() {
                 rec.cell
             );
         }
-        let holds = r[1].grant_holds.expect("ours counts grant holds");
-        assert_eq!(
-            holds > 0,
-            cell.admission,
-            "{}: {holds} grant holds",
-            cell.id
-        );
+        // Ours and ours S alike.
+        for rec in &r[1..] {
+            let holds = rec.grant_holds.expect("ours counts grant holds");
+            assert_eq!(
+                holds > 0,
+                cell.admission,
+                "{} {:?}: {holds} grant holds",
+                cell.id,
+                rec.stack
+            );
+        }
         runs.extend(r);
     }
     let t = render::incast_markdown(&compare::summarize(&plan, &runs));
-    assert!(
-        t.contains("| ours (no admission) |") && t.contains("| ours |"),
-        "{t}"
-    );
+    for row in [
+        "| ours (no admission) |",
+        "| ours |",
+        "| ours S (no admission) |",
+        "| ours S |",
+    ] {
+        assert!(t.contains(row), "{row}: {t}");
+    }
 }
 
 /// `bth-compare --mtu 1500,9000` in small: per MTU, in one topology whose every device has that
 /// MTU, the path's ceiling (raw packets), kernel TCP and ours. Every figure is finite and
 /// positive, every message (every ceiling packet) was verified, both stacks' segments are as
-/// large as the MTU allows, the ACK-clocked ceiling sent and read its ACKs, and the MTU table
-/// has the four rows with the three ratios on ours's.
+/// large as the MTU allows, the ACK-clocked ceiling sent and read its ACKs, the GSO ceiling's
+/// super-packets crossed whole, ours S wrote super-segments, and the MTU table has the six rows
+/// with the four ratios on each of ours'.
 fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
     let mut plan = compare::mtu_plan(&[1500, 9000], true);
     plan.runs = 1;
@@ -459,7 +595,7 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
             assert!(rec.elapsed_s.is_finite() && rec.elapsed_s > 0.0, "{who}");
             assert!(rec.messages > 0 && rec.verified == rec.messages, "{who}");
         }
-        assert_all_verified(&r[2..], 8);
+        assert_all_verified(&r[3..], 8);
         let mtu = cell.mtu;
         let path = r[0].path.as_ref().expect("the ceiling's figures");
         assert_eq!(path.mtu, mtu);
@@ -469,8 +605,20 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
         // the ceiling's packets counts; the kernel's MSS follows the veth's MTU.
         assert_eq!(r[0].seg_payload, Some(mtu - 80));
         assert_eq!(r[1].seg_payload, Some(mtu - 80), "the ACK-clocked ceiling");
-        assert_eq!(r[3].seg_payload, Some(mtu - 80), "ours");
-        let k = r[2].seg_payload.expect("the kernel's MSS");
+        assert_eq!(r[2].seg_payload, Some(mtu - 80), "the GSO ceiling");
+        assert_eq!(r[4].seg_payload, Some(mtu - 80), "ours");
+        assert_eq!(r[5].seg_payload, Some(mtu - 80), "ours S");
+        assert_ours_seq(&r[4], &r[5]);
+        // The GSO ceiling: segments of ours' payload, MTU-sized once cut, and over veth
+        // between two devices with TSO its super-packets arrive whole.
+        let gso = r[2].path.as_ref().expect("the GSO ceiling's figures");
+        assert_eq!((gso.mtu, gso.gso_size), (mtu, Some(mtu - 80)));
+        assert!(gso.packets > 0 && gso.ip_bytes == gso.packets * u64::from(mtu));
+        assert!(
+            gso.super_packets > 0 && gso.packets > gso.super_packets,
+            "{gso:?}"
+        );
+        let k = r[3].seg_payload.expect("the kernel's MSS");
         assert!(
             (mtu - 80..=mtu - 40).contains(&k),
             "kernel MSS {k} at MTU {mtu}"
@@ -483,20 +631,32 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
             c.ours_over_ceiling,
             c.ours_over_ceiling_acked,
             c.ours_over_kernel,
+            c.ours_over_ceiling_gso,
+            c.ours_seq_over_ceiling,
+            c.ours_seq_over_ceiling_acked,
+            c.ours_seq_over_ceiling_gso,
+            c.ours_seq_over_kernel,
         ] {
             assert!(r.is_some_and(|r| r.is_finite() && r > 0.0), "{}", c.cell.id);
         }
     }
     let t = render::mtu_markdown(&results);
-    assert_eq!(t.lines().count(), 2 + 4 * 2, "{t}");
+    assert_eq!(t.lines().count(), 2 + 6 * 2, "{t}");
     for mtu in ["| 1500 B |", "| 9000 B |"] {
-        assert_eq!(t.matches(mtu).count(), 4, "{mtu}: {t}");
+        assert_eq!(t.matches(mtu).count(), 6, "{mtu}: {t}");
     }
-    for line in t.lines().filter(|l| l.contains("| ours |")) {
-        assert_eq!(line.matches('×').count(), 3, "{line}");
+    let ours_rows = t
+        .lines()
+        .filter(|l| l.contains("| ours |") || l.contains("| ours S |"));
+    assert_eq!(ours_rows.clone().count(), 2 * 2, "{t}");
+    for line in ours_rows {
+        assert_eq!(line.matches('×').count(), 4, "{line}");
     }
     let js = render::json(&plan, &runs, &results);
     assert!(js.contains("\"ours_over_ceiling\"") && js.contains("\"stack\": \"ceiling\""));
+    assert!(
+        js.contains("\"ours_seq_over_ceiling_gso\"") && js.contains("\"stack\": \"ceiling_gso\"")
+    );
     let dir = std::env::temp_dir().join(format!("bth-compare-mtu-{}", std::process::id()));
     let files = render::charts(&results, &dir).expect("charts");
     assert!(
@@ -534,11 +694,12 @@ fn the_kernel_congestion_control_is_the_cells_and_a_missing_one_is_a_clear_error
     );
     assert_eq!(runs[0].congestion, None);
     assert_eq!(runs[1].error, None, "ours does not depend on it");
+    assert_eq!(runs[2].error, None, "nor does ours S");
     assert!(!std::path::Path::new(&format!("/run/netns/{prefix}-a")).exists());
 }
 
 bth_tests::test_main!(
-    quick_plan_is_small_and_interleaves_both_stacks,
+    quick_plan_is_small_and_interleaves_every_stack,
     renders_a_synthetic_result_set,
     one_small_real_cell_end_to_end[NetAdmin],
     one_small_plain_cell_shows_staged_bytes[NetAdmin],

@@ -284,9 +284,49 @@ impl Cell {
         self
     }
 
-    /// What the stack's TUN devices offload.
+    /// What the stack's TUN devices offload: checksums (`--no-csum-offload`: nothing).
     pub fn offload(&self) -> tcp_bth_io::tun::Offload {
         tcp_bth_io::tun::Offload::checksum_if(self.csum_offload)
+    }
+
+    /// What the stack TUN devices of a run of `stack` offload: for ours in S framing and the
+    /// GSO ceiling, TCP segmentation too (`Offload::Segmentation`: its connections write
+    /// super-segments of up to 64 KiB, and the receiving device hands the peer's over whole),
+    /// unless checksum offload is off, which TSO needs; [`Cell::offload`] for every other
+    /// stack. Ours
+    /// per-segment keeps checksum offload alone, as before S framing existed: its segments'
+    /// options differ segment by segment, so it never writes a super-segment and the kernel
+    /// never merges its segments into one, and so keeps the receive buffers of an MTU (TSO
+    /// would make them 64 KiB each) and its figures comparable with earlier runs.
+    pub fn offload_for(&self, stack: super::Stack) -> tcp_bth_io::tun::Offload {
+        use tcp_bth_io::tun::Offload;
+        match (stack, self.offload()) {
+            (super::Stack::OursSeq | super::Stack::CeilingGso, Offload::Checksum) => {
+                Offload::Segmentation
+            }
+            (_, o) => o,
+        }
+    }
+
+    /// The runs of one round of this cell, in order: the path's ceiling, bare, under our ACK
+    /// clock and with GSO super-packets (not without checksum offload, which TSO needs), if
+    /// the cell measures it; kernel TCP; ours per-segment; ours in S framing, except in a
+    /// plain cell (a byte stream has no framing, and no super-segments: that row would run
+    /// ours (plain) again).
+    pub fn stacks(&self) -> Vec<super::Stack> {
+        use super::Stack::*;
+        let mut v = match self.ceiling {
+            Some(_) => vec![Ceiling, CeilingAcked],
+            None => Vec::new(),
+        };
+        if self.ceiling.is_some() && self.csum_offload {
+            v.push(CeilingGso);
+        }
+        v.extend([Kernel, Ours]);
+        if !self.plain {
+            v.push(OursSeq);
+        }
+        v
     }
 
     /// The same cell at another MTU (id suffix `-mtu{mtu}`; none at 1500).
@@ -613,16 +653,23 @@ impl Plan {
         self
     }
 
-    /// Runs of the plan: both stacks' in every cell, and the path ceiling's (bare and under
+    /// Runs of the plan: every stack's in every cell (kernel, ours per-segment, ours in S
+    /// framing but in plain cells: [`Cell::stacks`]), and the path ceiling's (bare and under
     /// our ACK clock) where a cell measures it.
     pub fn total_runs(&self) -> usize {
-        self.cells.len() * self.runs * 2 + self.ceiling_runs()
+        self.cells.iter().map(|c| c.stacks().len()).sum::<usize>() * self.runs
     }
 
-    /// Runs of the path's ceiling (raw packets, no TCP; bare and under our ACK clock) in the
-    /// plan.
+    /// Runs of ours in S framing in the plan (every cell but the plain ones).
+    pub fn ours_seq_runs(&self) -> usize {
+        self.cells.iter().filter(|c| !c.plain).count() * self.runs
+    }
+
+    /// Runs of the path's ceiling (no TCP; bare, under our ACK clock and with GSO
+    /// super-packets) in the plan.
     pub fn ceiling_runs(&self) -> usize {
-        self.cells.iter().filter(|c| c.ceiling.is_some()).count() * self.runs * 2
+        let probes = |c: &Cell| c.stacks().iter().filter(|s| s.is_ceiling()).count();
+        self.cells.iter().map(probes).sum::<usize>() * self.runs
     }
 
     /// Human-readable plan (`--dry-run`).
@@ -631,16 +678,24 @@ impl Plan {
             0 => String::new(),
             n => format!(
                 " + {n} runs of the path's ceiling (a run of such a cell: ceiling, the ceiling \
-                 with an ACK back per 2 packets, then kernel, then ours)"
+                 with an ACK back per 2 packets, the ceiling with GSO super-packets, then \
+                 kernel, ours, ours S)"
             ),
         };
         let cc = self
             .cells
             .first()
             .map_or(super::DEFAULT_KERNEL_CC, |c| &c.kernel_cc);
+        let plain = self.cells.iter().filter(|c| c.plain).count();
+        let seq = match plain {
+            0 => String::new(),
+            1 => " (1 plain cell without ours S)".into(),
+            n => format!(" ({n} plain cells without ours S)"),
+        };
         let mut s = format!(
-            "{} cells x {} runs per stack x 2 stacks{ceiling} = {} runs, interleaved kernel/ours \
-             per cell; kernel TCP on {cc}\n",
+            "{} cells x {} runs per stack x 3 stacks{seq}{ceiling} = {} runs, interleaved \
+             kernel/ours/ours S per cell (ours: per-segment framing; ours S: S framing with \
+             segmentation offload, super-segments of up to 64 KiB); kernel TCP on {cc}\n",
             self.cells.len(),
             self.runs,
             self.total_runs()

@@ -6,7 +6,7 @@
 //! ([`human_size`]: `64 B`, `4 KiB`, `9000 B`).
 
 use super::{
-    CellResult, Link, Summary, Workload, RELAY_REORDER_DEPTH_US, REORDER_DEPTH_SWEEP_RATE,
+    CellResult, Link, Stack, Summary, Workload, RELAY_REORDER_DEPTH_US, REORDER_DEPTH_SWEEP_RATE,
     SPRAY_SPREAD_US,
 };
 use crate::topology::DEFAULT_MTU;
@@ -17,6 +17,25 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 type Series = Vec<(f64, f64)>;
+
+/// Each series' colour, the same on every chart: kernel TCP blue, ours red, ours S purple,
+/// the ceiling green, the ceiling under our ACK clock orange, the GSO ceiling brown.
+fn colour(name: &str) -> RGBColor {
+    match name {
+        KERNEL => RGBColor(0x1f, 0x77, 0xb4),
+        OURS => RGBColor(0xd6, 0x27, 0x28),
+        CEILING => RGBColor(0x2c, 0xa0, 0x2c),
+        CEILING_ACKED => RGBColor(0xff, 0x7f, 0x0e),
+        OURS_SEQ => RGBColor(0x94, 0x67, 0xbd),
+        CEILING_GSO => RGBColor(0x8c, 0x56, 0x4b),
+        _ => RGBColor(0x7f, 0x7f, 0x7f),
+    }
+}
+
+/// The stacks' series names.
+const KERNEL: &str = "kernel TCP";
+const OURS: &str = "tcp-bth (ours)";
+const OURS_SEQ: &str = "tcp-bth S framing + GSO (ours S)";
 
 fn line_chart(
     path: &Path,
@@ -59,12 +78,6 @@ fn line_chart(
     ticks.dedup();
     let root = SVGBackend::new(path, (760, 440)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let colors = [
-        RGBColor(0x1f, 0x77, 0xb4),
-        RGBColor(0xd6, 0x27, 0x28),
-        RGBColor(0x2c, 0xa0, 0x2c),
-        RGBColor(0xff, 0x7f, 0x0e),
-    ];
     let mut b = ChartBuilder::on(&root);
     b.caption(title, ("sans-serif", 20))
         .margin(12)
@@ -81,12 +94,8 @@ fn line_chart(
                 .draw()
                 .map_err(err)?;
             // A series with no point (a ceiling no cell measured) gets no legend entry.
-            for (i, (name, s)) in series
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, s))| !s.is_empty())
-            {
-                let c = colors[i % colors.len()];
+            for (name, s) in series.iter().filter(|(_, s)| !s.is_empty()) {
+                let c = colour(name);
                 chart
                     .draw_series(LineSeries::new(s.iter().copied(), c.stroke_width(2)))
                     .map_err(err)?
@@ -124,11 +133,12 @@ pub(super) fn charted(c: &CellResult) -> bool {
     !c.cell.plain && c.cell.qps == 1 && c.cell.mtu == DEFAULT_MTU
 }
 
-/// The MTU chart's series: Gbit/s of the ceiling (bare and under our ACK clock), kernel TCP
-/// and ours at each MTU whose veth cell measured the ceiling (the relay cells' ceilings are
-/// the paths chart's).
-fn mtu_series(results: &[CellResult]) -> [(&'static str, Series); 4] {
+/// The MTU chart's series: Gbit/s of the ceiling (bare, under our ACK clock and with GSO
+/// super-packets), kernel TCP, ours and ours S at each MTU whose veth cell measured the
+/// ceiling (the relay cells' ceilings are the paths chart's).
+fn mtu_series(results: &[CellResult]) -> [(&'static str, Series); 6] {
     let (mut ceil, mut acked, mut k, mut o) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut seq, mut gso) = (Vec::new(), Vec::new());
     let swept = |c: &&CellResult| !c.cell.plain && c.cell.qps == 1 && c.cell.link == Link::Veth;
     for c in results.iter().filter(swept) {
         let Some(ceiling) = &c.ceiling else { continue };
@@ -136,8 +146,10 @@ fn mtu_series(results: &[CellResult]) -> [(&'static str, Series); 4] {
         let rows = [
             Some((ceiling, &mut ceil)),
             c.ceiling_acked.as_ref().map(|a| (a, &mut acked)),
+            c.ceiling_gso.as_ref().map(|g| (g, &mut gso)),
             Some((&c.kernel, &mut k)),
             Some((&c.ours, &mut o)),
+            c.ours_seq.as_ref().map(|s| (s, &mut seq)),
         ];
         for (s, into) in rows.into_iter().flatten() {
             if s.runs_ok > 0 {
@@ -146,61 +158,67 @@ fn mtu_series(results: &[CellResult]) -> [(&'static str, Series); 4] {
         }
     }
     [
-        ("kernel TCP", k),
-        ("tcp-bth (ours)", o),
+        (KERNEL, k),
+        (OURS, o),
+        (OURS_SEQ, seq),
         (CEILING, ceil),
         (CEILING_ACKED, acked),
+        (CEILING_GSO, gso),
     ]
 }
 
 /// The ceiling series' names.
 const CEILING: &str = "ceiling: raw packets, no TCP";
 const CEILING_ACKED: &str = "ceiling with an ACK back per 2 packets";
+const CEILING_GSO: &str = "ceiling: 64 KiB GSO super-packets, no TCP";
 
+/// Kernel TCP's, ours' and ours S' figure `y` at the x `keep` gives each charted cell (no
+/// point where a stack has no successful run, or no figure).
 fn series(
     results: &[CellResult],
     keep: impl Fn(&CellResult) -> Option<f64>,
     y: impl Fn(&Summary) -> Option<f64>,
-) -> [(&'static str, Series); 2] {
-    let mut k = Vec::new();
-    let mut o = Vec::new();
-    for c in results.iter().filter(|c| charted(c)) {
-        let Some(x) = keep(c) else { continue };
-        if c.kernel.runs_ok > 0 {
-            if let Some(v) = y(&c.kernel) {
-                k.push((x, v));
-            }
-        }
-        if c.ours.runs_ok > 0 {
-            if let Some(v) = y(&c.ours) {
-                o.push((x, v));
-            }
-        }
-    }
-    [("kernel TCP", k), ("tcp-bth (ours)", o)]
-}
-
-/// [`series`] and the path's ceiling (raw packets, no TCP), bare and under our ACK clock, of
-/// the cells that measured it.
-fn series_and_ceiling(
-    results: &[CellResult],
-    keep: impl Fn(&CellResult) -> Option<f64>,
-) -> [(&'static str, Series); 4] {
-    let [k, o] = series(results, &keep, |s| Some(s.gbps));
-    let of = |which: fn(&CellResult) -> Option<&Summary>| -> Series {
+) -> [(&'static str, Series); 3] {
+    let of = |stack: Stack| -> Series {
         results
             .iter()
             .filter(|c| charted(c))
-            .filter_map(|c| Some((keep(c)?, which(c)?)))
+            .filter_map(|c| Some((keep(c)?, c.of(stack)?)))
             .filter(|(_, s)| s.runs_ok > 0)
-            .map(|(x, s)| (x, s.gbps))
+            .filter_map(|(x, s)| Some((x, y(s)?)))
             .collect()
     };
     [
+        (KERNEL, of(Stack::Kernel)),
+        (OURS, of(Stack::Ours)),
+        (OURS_SEQ, of(Stack::OursSeq)),
+    ]
+}
+
+/// [`series`] of Gbit/s and the path's ceiling (no TCP), bare, under our ACK clock and with
+/// GSO super-packets, of the cells that measured it.
+fn series_and_ceiling(
+    results: &[CellResult],
+    keep: impl Fn(&CellResult) -> Option<f64>,
+) -> [(&'static str, Series); 6] {
+    let [k, o, seq] = series(results, &keep, |s| Some(s.gbps));
+    let probes = [Stack::Ceiling, Stack::CeilingAcked, Stack::CeilingGso];
+    let [ceil, acked, gso] = probes.map(|stack| -> Series {
+        results
+            .iter()
+            .filter(|c| charted(c))
+            .filter_map(|c| Some((keep(c)?, c.of(stack)?)))
+            .filter(|(_, s)| s.runs_ok > 0)
+            .map(|(x, s)| (x, s.gbps))
+            .collect()
+    });
+    [
         k,
         o,
-        (CEILING, of(|c| c.ceiling.as_ref())),
-        (CEILING_ACKED, of(|c| c.ceiling_acked.as_ref())),
+        seq,
+        (CEILING, ceil),
+        (CEILING_ACKED, acked),
+        (CEILING_GSO, gso),
     ]
 }
 
@@ -287,7 +305,7 @@ pub fn charts(results: &[CellResult], dir: &Path) -> io::Result<Vec<PathBuf>> {
         line_chart(
             &p,
             &format!(
-                "Bulk {} throughput vs MTU (veth): the path's ceiling, kernel TCP, ours",
+                "Bulk {} throughput vs MTU (veth): the stacks and the path's ceilings",
                 human_size(u64::from(super::MTU_SWEEP_SIZE))
             ),
             "MTU (every device of the path)",

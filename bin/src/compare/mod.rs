@@ -1,17 +1,23 @@
 //! `bth-compare`: the same message workload over Linux kernel TCP (tokio sockets, length-prefixed
 //! messages) and over our stack (the `perf` apps on the io_uring TUN path), between the two
-//! namespaces of [`TwoNs`], runs of the two stacks interleaved per cell (A B A B).
+//! namespaces of [`TwoNs`], runs of the stacks interleaved per cell (A B C A B C).
+//!
+//! Our stack runs twice in each cell of `tcp_bth` ([`Stack::Ours`] per-segment framing,
+//! [`Stack::OursSeq`] S framing, spec amendment 3, on TUN devices with TSO so it writes
+//! super-segments of up to 64 KiB), beside kernel TCP, the three interleaved per run.
 //!
 //! Library side of the tool: plan building ([`plan`], [`mtu_plan`]), running ([`run_cell`]),
 //! summaries ([`summarize`]) and rendering ([`render`]), so tests can check the plan and the
 //! rendering without root and run one small cell end to end with it. A cell may also measure
-//! the path's ceiling at its MTU ([`path_ceiling`]: raw packets, no TCP), reported beside the
-//! two stacks with both ratios ([`render::mtu_markdown`]).
+//! the path's ceiling at its MTU ([`path_ceiling`]: raw packets, no TCP; [`gso_ceiling`]:
+//! TCP-shaped GSO super-packets), reported beside the stacks with their ratios
+//! ([`render::mtu_markdown`]).
 
 pub mod ceiling;
 mod cells;
 mod charts;
 pub mod extra;
+pub mod gso_ceiling;
 pub mod kernel;
 mod mtu;
 mod only;
@@ -43,13 +49,26 @@ use tcp_bth_io::tun::devstats;
 #[serde(rename_all = "snake_case")]
 pub enum Stack {
     Kernel,
+    /// Our stack in per-segment framing (every segment its own BTH; the default), on TUN
+    /// devices with checksum offload only ([`Cell::offload`]): one segment per packet.
     Ours,
+    /// Our stack in S framing (`tcp_bth::Framing::Seq`, spec amendment 3), the same workload
+    /// as [`Stack::Ours`] otherwise, on TUN devices with TSO (`Offload::Segmentation`,
+    /// [`Cell::offload_for`]): a connection writes super-segments of up to 64 KiB of one
+    /// message, which the kernel carries whole over veth (the receiving device has TSO too)
+    /// or cuts where the path needs single segments. Not run in plain cells (a byte stream
+    /// has no framing): [`Cell::stacks`].
+    OursSeq,
     /// No TCP: raw MTU-sized packets from one stack TUN device to the other through the
     /// cell's topology, the path's ceiling ([`path_ceiling`]).
     Ceiling,
     /// The same, with a small packet sent back for every second packet received: the path's
     /// ceiling under our ACK clock ([`path_ceiling::OURS_ACK_CLOCK`]).
     CeilingAcked,
+    /// No TCP either: TCP-shaped GSO super-packets of up to 64 KiB, cut into MTU-sized
+    /// segments of our payload size, through stack TUN devices with TSO, as ours S writes
+    /// them ([`gso_ceiling`]): the path's ceiling for super-segments.
+    CeilingGso,
 }
 
 impl Stack {
@@ -57,14 +76,45 @@ impl Stack {
         match self {
             Stack::Kernel => "kernel",
             Stack::Ours => "ours",
+            Stack::OursSeq => "ours_seq",
             Stack::Ceiling => "ceiling",
             Stack::CeilingAcked => "ceiling_acked",
+            Stack::CeilingGso => "ceiling_gso",
+        }
+    }
+
+    /// One of our stack's two rows (per-segment or S framing).
+    pub fn is_ours(self) -> bool {
+        matches!(self, Stack::Ours | Stack::OursSeq)
+    }
+
+    /// The framing our stack asks for in this row (both sides ask: the handshake settles
+    /// it); per-segment for every other stack, which has none.
+    pub fn framing(self) -> tcp_bth::Framing {
+        match self {
+            Stack::OursSeq => tcp_bth::Framing::Seq,
+            _ => tcp_bth::Framing::PerSegment,
+        }
+    }
+
+    /// A letter for names built per run (a per-run topology's namespaces).
+    fn letter(self) -> char {
+        match self {
+            Stack::Kernel => 'k',
+            Stack::Ours => 'o',
+            Stack::OursSeq => 's',
+            Stack::Ceiling => 'c',
+            Stack::CeilingAcked => 'a',
+            Stack::CeilingGso => 'g',
         }
     }
 
     /// A probe of the path rather than a TCP stack ([`path_ceiling`]).
     pub fn is_ceiling(self) -> bool {
-        matches!(self, Stack::Ceiling | Stack::CeilingAcked)
+        matches!(
+            self,
+            Stack::Ceiling | Stack::CeilingAcked | Stack::CeilingGso
+        )
     }
 
     /// What the probe's receiver sends back: our ACK clock for [`Stack::CeilingAcked`],
@@ -78,9 +128,10 @@ impl Stack {
 }
 
 /// One run of one stack in one cell: everything the report needs, raw. A ceiling run
-/// ([`Stack::Ceiling`]) counts packets as messages and payload-equivalent bytes
-/// ([`PathCeiling::payload_bytes`]) as bytes; its CPU is the sender's (client) and the
-/// receiver's (server); its other figures are in `path`.
+/// ([`Stack::Ceiling`], [`Stack::CeilingAcked`]) counts packets as messages (the GSO
+/// ceiling's, [`Stack::CeilingGso`], the segments its super-packets stand for) and
+/// payload-equivalent bytes ([`PathCeiling::payload_bytes`]) as bytes; its CPU is the sender's
+/// (client) and the receiver's (server); its other figures are in `path`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRecord {
     pub cell: String,
@@ -169,6 +220,15 @@ pub struct RunRecord {
     /// MSS less the options it sends); ours, `Config::mss` less the `tcp_bth` option area
     /// (tcp_bth runs only); the ceiling, [`path_ceiling::payload_per_packet`].
     pub seg_payload: Option<u32>,
+    /// Ours only, both sides' connections together: super-segments written (segmentation
+    /// offload: S framing on devices with TSO; 0 per-segment), the segments they stood for,
+    /// and super-segments read whole (the receiving device has TSO).
+    pub gso_sent: Option<u64>,
+    pub gso_segments: Option<u64>,
+    pub super_segments_in: Option<u64>,
+    /// Ours only: every connection ran S framing (both hellos asked for it): true in
+    /// [`Stack::OursSeq`]'s runs, false in [`Stack::Ours`]'.
+    pub seq_framed: Option<bool>,
     /// Ceiling only: what the receiver counted.
     pub path: Option<PathCeiling>,
     /// The congestion control the stack ran: kernel, read back from every socket
@@ -228,6 +288,10 @@ impl RunRecord {
             grant_holds: None,
             device_drops: None,
             seg_payload: None,
+            gso_sent: None,
+            gso_segments: None,
+            super_segments_in: None,
+            seq_framed: None,
             path: None,
             congestion: None,
             latencies: Vec::new(),
@@ -278,19 +342,23 @@ fn run_kernel(ns: &TwoNs, cell: &Cell, run: usize, port: u16) -> io::Result<RunR
 fn run_stack(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunRecord {
     let r = match stack {
         Stack::Kernel => run_kernel(ns, cell, run, 5001 + run as u16),
-        Stack::Ours => ours::run(ns, cell, run),
-        Stack::Ceiling | Stack::CeilingAcked => mtu::run_ceiling(ns, cell, stack, run),
+        Stack::Ours | Stack::OursSeq => ours::run(ns, cell, stack, run),
+        Stack::Ceiling | Stack::CeilingAcked | Stack::CeilingGso => {
+            mtu::run_ceiling(ns, cell, stack, run)
+        }
     };
     r.unwrap_or_else(|e| RunRecord::failed(cell, stack, run, &e))
 }
 
 /// Run every run of `cell` in a fresh topology named `{prefix}-a`/`-b` at the cell's MTU
-/// (deleted on return, also on error), kernel and ours alternating; a cell that measures the
-/// path's ceiling runs it first in each run (ceiling, the ceiling under our ACK clock, kernel,
-/// ours). A cell whose relay counts drops
-/// ([`Link::per_run_topology`]) gets a topology per run instead (`{prefix}k0`, `{prefix}o0`,
-/// …), so each run's record has the drops of that run alone. `progress` is called after each
-/// run.
+/// (deleted on return, also on error), its stacks alternating ([`Cell::stacks`]: kernel, ours
+/// per-segment, ours in S framing; a cell that measures the path's ceiling runs it first in
+/// each run, bare, under our ACK clock and with GSO super-packets). Each run's stack TUN
+/// devices get that stack's offload ([`Cell::offload_for`]: TSO for ours in S framing and the
+/// GSO ceiling). A cell whose relay counts
+/// drops ([`Link::per_run_topology`]) gets a topology per run instead (`{prefix}k0`,
+/// `{prefix}o0`, `{prefix}s0`, …), so each run's record has the drops of that run alone.
+/// `progress` is called after each run.
 pub fn run_cell(
     cell: &Cell,
     runs: usize,
@@ -299,10 +367,8 @@ pub fn run_cell(
     mut progress: impl FnMut(&RunRecord),
 ) -> io::Result<Vec<RunRecord>> {
     let link = cell.link.link_config(seed).map_err(io::Error::other)?;
-    let shared = match cell.link.per_run_topology() {
-        false => {
-            Some(TwoNs::create_mtu(prefix, link.clone(), cell.mtu)?.with_offload(cell.offload()))
-        }
+    let mut shared = match cell.link.per_run_topology() {
+        false => Some(TwoNs::create_mtu(prefix, link.clone(), cell.mtu)?),
         true => None,
     };
     // Threads spawned while this guard lives inherit the stacks' cores.
@@ -310,28 +376,22 @@ pub fn run_cell(
         Some(ns) => pin(ns, cell)?,
         None => None,
     };
-    let stacks: &[Stack] = match cell.ceiling {
-        Some(_) => &[
-            Stack::Ceiling,
-            Stack::CeilingAcked,
-            Stack::Kernel,
-            Stack::Ours,
-        ],
-        None => &[Stack::Kernel, Stack::Ours],
-    };
+    let stacks = cell.stacks();
     let mut out = Vec::new();
     for run in 0..runs {
-        for &stack in stacks {
-            let r = match &shared {
+        for &stack in &stacks {
+            let r = match &mut shared {
                 Some(ns) => {
+                    // The stack TUN devices open with each run: this run's offload.
+                    ns.offload = cell.offload_for(stack);
                     let mut r = run_counting_drops(ns, cell, stack, run);
                     r.relay_pinned = pinned.as_ref().map(Pinned::cpus);
                     r
                 }
                 None => {
-                    let name = format!("{prefix}{}{run}", &stack.name()[..1]);
+                    let name = format!("{prefix}{}{run}", stack.letter());
                     let mut ns = TwoNs::create_mtu(&name, link.clone(), cell.mtu)?
-                        .with_offload(cell.offload());
+                        .with_offload(cell.offload_for(stack));
                     let pinned = pin(&ns, cell)?;
                     let mut r = run_counting_drops(&ns, cell, stack, run);
                     r.relay_pinned = pinned.as_ref().map(Pinned::cpus);
@@ -364,7 +424,9 @@ pub(crate) fn pin(ns: &TwoNs, cell: &Cell) -> io::Result<Option<Pinned>> {
 /// run's wall time for the ceiling, or when no transfer time was measured (a failed run).
 fn relay_busy(share: RelayShare, stack: Stack, transfer_s: f64) -> f64 {
     match stack {
-        Stack::Kernel | Stack::Ours if transfer_s > 0.0 => share.cpu.as_secs_f64() / transfer_s,
+        Stack::Kernel | Stack::Ours | Stack::OursSeq if transfer_s > 0.0 => {
+            share.cpu.as_secs_f64() / transfer_s
+        }
         _ => share.of_a_core(),
     }
 }
@@ -393,7 +455,7 @@ fn run_counting_drops(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunR
 /// missing.
 fn add_drops(stacks: Option<u64>, topology: Option<u64>, stack: Stack) -> Option<u64> {
     match stack {
-        Stack::Ours => stacks.zip(topology).map(|(s, t)| s + t),
+        Stack::Ours | Stack::OursSeq => stacks.zip(topology).map(|(s, t)| s + t),
         _ => topology,
     }
 }
@@ -447,17 +509,26 @@ pub struct Summary {
     /// The ceiling under our ACK clock only, median over runs: ACK packets the receiver wrote
     /// per second of the window.
     pub acks_per_sec: Option<f64>,
+    /// The GSO ceiling only, median over runs: packets of several segments the receiver read
+    /// whole per second of the window.
+    pub super_packets_per_sec: Option<f64>,
 }
 
-/// Both stacks' figures for one cell, and the path's ceiling where the cell measured it.
+/// Every stack's figures for one cell, and the path's ceiling where the cell measured it.
 #[derive(Debug, Clone, Serialize)]
 pub struct CellResult {
     pub cell: Cell,
     pub kernel: Summary,
     pub ours: Summary,
+    /// Ours in S framing with segmentation offload ([`Stack::OursSeq`]); None where the cell
+    /// does not run it (plain cells).
+    pub ours_seq: Option<Summary>,
     pub ceiling: Option<Summary>,
     /// The path's ceiling under our ACK clock, where the cell measured the ceiling.
     pub ceiling_acked: Option<Summary>,
+    /// The path's ceiling for GSO super-packets ([`Stack::CeilingGso`]), where the cell
+    /// measured the ceiling (and checksum offload, which TSO needs, is on).
+    pub ceiling_gso: Option<Summary>,
     /// ours / kernel median Gbit/s ([`CellResult::ratio`]).
     pub ours_over_kernel: Option<f64>,
     /// The smallest and the largest ours / kernel Gbit/s of single runs, run `i` of ours over
@@ -469,6 +540,17 @@ pub struct CellResult {
     pub ours_over_ceiling: Option<f64>,
     /// ours / the ceiling under our ACK clock, median Gbit/s.
     pub ours_over_ceiling_acked: Option<f64>,
+    /// ours / the ceiling for GSO super-packets, median Gbit/s.
+    pub ours_over_ceiling_gso: Option<f64>,
+    /// The same five of ours in S framing ([`CellResult::ours_seq`]).
+    pub ours_seq_over_kernel: Option<f64>,
+    pub ours_seq_over_kernel_runs: Option<(f64, f64)>,
+    pub ours_seq_over_ceiling: Option<f64>,
+    pub ours_seq_over_ceiling_acked: Option<f64>,
+    pub ours_seq_over_ceiling_gso: Option<f64>,
+    /// ours in S framing / ours per-segment, median Gbit/s: what S framing and its
+    /// super-segments change on this path.
+    pub ours_seq_over_ours: Option<f64>,
 }
 
 /// [`CellResult::ours_over_kernel_runs`] from one cell's runs of each stack.
@@ -497,6 +579,18 @@ impl CellResult {
     pub fn ratio(&self) -> Option<f64> {
         self.ours_over_kernel
     }
+
+    /// The summary of `stack` in this cell, if the cell has one.
+    pub fn of(&self, stack: Stack) -> Option<&Summary> {
+        match stack {
+            Stack::Kernel => Some(&self.kernel),
+            Stack::Ours => Some(&self.ours),
+            Stack::OursSeq => self.ours_seq.as_ref(),
+            Stack::Ceiling => self.ceiling.as_ref(),
+            Stack::CeilingAcked => self.ceiling_acked.as_ref(),
+            Stack::CeilingGso => self.ceiling_gso.as_ref(),
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -514,7 +608,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Ours: median over `runs` of one recovery counter, client and server added.
 fn both_sides(stack: Stack, runs: &[&&RunRecord], counter: fn(&Recovery) -> u64) -> Option<f64> {
-    (stack == Stack::Ours).then(|| {
+    stack.is_ours().then(|| {
         median(
             runs.iter()
                 .filter_map(|r| Some(counter(&r.client_recovery?) + counter(&r.server_recovery?)))
@@ -562,7 +656,7 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         retrans: median(ok.iter().map(|r| r.retrans as f64).collect()),
         client_retrans: median(ok.iter().map(|r| r.client_retrans as f64).collect()),
         server_retrans: median(ok.iter().map(|r| r.server_retrans as f64).collect()),
-        spurious: (stack == Stack::Ours).then(|| {
+        spurious: stack.is_ours().then(|| {
             median(
                 ok.iter()
                     .filter_map(|r| r.spurious.map(|s| s as f64))
@@ -584,6 +678,10 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         lost: path_median(&ok, |p| p.lost as f64),
         acks_per_sec: match stack {
             Stack::CeilingAcked => path_median(&ok, PathCeiling::acks_per_sec),
+            _ => None,
+        },
+        super_packets_per_sec: match stack {
+            Stack::CeilingGso => path_median(&ok, PathCeiling::super_packets_per_sec),
             _ => None,
         },
     }
@@ -611,7 +709,7 @@ fn path_median(runs: &[&&RunRecord], f: fn(&PathCeiling) -> f64) -> Option<f64> 
     (!v.is_empty()).then(|| median(v))
 }
 
-/// Per-cell figures of both stacks, in plan order.
+/// Per-cell figures of every stack, in plan order.
 pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<CellResult> {
     plan.cells
         .iter()
@@ -623,23 +721,41 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<CellResult> {
                     .collect()
             };
             let (kernel_runs, ours_runs) = (of(Stack::Kernel), of(Stack::Ours));
+            let seq_runs = of(Stack::OursSeq);
             let (kernel, ours) = (
                 summary(Stack::Kernel, &kernel_runs),
                 summary(Stack::Ours, &ours_runs),
             );
-            // Both probes of the path, where the cell measured it.
-            let probe = |s: Stack| c.ceiling.map(|_| summary(s, &of(s)));
+            let ours_seq = c
+                .stacks()
+                .contains(&Stack::OursSeq)
+                .then(|| summary(Stack::OursSeq, &seq_runs));
+            // The probes of the path, where the cell measured it.
+            let stacks = c.stacks();
+            let probe = |s: Stack| stacks.contains(&s).then(|| summary(s, &of(s)));
             let (ceiling, ceiling_acked) = (probe(Stack::Ceiling), probe(Stack::CeilingAcked));
+            let ceiling_gso = probe(Stack::CeilingGso);
+            let over = |o: Option<&Summary>, base: Option<&Summary>| gbps_ratio(o?, base?);
+            let seq = ours_seq.as_ref();
             CellResult {
                 cell: c.clone(),
                 ours_over_kernel: gbps_ratio(&ours, &kernel),
                 ours_over_kernel_runs: paired_ratios(&ours_runs, &kernel_runs),
-                ours_over_ceiling: ceiling.as_ref().and_then(|c| gbps_ratio(&ours, c)),
-                ours_over_ceiling_acked: ceiling_acked.as_ref().and_then(|c| gbps_ratio(&ours, c)),
+                ours_over_ceiling: over(Some(&ours), ceiling.as_ref()),
+                ours_over_ceiling_acked: over(Some(&ours), ceiling_acked.as_ref()),
+                ours_over_ceiling_gso: over(Some(&ours), ceiling_gso.as_ref()),
+                ours_seq_over_kernel: over(seq, Some(&kernel)),
+                ours_seq_over_kernel_runs: seq.and_then(|_| paired_ratios(&seq_runs, &kernel_runs)),
+                ours_seq_over_ceiling: over(seq, ceiling.as_ref()),
+                ours_seq_over_ceiling_acked: over(seq, ceiling_acked.as_ref()),
+                ours_seq_over_ceiling_gso: over(seq, ceiling_gso.as_ref()),
+                ours_seq_over_ours: over(seq, Some(&ours)),
                 kernel,
                 ours,
+                ours_seq,
                 ceiling,
                 ceiling_acked,
+                ceiling_gso,
             }
         })
         .collect()

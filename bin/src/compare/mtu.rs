@@ -77,8 +77,9 @@ pub fn mtu_plan(mtus: &[u32], quick: bool) -> Plan {
 }
 
 /// One ceiling run in `ns` (the cell's topology, at its MTU) as a run record: packets as
-/// messages (each checked by length, header and sequence number), payload-equivalent bytes;
-/// `stack` says which probe ([`Stack::ack_clock`]).
+/// messages (each checked by length, header and sequence number; the GSO probe's segments),
+/// payload-equivalent bytes; `stack` says which probe ([`Stack::ack_clock`],
+/// [`Stack::CeilingGso`]).
 pub(super) fn run_ceiling(
     ns: &TwoNs,
     cell: &Cell,
@@ -88,7 +89,10 @@ pub(super) fn run_ceiling(
     let spec = cell
         .ceiling
         .ok_or_else(|| io::Error::other(format!("{} measures no ceiling", cell.id)))?;
-    let c = measure(ns, &spec, stack.ack_clock())?;
+    let c = match stack {
+        Stack::CeilingGso => super::gso_ceiling::measure_gso(ns, &spec)?,
+        _ => measure(ns, &spec, stack.ack_clock())?,
+    };
     if c.packets == 0 {
         return Err(io::Error::other("no packet arrived in the measured window"));
     }
@@ -134,8 +138,27 @@ mod tests {
             p.cells.iter().map(|c| c.mtu).collect::<Vec<_>>(),
             [1500, 9000, 65_000]
         );
-        // Per run of a cell: the ceiling bare and under our ACK clock, kernel, ours.
-        assert_eq!(p.total_runs(), 3 * 3 * 4);
+        // Per run of a cell: the ceiling bare, under our ACK clock and with GSO
+        // super-packets, kernel, ours, ours S.
+        assert_eq!(p.total_runs(), 3 * 3 * 6);
+        assert_eq!(p.ours_seq_runs(), 3 * 3);
+        assert_eq!(p.ceiling_runs(), 3 * 3 * 3);
+        // Without checksum offload (TSO needs it) no GSO ceiling runs.
+        let mut no_csum = p.clone();
+        for c in &mut no_csum.cells {
+            c.csum_offload = false;
+            assert!(!c.stacks().contains(&Stack::CeilingGso));
+            assert_eq!(c.offload_for(Stack::OursSeq), c.offload());
+        }
+        assert_eq!(no_csum.ceiling_runs(), 3 * 3 * 2);
+        assert_eq!(
+            p.cells[0].offload_for(Stack::CeilingGso),
+            tcp_bth_io::tun::Offload::Segmentation
+        );
+        assert_eq!(
+            p.cells[0].offload_for(Stack::Ours),
+            tcp_bth_io::tun::Offload::Checksum
+        );
         let d = p.describe();
         assert!(
             d.contains("MTU 9000 B") && d.contains("path's ceiling"),
@@ -184,7 +207,7 @@ mod tests {
         );
         assert_eq!(
             full.ceiling_runs(),
-            (FULL_MTUS.len() + relayed.len()) * full.runs * 2
+            (FULL_MTUS.len() + relayed.len()) * full.runs * 3
         );
         assert!(full
             .cells
@@ -205,8 +228,10 @@ mod tests {
             for run in 0..2 {
                 runs.push(fake(c, Stack::Ceiling, run, 8.0));
                 runs.push(fake(c, Stack::CeilingAcked, run, 5.0));
+                runs.push(fake(c, Stack::CeilingGso, run, 12.0));
                 runs.push(fake(c, Stack::Kernel, run, 4.0));
                 runs.push(fake(c, Stack::Ours, run, 2.0));
+                runs.push(fake(c, Stack::OursSeq, run, 6.0));
             }
         }
         let plan = Plan {
@@ -221,6 +246,16 @@ mod tests {
             assert_eq!(c.ceiling_acked.as_ref().map(|s| s.runs_ok), Some(2));
             assert_eq!(c.ours_over_ceiling_acked, Some(0.4));
             assert_eq!(c.ours_over_kernel, Some(0.5));
+            // Ours S beside ours: its own over each, and over ours.
+            assert_eq!(c.ours_seq.as_ref().map(|s| s.runs_ok), Some(2));
+            assert_eq!(c.ours_seq_over_ceiling, Some(0.75));
+            assert_eq!(c.ours_seq_over_ceiling_acked, Some(1.2));
+            assert_eq!(c.ceiling_gso.as_ref().map(|s| s.runs_ok), Some(2));
+            assert_eq!(c.ours_seq_over_ceiling_gso, Some(0.5));
+            assert_eq!(c.ours_over_ceiling_gso, Some(2.0 / 12.0));
+            assert_eq!(c.ours_seq_over_kernel, Some(1.5));
+            assert_eq!(c.ours_seq_over_kernel_runs, Some((1.5, 1.5)));
+            assert_eq!(c.ours_seq_over_ours, Some(3.0));
         }
         // A cell without the ceiling has no ceiling ratio.
         let plain = Plan {
@@ -235,12 +270,17 @@ mod tests {
         let r = summarize(&plain, &one);
         assert!(r[0].ceiling.is_none() && r[0].ours_over_ceiling.is_none());
         assert!(r[0].ceiling_acked.is_none() && r[0].ours_over_ceiling_acked.is_none());
+        assert!(r[0].ceiling_gso.is_none() && r[0].ours_seq_over_ceiling_gso.is_none());
         assert_eq!(r[0].ratio(), Some(0.25));
+        // A cell that runs ours S has its row even with no run of it: 0 runs, no ratio.
+        let seq = r[0].ours_seq.as_ref().expect("ours S's summary");
+        assert_eq!((seq.runs_ok, seq.runs_failed), (0, 0));
+        assert!(r[0].ours_seq_over_kernel.is_none() && r[0].ours_seq_over_ours.is_none());
         assert_eq!(crate::compare::render::mtu_markdown(&r), "");
     }
 
     #[test]
-    fn the_mtu_table_has_four_rows_per_mtu_and_the_ratios_on_ours() {
+    fn the_mtu_table_has_six_rows_per_mtu_and_the_ratios_on_ours_and_ours_s() {
         let cells = mtu_plan(&[1500, 65_000], true).cells;
         let mut runs = Vec::new();
         for c in &cells {
@@ -262,13 +302,37 @@ mod tests {
                     acks,
                     acks_sent: if acks == AckClock::None { 0 } else { 500 },
                     acks_received: if acks == AckClock::None { 0 } else { 499 },
+                    gso_size: None,
+                    super_packets: 0,
                 });
                 runs.push(ceiling);
             }
+            // The GSO ceiling: 1000 segments in 20 super-packets read whole.
+            let mut gso = fake(c, Stack::CeilingGso, 0, 20.0);
+            gso.seg_payload = Some(payload_per_packet(c.mtu));
+            gso.path = Some(PathCeiling {
+                mtu: c.mtu,
+                packets: 1000,
+                ip_bytes: 1000 * u64::from(c.mtu),
+                lost: 0,
+                foreign: 0,
+                elapsed_s: 0.001,
+                sender_cpu_s: 0.0,
+                receiver_cpu_s: 0.0,
+                acks: AckClock::None,
+                acks_sent: 0,
+                acks_received: 0,
+                gso_size: Some(payload_per_packet(c.mtu)),
+                super_packets: 20,
+            });
+            runs.push(gso);
             runs.push(fake(c, Stack::Kernel, 0, 4.0));
             let mut ours = fake(c, Stack::Ours, 0, 1.0);
             ours.seg_payload = Some(c.mtu - 80);
             runs.push(ours);
+            let mut seq = fake(c, Stack::OursSeq, 0, 5.0);
+            seq.seg_payload = Some(c.mtu - 80);
+            runs.push(seq);
         }
         let plan = Plan {
             quick: true,
@@ -277,29 +341,30 @@ mod tests {
         };
         let t = crate::compare::render::mtu_markdown(&summarize(&plan, &runs));
         let rows: Vec<&str> = t.lines().collect();
-        assert_eq!(rows.len(), 2 + 4 * 2, "{t}");
+        assert_eq!(rows.len(), 2 + 6 * 2, "{t}");
         assert!(
-            rows[0].contains("| ours/ceiling | ours/ceiling with ACKs | ours/kernel |"),
+            rows[0].contains(
+                "| ours/ceiling | ours/ceiling with ACKs | ours/GSO ceiling | ours/kernel |"
+            ),
             "{t}"
         );
         let want = [
             "| 1500 B | bulk-1MiB-veth | ceiling (raw packets, no TCP) | 1 | 10.000 | 12.000 | 1250 (3) | 1420 B |",
             "| 1500 B | bulk-1MiB-veth | ceiling, an ACK back per 2 packets (no TCP) | 1 | 8.000 | 12.000 | 1000 (3; 500000 back) | 1420 B |",
             "| 1500 B | bulk-1MiB-veth | kernel | 1 | 4.000 | – | – | – |",
-            "| 1500 B | bulk-1MiB-veth | ours | 1 | 1.000 | – | – | 1420 B | 2.00 / 1.00 | – | 0.10× | 0.12× | 0.25× |",
+            "| 1500 B | bulk-1MiB-veth | ceiling, 64 KiB GSO super-packets (no TCP) | 1 | 20.000 | 12.000 | 2500 (0; 20000 whole) | 1420 B |",
+            "| 1500 B | bulk-1MiB-veth | ours | 1 | 1.000 | – | – | 1420 B | 2.00 / 1.00 | – | 0.10× | 0.12× | 0.05× | 0.25× |",
+            "| 1500 B | bulk-1MiB-veth | ours S | 1 | 5.000 | – | – | 1420 B | 2.00 / 1.00 | – | 0.50× | 0.62× | 0.25× | 1.25× |",
             "| 65000 B | bulk-1MiB-veth-mtu65000 | ceiling (raw packets, no TCP) | 1 | 10.000 | 520.000 |",
             "| 65000 B | bulk-1MiB-veth-mtu65000 | ours | 1 | 1.000 | – | – | 64920 B |",
         ];
         for w in want {
             assert!(rows.iter().any(|r| r.starts_with(w)), "{w}\n{t}");
         }
-        // The ratios stand on ours's row only.
+        // The ratios stand on ours' rows only.
         for r in &rows[2..] {
-            assert_eq!(
-                r.matches('×').count(),
-                if r.contains("| ours |") { 3 } else { 0 },
-                "{r}"
-            );
+            let ours = r.contains("| ours |") || r.contains("| ours S |");
+            assert_eq!(r.matches('×').count(), if ours { 4 } else { 0 }, "{r}");
         }
     }
 }

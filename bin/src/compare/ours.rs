@@ -1,9 +1,11 @@
 //! Our stack's side of a comparison: the cell's connections as perf apps over the io_uring
 //! TUN path (`tunpair::QpsRun`: one driver and endpoint per side, however many connections),
-//! every connection's messages verified, their figures summed into one [`RunRecord`].
+//! every connection's messages verified, their figures summed into one [`RunRecord`]. The
+//! same for both of our rows: [`Stack::Ours`] asks for per-segment framing, [`Stack::OursSeq`]
+//! for S framing (its devices have TSO: `Cell::offload_for`, set by `run_cell`).
 
 use super::{Cell, RunRecord, Stack, Workload};
-use crate::perf::{aggregate, PerfReport};
+use crate::perf::{aggregate, PerfConfig, PerfReport};
 use crate::topology::TwoNs;
 use crate::tunpair::{Admission, PairRun, QpsRun};
 use std::io;
@@ -37,10 +39,15 @@ fn timings(cell: &Cell, p: &PairRun) -> (Vec<Duration>, Instant, Instant) {
     }
 }
 
-/// One run of ours in `cell`: its connections at once, every message verified.
-pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> {
+/// One run of ours (`stack`: [`Stack::Ours`] or [`Stack::OursSeq`]) in `cell`: its
+/// connections at once, every message verified, in the framing `stack` asks for, which every
+/// connection must have run.
+pub(super) fn run(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> io::Result<RunRecord> {
     let q = QpsRun {
-        cfg: cell.perf_config(),
+        cfg: PerfConfig {
+            framing: stack.framing(),
+            ..cell.perf_config()
+        },
         qps: cell.qps,
         admission: Admission {
             enforce: cell.admission,
@@ -48,13 +55,21 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> 
         },
     };
     let r = q.run(ns, LIMIT)?;
-    let mut rec = RunRecord::empty(cell, Stack::Ours, run);
+    let mut rec = RunRecord::empty(cell, stack, run);
     let (mut latencies, mut start, mut end) = (Vec::new(), None::<Instant>, None::<Instant>);
     let mut ooo = 0;
+    // S framing runs only where both hellos asked for it (plain: no framing at all).
+    let want_seq = stack == Stack::OursSeq && !cell.plain;
     for p in &r.pairs {
         let (c, s) = (&p.client.report, &p.server.report);
         if let Some(e) = c.errors.iter().chain(&s.errors).next() {
             return Err(io::Error::other(e.clone()));
+        }
+        if (c.seq_framed, s.seq_framed) != (want_seq, want_seq) {
+            return Err(io::Error::other(format!(
+                "S framing: asked {want_seq}, ran client {} / server {}",
+                c.seq_framed, s.seq_framed
+            )));
         }
         let verified = c.verified + s.verified;
         if verified != c.messages {
@@ -96,6 +111,11 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, run: usize) -> io::Result<RunRecord> 
     rec.spurious = Some(cr.spurious_retransmits + sr.spurious_retransmits);
     rec.client_recovery = Some(cr);
     rec.server_recovery = Some(sr);
+    let (cc, sc) = (client.counters, server.counters);
+    rec.gso_sent = Some(cc.gso_sent + sc.gso_sent);
+    rec.gso_segments = Some(cc.gso_segments + sc.gso_segments);
+    rec.super_segments_in = Some(cc.super_segments_in + sc.super_segments_in);
+    rec.seq_framed = Some(want_seq);
     rec.ooo_placed = Some(ooo);
     rec.grant_holds = Some(r.grant_holds);
     // The stacks' own TUN devices (gone when the run ends, so read by each side's thread);

@@ -54,11 +54,11 @@ use tcp_bth_io::turn::PacketIo;
 /// IP protocol number of the ceiling's packets (RFC 3692: experimentation and testing).
 pub const PROTOCOL: u8 = 253;
 /// IPv4 header without options.
-const IP_HEADER: usize = 20;
+pub(super) const IP_HEADER: usize = 20;
 /// Where the sequence number sits: right after the IP header, 8 bytes big-endian.
 const SEQ_AT: usize = IP_HEADER;
 /// How long the receiver waits for the first packet before giving up.
-const FIRST_PACKET_WITHIN: Duration = Duration::from_secs(5);
+pub(super) const FIRST_PACKET_WITHIN: Duration = Duration::from_secs(5);
 
 /// IP length of the ACK clock's packets: what a pure ACK of ours is on a clean path (IPv4 and
 /// TCP headers, 40 bytes, and the timestamps option padded to 12: amendment 1's plain form,
@@ -129,6 +129,12 @@ pub struct PathCeiling {
     pub acks: AckClock,
     pub acks_sent: u64,
     pub acks_received: u64,
+    /// The GSO probe only ([`super::gso_ceiling`]): the payload of each segment its
+    /// super-packets stand for (its `gso_size`), and how many packets of more than one segment
+    /// the receiver read whole. `packets` then counts segments, `ip_bytes` what they would be
+    /// as MTU-sized packets on a wire. None and 0 for the raw probe.
+    pub gso_size: Option<u32>,
+    pub super_packets: u64,
 }
 
 impl PathCeiling {
@@ -154,6 +160,11 @@ impl PathCeiling {
     /// ACK clock packets the receiver wrote per second of the window.
     pub fn acks_per_sec(&self) -> f64 {
         rate(self.acks_sent as f64, self.elapsed_s)
+    }
+
+    /// Packets of several segments the receiver read whole, per second of the window.
+    pub fn super_packets_per_sec(&self) -> f64 {
+        rate(self.super_packets as f64, self.elapsed_s)
     }
 }
 
@@ -211,9 +222,9 @@ fn same_header(p: &[u8], want: &[u8]) -> bool {
 /// fast the sender can overrun the receiving device's queue (500 packets) and have the kernel
 /// forward packets it then drops. Without it, at MTU 65000 most of what was sent was lost on
 /// the path and the probe measured less than our stack moves.
-const IN_FLIGHT: u64 = 256;
+pub(super) const IN_FLIGHT: u64 = 256;
 /// How long the sender waits for the receiver when `IN_FLIGHT` is reached.
-const HELD_PAUSE: Duration = Duration::from_micros(20);
+pub(super) const HELD_PAUSE: Duration = Duration::from_micros(20);
 
 /// Whether the receiver polls its ring between packets once they flow, or sleeps until the
 /// next completion. Polling spares the sender the wake-up in its write (see `receive`), but
@@ -240,10 +251,10 @@ impl Poll {
 }
 
 /// The measurement's phases, shared by the two threads.
-const WARMING: u8 = 0;
-const MEASURING: u8 = 1;
+pub(super) const WARMING: u8 = 0;
+pub(super) const MEASURING: u8 = 1;
 /// Set by the receiver when the window has closed, or by either side when it failed.
-const STOP: u8 = 2;
+pub(super) const STOP: u8 = 2;
 
 /// Measure the path's ceiling in `ns` at its MTU: a sender on A's stack TUN device, a
 /// receiver on B's (each on a thread of its own, in its namespace). Needs CAP_NET_ADMIN.
@@ -260,7 +271,27 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec, acks: AckClock) -> io::Result<Pat
             "bth-ceil-rx",
             move || stack_tun_mtu(&name, false, mtu, offload).and_then(Driver::open),
             move |mut io| {
-                let r = receive(&mut io, mtu, &spec, poll, acks, &phase, &arrived);
+                let want = template(mtu as usize);
+                let mut raw = |p: &[u8]| {
+                    (p.len() == want.len() && same_header(p, &want)).then(|| {
+                        let mut seq = [0u8; 8];
+                        seq.copy_from_slice(&p[SEQ_AT..SEQ_AT + 8]);
+                        Arrival {
+                            segments: 1,
+                            ip_bytes: p.len() as u64,
+                            next_seq: u64::from_be_bytes(seq) + 1,
+                        }
+                    })
+                };
+                let on = Receiver {
+                    mtu,
+                    spec,
+                    poll,
+                    acks,
+                    phase: &phase,
+                    arrived: &arrived,
+                };
+                let r = receive(&mut io, &on, &mut raw);
                 phase.store(STOP, Ordering::Relaxed);
                 r
             },
@@ -381,12 +412,36 @@ fn send(
     Ok(Sent { cpu, acks })
 }
 
+/// One of the sender's packets as the receiver counts it ([`receive`]'s `classify`).
+pub(super) struct Arrival {
+    /// Segments it carries (1 for the raw probe; a super-packet's many).
+    pub segments: u64,
+    /// Its IP bytes: the packet's own, or for a super-packet what its segments would be.
+    pub ip_bytes: u64,
+    /// The sequence number after its last segment, in segments from the first.
+    pub next_seq: u64,
+}
+
+/// What a receiver does besides classifying packets: the probe's MTU, window, polling, ACK
+/// clock and the state it shares with the sender.
+pub(super) struct Receiver<'a> {
+    pub mtu: u32,
+    pub spec: CeilingSpec,
+    pub poll: Poll,
+    pub acks: AckClock,
+    pub phase: &'a AtomicU8,
+    /// The highest sequence number read, plus one, for the sender's flow control.
+    pub arrived: &'a AtomicU64,
+}
+
 /// What the receiver has counted so far (cumulative).
 #[derive(Debug, Default, Clone, Copy)]
 struct Tally {
     packets: u64,
     ip_bytes: u64,
     foreign: u64,
+    /// Packets of more than one segment.
+    super_packets: u64,
     /// Highest sequence number seen, plus one (0: none yet).
     next_seq: u64,
     /// ACK clock packets written.
@@ -395,17 +450,22 @@ struct Tally {
     at: Duration,
 }
 
-/// Read and count until the window has closed; the figures of the window.
-fn receive(
+/// Read and count until the window has closed; the figures of the window. `classify` says
+/// whether a packet read is one of the sender's, and what it counts for; every other packet
+/// is foreign.
+pub(super) fn receive(
     io: &mut Driver,
-    mtu: u32,
-    spec: &CeilingSpec,
-    poll: Poll,
-    acks: AckClock,
-    phase: &AtomicU8,
-    arrived: &AtomicU64,
+    on: &Receiver,
+    classify: &mut dyn FnMut(&[u8]) -> Option<Arrival>,
 ) -> io::Result<PathCeiling> {
-    let want = template(mtu as usize);
+    let Receiver {
+        mtu,
+        spec,
+        poll,
+        acks,
+        phase,
+        arrived,
+    } = *on;
     let ack = ack_template();
     let every = match acks {
         AckClock::None => 0,
@@ -421,19 +481,17 @@ fn receive(
     let warmup = Duration::from_millis(u64::from(spec.warmup_ms));
     let window = Duration::from_millis(u64::from(spec.measure_ms));
     loop {
-        io.receive(&mut |p, _| {
-            if p.len() == want.len() && same_header(p, &want) {
-                let mut seq = [0u8; 8];
-                seq.copy_from_slice(&p[SEQ_AT..SEQ_AT + 8]);
-                t.packets += 1;
-                t.ip_bytes += p.len() as u64;
-                t.next_seq = t.next_seq.max(u64::from_be_bytes(seq) + 1);
+        io.receive(&mut |p, _| match classify(p) {
+            Some(a) => {
+                t.packets += a.segments;
+                t.super_packets += u64::from(a.segments > 1);
+                t.ip_bytes += a.ip_bytes;
+                t.next_seq = t.next_seq.max(a.next_seq);
                 if every > 0 && t.packets % every == 0 {
                     owed += 1;
                 }
-            } else {
-                t.foreign += 1;
             }
+            None => t.foreign += 1,
         });
         arrived.store(t.next_seq, Ordering::Relaxed);
         // An ACK that finds no free transmit buffer stays owed for the next turn.
@@ -484,6 +542,8 @@ fn receive(
                     acks,
                     acks_sent: t.acks - w.acks,
                     acks_received: 0,
+                    gso_size: None,
+                    super_packets: t.super_packets - w.super_packets,
                 });
             }
             (Some(_), Some(w)) => w.at + window,
@@ -547,6 +607,8 @@ mod tests {
             acks: AckClock::None,
             acks_sent: 0,
             acks_received: 0,
+            gso_size: None,
+            super_packets: 0,
         };
         assert!((c.ip_gbps() - 6.0).abs() < 1e-9);
         assert!((c.gbps() - 5.68).abs() < 1e-9);

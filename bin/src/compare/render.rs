@@ -1,9 +1,10 @@
 //! Rendering a comparison: the Markdown tables (every cell; the incast cells; the path's
-//! ceiling beside both stacks per MTU), the JSON file of raw runs, the SVG charts ([`charts`],
-//! in `charts.rs`).
+//! ceiling beside the stacks per MTU), the JSON file of raw runs, the SVG charts ([`charts`],
+//! in `charts.rs`). Each table has a row for ours in S framing ([`Stack::OursSeq`]) below
+//! ours' wherever the cell ran it, with its own ratios.
 
 pub use super::charts::charts;
-use super::{CellResult, Plan, RunRecord, Summary};
+use super::{CellResult, Plan, RunRecord, Stack, Summary};
 use crate::units::{bytes, human_size, micros};
 use serde::Serialize;
 
@@ -13,10 +14,10 @@ fn opt_us(v: Option<f64>) -> String {
 
 /// Which congestion control each stack ran, from the run records (each distinct name once).
 pub fn congestion_line(records: &[super::RunRecord]) -> String {
-    let names = |stack: super::Stack| {
+    let names = |ours: bool| {
         let mut v: Vec<&str> = records
             .iter()
-            .filter(|r| r.stack == stack)
+            .filter(|r| r.stack.is_ours() == ours && !r.stack.is_ceiling())
             .filter_map(|r| r.congestion.as_deref())
             .collect();
         v.sort_unstable();
@@ -29,8 +30,8 @@ pub fn congestion_line(records: &[super::RunRecord]) -> String {
     };
     format!(
         "congestion control: kernel TCP {} (set on every socket, TCP_CONGESTION), ours {}\n",
-        names(super::Stack::Kernel),
-        names(super::Stack::Ours)
+        names(false),
+        names(true)
     )
 }
 
@@ -51,13 +52,29 @@ pub fn pinning_line(records: &[super::RunRecord]) -> String {
 
 fn stack_name(c: &CellResult, s: &Summary) -> &'static str {
     match s.stack {
-        super::Stack::Kernel => "kernel",
-        super::Stack::Ours if c.cell.plain => "ours (plain)",
-        super::Stack::Ours if !c.cell.admission => "ours (no admission)",
-        super::Stack::Ours => "ours",
-        super::Stack::Ceiling => "ceiling (raw packets, no TCP)",
-        super::Stack::CeilingAcked => "ceiling, an ACK back per 2 packets (no TCP)",
+        Stack::Kernel => "kernel",
+        Stack::Ours if c.cell.plain => "ours (plain)",
+        Stack::Ours if !c.cell.admission => "ours (no admission)",
+        Stack::Ours => "ours",
+        Stack::OursSeq if !c.cell.admission => "ours S (no admission)",
+        Stack::OursSeq => "ours S",
+        Stack::Ceiling => "ceiling (raw packets, no TCP)",
+        Stack::CeilingAcked => "ceiling, an ACK back per 2 packets (no TCP)",
+        Stack::CeilingGso => "ceiling, 64 KiB GSO super-packets (no TCP)",
     }
+}
+
+/// Our two rows of a cell with each one's ratio over kernel TCP ([`ratio`]): ours
+/// (per-segment framing) and, where the cell ran it, ours S (S framing, super-segments).
+fn ours_rows(c: &CellResult) -> Vec<(&Summary, String)> {
+    let mut v = vec![(&c.ours, ratio(c.ours_over_kernel, c.ours_over_kernel_runs))];
+    if let Some(seq) = &c.ours_seq {
+        v.push((
+            seq,
+            ratio(c.ours_seq_over_kernel, c.ours_seq_over_kernel_runs),
+        ));
+    }
+    v
 }
 
 fn runs(s: &Summary) -> String {
@@ -99,8 +116,9 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
     )
 }
 
-/// The Markdown table: two rows per cell (kernel, ours), the ratio ours/kernel on ours's row
-/// (with the range of the single runs' ratios: `ratio`);
+/// The Markdown table: three rows per cell (kernel; ours, per-segment framing; ours S, S
+/// framing with segmentation offload, absent from plain cells), on each of ours' rows its
+/// ratio over kernel TCP (with the range of the single runs' ratios: `ratio`);
 /// incast cells are left to [`incast_markdown`].
 /// Retransmissions are shown as the median total, then each side's median (what the client
 /// and what the server sent again: in request/response the server's are replies); our RACK
@@ -115,26 +133,34 @@ pub fn markdown(results: &[CellResult]) -> String {
     );
     for c in results.iter().filter(|c| !c.cell.is_incast()) {
         s += &row(c, &c.kernel, String::new());
-        s += &row(c, &c.ours, ratio(c));
+        for (sm, ratio) in ours_rows(c) {
+            s += &row(c, sm, ratio);
+        }
     }
     s
 }
 
-/// What held ours' sender back, per cell that recorded it (empty if none did): each state's
-/// median share of the sender's busy time ([`super::Summary::sender_held`]). A state that
-/// holds it most of the time in front of a long queue (the `path` figures' smoothed RTT far
-/// above the minimum) sets the queue's length, not the rate (`docs/results.md`, "What held
-/// ours' sender back").
+/// What held ours' sender back, per cell and row of ours that recorded it (empty if none
+/// did): each state's median share of the sender's busy time ([`super::Summary::sender_held`]).
+/// A state that holds it most of the time in front of a long queue (the `path` figures'
+/// smoothed RTT far above the minimum) sets the queue's length, not the rate
+/// (`docs/results.md`, "What held ours' sender back").
 pub fn limits_markdown(results: &[CellResult]) -> String {
     let rows: Vec<String> = results
         .iter()
-        .filter_map(|c| {
-            let shares = c.ours.sender_held?;
+        .flat_map(|c| ours_rows(c).into_iter().map(move |(sm, _)| (c, sm)))
+        .filter_map(|(c, sm)| {
+            let shares = sm.sender_held?;
             let cols: Vec<String> = shares
                 .iter()
                 .map(|v| format!("{:.0} %", v * 100.0))
                 .collect();
-            Some(format!("| {} | {} |\n", c.cell.id, cols.join(" | ")))
+            Some(format!(
+                "| {} | {} | {} |\n",
+                c.cell.id,
+                stack_name(c, sm),
+                cols.join(" | ")
+            ))
         })
         .collect();
     if rows.is_empty() {
@@ -142,7 +168,7 @@ pub fn limits_markdown(results: &[CellResult]) -> String {
     }
     let names = crate::perf::LimitsSummary::STATES;
     let mut s = format!(
-        "| cell | {} |\n|---|{}\n",
+        "| cell | stack | {} |\n|---|---|{}\n",
         names.join(" | "),
         "---|".repeat(names.len())
     );
@@ -157,8 +183,8 @@ fn share_of_core(v: Option<f64>) -> String {
 
 /// The ratio of the medians, and in brackets the range of the single runs' ratios
 /// ([`CellResult::ours_over_kernel_runs`]) where there are two runs or more of each.
-fn ratio(c: &CellResult) -> String {
-    match (c.ratio(), c.ours_over_kernel_runs) {
+fn ratio(median: Option<f64>, runs: Option<(f64, f64)>) -> String {
+    match (median, runs) {
         (Some(r), Some((lo, hi))) => format!("{r:.2}× ({lo:.2}–{hi:.2})"),
         (r, _) => times(r),
     }
@@ -168,45 +194,64 @@ fn times(r: Option<f64>) -> String {
     r.map_or("–".into(), |r| format!("{r:.2}×"))
 }
 
-/// The path's ceiling beside both stacks, per cell that measured it (empty if none did): the
-/// MTU sweep over veth and the relay cells that lose nothing on purpose. Three rows a cell —
-/// ceiling, kernel, ours — with ours/ceiling and ours/kernel on ours's row. Gbit/s is
-/// payload for every row: the stacks' message bytes, the ceiling's packets × the payload of
-/// one full-MTU segment of ours; IP Gbit/s and packets/s (with the packets the path lost)
-/// are the ceiling's own; "relay busy" is each row's, as in [`markdown`].
+/// The path's ceiling beside the stacks, per cell that measured it (empty if none did): the
+/// MTU sweep over veth and the relay cells that lose nothing on purpose. Six rows a cell —
+/// ceiling, ceiling with ACKs, ceiling with GSO super-packets, kernel, ours, ours S — with
+/// ours/ceiling, ours/ceiling with ACKs, ours/GSO ceiling and ours/kernel on each of ours'
+/// rows (ours S: its own over each). Gbit/s is payload for every row: the stacks' message
+/// bytes, the ceiling's packets (the GSO ceiling's segments) × the payload of one full-MTU
+/// segment of ours; IP Gbit/s and packets/s (with the packets the path lost, and the GSO
+/// ceiling's super-packets read whole) are the ceilings' own; "relay busy" is each row's, as
+/// in [`markdown`].
 pub fn mtu_markdown(results: &[CellResult]) -> String {
     let mut s = String::new();
     for c in results {
         let Some(ceiling) = &c.ceiling else { continue };
         if s.is_empty() {
-            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (packets lost in the window; ACK packets/s back) | payload per full segment | CPU s/GB send / receive | relay busy | ours/ceiling | ours/ceiling with ACKs | ours/kernel |\n\
-                  |---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (packets lost in the window; ACK packets/s back; super-packets/s read whole) | payload per full segment | CPU s/GB send / receive | relay busy | ours/ceiling | ours/ceiling with ACKs | ours/GSO ceiling | ours/kernel |\n\
+                  |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         }
         let mtu = human_size(u64::from(c.cell.mtu));
-        let none = || ["", "", ""].map(String::from);
+        let none = || ["", "", "", ""].map(String::from);
         let rows = [
             Some((ceiling, none())),
             c.ceiling_acked.as_ref().map(|a| (a, none())),
+            c.ceiling_gso.as_ref().map(|g| (g, none())),
             Some((&c.kernel, none())),
             Some((
                 &c.ours,
                 [
                     times(c.ours_over_ceiling),
                     times(c.ours_over_ceiling_acked),
+                    times(c.ours_over_ceiling_gso),
                     times(c.ours_over_kernel),
                 ],
             )),
+            c.ours_seq.as_ref().map(|seq| {
+                (
+                    seq,
+                    [
+                        times(c.ours_seq_over_ceiling),
+                        times(c.ours_seq_over_ceiling_acked),
+                        times(c.ours_seq_over_ceiling_gso),
+                        times(c.ours_seq_over_kernel),
+                    ],
+                )
+            }),
         ];
         for (sm, ratios) in rows.into_iter().flatten() {
             let ceiling_only = |v: Option<String>| v.unwrap_or_else(|| "–".into());
             let acks = sm
                 .acks_per_sec
                 .map_or(String::new(), |a| format!("; {a:.0} back"));
+            let whole = sm
+                .super_packets_per_sec
+                .map_or(String::new(), |w| format!("; {w:.0} whole"));
             let pps = sm
                 .lost
-                .map(|lost| format!("{:.0} ({lost:.0}{acks})", sm.msgs_per_sec));
+                .map(|lost| format!("{:.0} ({lost:.0}{acks}{whole})", sm.msgs_per_sec));
             s += &format!(
-                "| {mtu} | {} | {} | {} | {:.3} | {} | {} | {} | {:.2} / {:.2} | {} | {} | {} | {} |\n",
+                "| {mtu} | {} | {} | {} | {:.3} | {} | {} | {} | {:.2} / {:.2} | {} | {} | {} | {} | {} |\n",
                 c.cell.id,
                 stack_name(c, sm),
                 runs(sm),
@@ -220,6 +265,7 @@ pub fn mtu_markdown(results: &[CellResult]) -> String {
                 ratios[0],
                 ratios[1],
                 ratios[2],
+                ratios[3],
             );
         }
     }
@@ -230,7 +276,8 @@ fn opt_count(v: Option<f64>) -> String {
     v.map_or("–".into(), |v| format!("{v:.0}"))
 }
 
-/// The incast cells' table (empty if there are none): aggregate throughput, message
+/// The incast cells' table (empty if there are none), kernel, ours and ours S per cell:
+/// aggregate throughput, message
 /// completion times (post at the client to completion at the server), the relay's queue
 /// drops in the run, retransmissions, RTOs and grant holds (ours), medians over runs.
 pub fn incast_markdown(results: &[CellResult]) -> String {
@@ -243,7 +290,8 @@ pub fn incast_markdown(results: &[CellResult]) -> String {
          |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in cells {
-        for (sm, ratio) in [(&c.kernel, String::new()), (&c.ours, ratio(c))] {
+        let rows = std::iter::once((&c.kernel, String::new())).chain(ours_rows(c));
+        for (sm, ratio) in rows {
             s += &format!(
                 "| {} | {} | {} | {:.3} | {} | {} | {} | {} | {:.0} ({:.0} / {:.0}) | {} | {} | {ratio} |\n",
                 c.cell.id,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// A successful run moving 1 GB at `gbps`.
 pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecord {
-    let ours = stack == Stack::Ours;
+    let ours = stack.is_ours();
     RunRecord {
         cell: cell.id.clone(),
         stack,
@@ -43,22 +43,28 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         device_drops: None,
         grant_holds: None,
         seg_payload: None,
+        gso_sent: ours.then_some(0),
+        gso_segments: ours.then_some(0),
+        super_segments_in: ours.then_some(0),
+        seq_framed: ours.then_some(stack == Stack::OursSeq),
         path: None,
         congestion: None,
         latencies: vec![Duration::from_micros(500)],
     }
 }
 
-/// One run of the ceiling, kernel TCP and ours in each of `cells` (ceiling 4×, kernel 3× ours,
-/// growing cell by cell), as a one-run plan.
+/// One run of the ceilings, kernel TCP, ours and ours S in each of `cells` (GSO ceiling 5×,
+/// ceiling 4×, kernel 3×, ours S 2× ours, growing cell by cell), as a one-run plan.
 fn with_ceiling_runs(cells: Vec<Cell>) -> (Plan, Vec<RunRecord>) {
     let mut runs = Vec::new();
     for (i, c) in cells.iter().enumerate() {
         let g = 1.0 + i as f64;
         runs.push(fake(c, Stack::Ceiling, 0, 4.0 * g));
         runs.push(fake(c, Stack::CeilingAcked, 0, 3.5 * g));
+        runs.push(fake(c, Stack::CeilingGso, 0, 5.0 * g));
         runs.push(fake(c, Stack::Kernel, 0, 3.0 * g));
         runs.push(fake(c, Stack::Ours, 0, g));
+        runs.push(fake(c, Stack::OursSeq, 0, 2.0 * g));
     }
     let plan = Plan {
         quick: false,
@@ -68,8 +74,8 @@ fn with_ceiling_runs(cells: Vec<Cell>) -> (Plan, Vec<RunRecord>) {
     (plan, runs)
 }
 
-/// Two runs per stack of every cell, ours at a third of the kernel's throughput, both falling
-/// with the cell's index (so each line has a slope and the points differ).
+/// Two runs per stack of every cell, ours at a third of the kernel's throughput and ours S at
+/// half, all falling with the cell's index (so each line has a slope and the points differ).
 pub(super) fn results_of(cells: Vec<Cell>) -> Vec<CellResult> {
     let mut runs = Vec::new();
     for (i, c) in cells.iter().enumerate() {
@@ -77,6 +83,7 @@ pub(super) fn results_of(cells: Vec<Cell>) -> Vec<CellResult> {
             let kernel = 3.0 / (1.0 + i as f64);
             runs.push(fake(c, Stack::Kernel, run, kernel));
             runs.push(fake(c, Stack::Ours, run, kernel / 3.0));
+            runs.push(fake(c, Stack::OursSeq, run, kernel / 2.0));
         }
     }
     let plan = Plan {
@@ -122,20 +129,25 @@ fn assert_well_formed_svg(svg: &str) {
     assert!(rest.trim().is_empty(), "text after the root: {rest:?}");
 }
 
-/// Both stacks' lines and legend entries are in the chart at `path`.
+/// Every stack's line and legend entry is in the chart at `path`: kernel TCP, ours and
+/// ours S.
 fn assert_both_series(path: &Path) {
     let svg = std::fs::read_to_string(path).expect("chart written");
     assert_well_formed_svg(&svg);
-    for name in ["kernel TCP", "tcp-bth (ours)"] {
+    for name in [
+        "kernel TCP",
+        "tcp-bth (ours)",
+        "tcp-bth S framing + GSO (ours S)",
+    ] {
         assert!(
             svg.contains(name),
             "{}: no legend for {name}",
             path.display()
         );
     }
-    // One polyline per stack: the two series' colours (`charts.rs`).
+    // One polyline per stack: the three series' colours (`charts.rs`).
     let lines: Vec<&str> = svg.split("<polyline").skip(1).collect();
-    for colour in ["#1F77B4", "#D62728"] {
+    for colour in ["#1F77B4", "#D62728", "#9467BD"] {
         assert!(
             lines.iter().any(|l| l.contains(colour)),
             "{}: no line in {colour}",
@@ -205,13 +217,13 @@ fn the_paths_chart_has_both_stacks_and_starts_from_the_unsprayed_relay() {
     assert!(svg.contains("paths (round-robin"), "x axis described");
     // A point per cell and stack: 1 (the 0 % relay cell) and every sweep's path count.
     let points = svg.matches("<circle").count();
-    assert_eq!(points, 2 * (1 + SPRAY_PATHS.len()), "{svg}");
+    assert_eq!(points, 3 * (1 + SPRAY_PATHS.len()), "{svg}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The full plan's relay cells with a ceiling put it on the paths chart as a third line, a
-/// point per path count (and the unsprayed relay), and stay off the MTU chart, which is the
-/// veth sweep's alone.
+/// The full plan's relay cells with a ceiling put both on the paths chart beside the three
+/// stacks, a point per path count (and the unsprayed relay), and stay off the MTU chart, which
+/// is the veth sweep's alone.
 #[test]
 fn the_paths_chart_has_the_relays_ceiling_and_the_mtu_chart_only_veths() {
     let cells: Vec<Cell> = plan(false)
@@ -236,9 +248,10 @@ fn the_paths_chart_has_the_relays_ceiling_and_the_mtu_chart_only_veths() {
         svg.contains("ceiling with an ACK back per 2 packets"),
         "{svg}"
     );
-    assert_eq!(svg.matches("<circle").count(), 4 * relayed);
+    assert!(svg.contains("ceiling: 64 KiB GSO super-packets"), "{svg}");
+    assert_eq!(svg.matches("<circle").count(), 6 * relayed);
     let mtu = std::fs::read_to_string(dir.join("throughput-vs-mtu.svg")).expect("chart");
-    assert_eq!(mtu.matches("<circle").count(), 4 * FULL_MTUS.len());
+    assert_eq!(mtu.matches("<circle").count(), 6 * FULL_MTUS.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -339,7 +352,7 @@ fn the_size_axis_reads_as_people_read_sizes() {
 }
 
 #[test]
-fn the_mtu_chart_has_both_ceilings_kernel_and_ours_at_each_mtu() {
+fn the_mtu_chart_has_both_ceilings_kernel_ours_and_ours_s_at_each_mtu() {
     let cells = mtu_plan(&FULL_MTUS, false).cells;
     let (plan, runs) = with_ceiling_runs(cells);
     // The sweep's other-MTU cells stay out of the size chart: only the MTU chart.
@@ -352,6 +365,8 @@ fn the_mtu_chart_has_both_ceilings_kernel_and_ours_at_each_mtu() {
     for (legend, colour) in [
         ("ceiling: raw packets, no TCP", "#2CA02C"),
         ("ceiling with an ACK back per 2 packets", "#FF7F0E"),
+        ("tcp-bth S framing + GSO (ours S)", "#9467BD"),
+        ("ceiling: 64 KiB GSO super-packets, no TCP", "#8C564B"),
     ] {
         assert!(svg.contains(legend), "{legend}");
         let lines = svg.split("<polyline").skip(1);
@@ -360,7 +375,12 @@ fn the_mtu_chart_has_both_ceilings_kernel_and_ours_at_each_mtu() {
             "{legend}: its line"
         );
     }
-    assert_eq!(svg.matches("<circle").count(), 4 * FULL_MTUS.len());
+    assert_eq!(svg.matches("<circle").count(), 6 * FULL_MTUS.len());
+    // Ours S's points are its own Gbit/s: twice ours' at each MTU (`with_ceiling_runs`).
+    let results = summarize(&plan, &runs);
+    for c in &results {
+        assert_eq!(c.ours_seq_over_ours, Some(2.0), "{}", c.cell.id);
+    }
     let labels = texts(&svg);
     for want in ["1500 B", "4 KiB", "9000 B", "65000 B"] {
         assert!(labels.contains(&want), "{want:?} not in {labels:?}");
@@ -371,6 +391,7 @@ fn the_mtu_chart_has_both_ceilings_kernel_and_ours_at_each_mtu() {
 #[test]
 fn a_runs_device_drops_add_the_stacks_own_devices_to_the_topologys_for_ours_only() {
     assert_eq!(add_drops(Some(7), Some(5), Stack::Ours), Some(12));
+    assert_eq!(add_drops(Some(7), Some(5), Stack::OursSeq), Some(12));
     assert_eq!(add_drops(None, Some(5), Stack::Kernel), Some(5));
     assert_eq!(add_drops(None, Some(5), Stack::Ceiling), Some(5));
     // A part that could not be read makes the whole unknown, not smaller.
@@ -450,10 +471,12 @@ fn the_senders_limits_are_medians_of_the_busier_side() {
     assert_eq!(
         row,
         format!(
-            "| {} | 20 % | 80 % | 0 % | 0 % | 0 % | 0 % |",
+            "| {} | ours | 20 % | 80 % | 0 % | 0 % | 0 % | 0 % |",
             results[0].cell.id
         )
     );
+    // Ours S ran no run here: no row of its own.
+    assert_eq!(table.lines().count(), 3, "{table}");
     assert!(super::render::limits_markdown(&summarize(&plan, &[])).is_empty());
 }
 
@@ -503,6 +526,7 @@ fn relay_busy_is_over_the_transfer_for_the_stacks_and_over_the_run_for_the_ceili
     };
     let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
     assert!(close(super::relay_busy(share, Stack::Ours, 0.5), 0.9));
+    assert!(close(super::relay_busy(share, Stack::OursSeq, 0.5), 0.9));
     assert!(close(super::relay_busy(share, Stack::Kernel, 0.5), 0.9));
     assert!(close(
         super::relay_busy(share, Stack::Ceiling, 1.0),
@@ -521,10 +545,14 @@ fn a_stacks_name_is_its_json_name() {
     for s in [
         Stack::Kernel,
         Stack::Ours,
+        Stack::OursSeq,
         Stack::Ceiling,
         Stack::CeilingAcked,
+        Stack::CeilingGso,
     ] {
         let json = serde_json::to_string(&s).expect("serializable");
         assert_eq!(json, format!("\"{}\"", s.name()));
     }
+    assert_eq!(Stack::OursSeq.name(), "ours_seq");
+    assert_eq!(Stack::CeilingGso.name(), "ceiling_gso");
 }

@@ -20,7 +20,13 @@ use std::time::Instant;
         by veth, or by the userspace impairment relay for the reordering, reordering-depth, loss \
         and spraying cells), then runs kernel TCP (tokio sockets, 4-byte length prefix + \
         payload) and our stack (perf apps on the io_uring TUN path) alternately through the same \
-        link, and deletes the namespaces. Relay cell ids name the link: relay-r10-l0 is 10 % \
+        link, and deletes the namespaces. Our stack runs twice in each cell: ours, per-segment \
+        framing (every segment its own BTH), and ours S, S framing (spec amendment 3) on stack \
+        TUN devices with TSO, so its connections write super-segments of up to 64 KiB of one \
+        message that the kernel carries whole or cuts (not in plain cells: a byte stream has \
+        no framing); every table has an ours S row beside ours with its own ratios, and the \
+        JSON file its runs as \"stack\": \"ours_seq\" (with super-segments written and read \
+        whole: gso_sent, gso_segments, super_segments_in). Relay cell ids name the link: relay-r10-l0 is 10 % \
         reordered and 0 % lost, -d500us a reordered packet held back up to 500 µs instead of \
         100, relay-spray4-200us every packet sprayed round-robin over 4 paths whose extra \
         delays are spread evenly over 0..200 µs.\n\n\
@@ -62,12 +68,18 @@ use std::time::Instant;
         with an ACK clock (B's driver also writes a 52-byte packet back to A for every second \
         packet it reads, as our receiver acknowledges every second full-sized segment, and \
         A's driver reads them), which is what the path leaves a stack that acknowledges so. \
-        A table of its own gives both ceilings, kernel and ours per cell with ours/ceiling, \
-        ours/ceiling with ACKs and ours/kernel; throughput-vs-mtu.svg charts the veth sweep's \
-        four, throughput-vs-paths.svg has the relay's ceilings beside both stacks.\n\n\
+        A third probe, the GSO ceiling, writes TCP-shaped GSO super-packets instead (IPv4, a \
+        60-byte TCP header, as many whole segments of MTU - 80 payload bytes as fit in 64 KiB, \
+        gso_size MTU - 80, NEEDS_CSUM) through the same devices with TSO, so B reads them \
+        whole: what the path leaves ours S (its sender writes with write(2); the driver sets no \
+        GSO header on packets it is handed). A table of its own gives the three ceilings, \
+        kernel, ours and ours S per cell with ours/ceiling, ours/ceiling with ACKs, ours/GSO \
+        ceiling and ours/kernel on each of ours' rows; throughput-vs-mtu.svg charts the veth \
+        sweep's six, throughput-vs-paths.svg has the relay's ceilings beside the stacks.\n\n\
         In the main table ours/kernel is the ratio of the medians and, in brackets, the \
         smallest and largest ratio of single runs (run i of ours over run i of kernel TCP, \
-        which ran next to it): how reliably the ratio holds on a noisy machine.\n\n\
+        which ran next to it): how reliably the ratio holds on a noisy machine; on ours S's \
+        row, ours S over kernel TCP.\n\n\
         Needs root (CAP_NET_ADMIN) and iproute2 (ip, and tc to take the TUN devices' qdisc \
         off), except with --dry-run; --dry-run lists every \
         cell. Each run of ours records each side's thread's page faults and context switches \
@@ -77,7 +89,7 @@ use std::time::Instant;
 )]
 struct Cli {
     /// A small subset (6 cells, one of them spraying; 2 runs per stack, small byte counts):
-    /// under 3 minutes.
+    /// seconds.
     #[arg(long)]
     quick: bool,
     /// Print the plan and exit (no root needed).
@@ -100,15 +112,17 @@ struct Cli {
     qps: Vec<u32>,
     /// Instead of the plan: the MTU sweep at these MTUs (bytes, 576 to 65535), e.g. `--mtu
     /// 1500,9000,65000`. Per MTU, every device of the topology at that MTU: the path's
-    /// ceiling (raw packets through the same TUN devices and veth, no TCP), kernel TCP and
-    /// ours, bulk 1 MiB SEND over veth, with ours/ceiling and ours/kernel. Works with
-    /// --quick (fewer bytes, shorter ceiling), --runs, --only and --dry-run.
+    /// ceilings (raw packets through the same TUN devices and veth, no TCP; with ACKs; GSO
+    /// super-packets), kernel TCP, ours and ours S, bulk 1 MiB SEND over veth, with
+    /// ours/ceiling and ours/kernel. Works with --quick (fewer bytes, shorter ceiling),
+    /// --runs, --only and --dry-run.
     #[arg(long, value_delimiter = ',', value_name = "BYTES,...", value_parser = parse_mtu)]
     mtu: Vec<u32>,
     /// Our stack's TUN devices (and the ceiling's) without checksum offload: every TCP
     /// checksum computed on send and checked on receive. By default they are left partial
     /// (`NEEDS_CSUM`) and trusted when the kernel vouches for them, as kernel TCP over veth
-    /// does.
+    /// does. TSO needs checksum offload: without it ours S writes one segment per packet and
+    /// the GSO ceiling does not run.
     #[arg(long)]
     no_csum_offload: bool,
     /// Relay cells (and the relay's own ceiling): pin the relay thread to a core of its own
@@ -279,7 +293,7 @@ fn main() -> ExitCode {
     let mtu = render::mtu_markdown(&results);
     if !mtu.is_empty() {
         println!(
-            "path ceiling, kernel TCP and ours: per MTU over veth, and through the relay where it \
+            "path ceiling, kernel TCP, ours and ours S: per MTU over veth, and through the relay where it \
              loses nothing on purpose (Gbit/s of payload; the ceiling's: what ours would carry in \
              as many packets, MTU - 80 bytes each). The ceiling is a probe, one flow-controlled \
              stream of MTU-sized packets, not a bound: kernel TCP's 64 KiB GSO packets pass it \
@@ -287,7 +301,9 @@ fn main() -> ExitCode {
              the slower side. The ceiling with ACKs is the same probe whose receiver also sends a \
              52-byte packet back for every second packet it reads, as our receiver's ACK policy \
              does (RFC 5681), still without TCP: what the path leaves a stack that acknowledges \
-             so:\n\n{mtu}"
+             so. The GSO ceiling writes TCP-shaped 64 KiB GSO super-packets of MTU-sized \
+             segments through devices with TSO instead, as ours S writes its super-segments \
+             (packets/s counts its segments): what the path leaves ours S:\n\n{mtu}"
         );
     }
     let incast = render::incast_markdown(&results);
