@@ -32,21 +32,19 @@
 //! cover it): no user-space copy of the payload, as ours sends a message's bytes.
 
 use super::path_ceiling::{
-    payload_per_packet, receive, Arrival, CeilingSpec, PathCeiling, Poll, Receiver,
-    FIRST_PACKET_WITHIN, HELD_PAUSE, IN_FLIGHT, IP_HEADER, MEASURING, STOP, WARMING,
+    payload_per_packet, Arrival, CeilingSpec, PathCeiling, Probe, HELD_PAUSE, IN_FLIGHT, IP_HEADER,
+    MEASURING, STOP,
 };
 use super::AckClock;
-use crate::ready::spawn_set_up;
 use crate::topology::{TwoNs, A_STACK, B_STACK};
-use crate::tunpair::{stack_tun_mtu, thread_cpu};
+use crate::tunpair::thread_cpu;
 use etherparse::{IpNumber, Ipv4Header};
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::{checksum, IpPair};
 use tcp_bth_io::tun::gso::{VnetHdr, F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN};
-use tcp_bth_io::tun::{Driver, Offload, MAX_MTU};
+use tcp_bth_io::tun::{Offload, MAX_MTU};
 
 /// The probe's TCP header: 20 bytes and a 40-byte option area of NOPs.
 pub const TCP_HEADER: usize = 60;
@@ -181,59 +179,27 @@ fn in_flight(mtu: u32) -> u64 {
 /// TUN device, a receiver on B's, both with TSO (the topology's offload must be
 /// `Offload::Segmentation`). Needs CAP_NET_ADMIN.
 pub fn measure_gso(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
-    let (mtu, offload, poll) = (ns.mtu, ns.offload, Poll::for_topology(ns));
+    let (mtu, offload) = (ns.mtu, ns.offload);
     if offload != Offload::Segmentation {
         return Err(io::Error::other(format!(
             "the GSO ceiling needs stack TUN devices with TSO, not {offload:?}"
         )));
     }
     let seg = u64::from(payload_per_packet(mtu));
-    let phase = Arc::new(AtomicU8::new(WARMING));
-    let arrived = Arc::new(AtomicU64::new(0));
-    let receiver = {
-        let (name, phase, spec, arrived) = (ns.b.clone(), phase.clone(), *spec, arrived.clone());
-        spawn_set_up(
-            "bth-ceilg-rx",
-            move || stack_tun_mtu(&name, false, mtu, offload).and_then(Driver::open),
-            move |mut io| {
-                let mut c = Classify { mtu, seg, high: 0 };
-                let on = Receiver {
-                    mtu,
-                    spec,
-                    poll,
-                    acks: AckClock::None,
-                    phase: &phase,
-                    arrived: &arrived,
-                };
-                let r = receive(&mut io, &on, &mut |p| c.arrival(p));
-                phase.store(STOP, Ordering::Relaxed);
-                r
-            },
-        )
-        .map_err(|e| io::Error::new(e.kind(), format!("GSO ceiling receiver: {e}")))?
+    let probe = Probe {
+        what: "GSO ceiling",
+        threads: ("bth-ceilg-rx", "bth-ceilg-tx"),
+        acks: AckClock::None,
     };
-    let sender = {
-        let (name, phase, arrived) = (ns.a.clone(), phase.clone(), arrived.clone());
-        let limit = FIRST_PACKET_WITHIN
-            + Duration::from_millis(u64::from(spec.warmup_ms) + u64::from(spec.measure_ms))
-            + Duration::from_secs(5);
-        std::thread::Builder::new()
-            .name("bth-ceilg-tx".into())
-            .spawn(move || {
-                let r = stack_tun_mtu(&name, true, mtu, offload)
-                    .and_then(|tun| send(&tun, mtu, &phase, &arrived, limit));
-                phase.store(STOP, Ordering::Relaxed);
-                r
-            })?
-    };
-    let s = sender
-        .join()
-        .map_err(|_| io::Error::other("GSO ceiling sender panicked"))?;
-    let r = receiver
-        .join()
-        .map_err(|_| io::Error::other("GSO ceiling receiver panicked"))?;
-    let cpu = s.map_err(|e| io::Error::new(e.kind(), format!("GSO ceiling sender: {e}")))?;
-    let mut out = r.map_err(|e| io::Error::new(e.kind(), format!("GSO ceiling receiver: {e}")))?;
+    let (cpu, mut out) = probe.run(
+        ns,
+        spec,
+        move || {
+            let mut c = Classify { mtu, seg, high: 0 };
+            move |p: &[u8]| c.arrival(p)
+        },
+        move |tun, phase, arrived, limit| send(&tun, mtu, phase, arrived, limit),
+    )?;
     out.sender_cpu_s = cpu.as_secs_f64();
     out.gso_size = Some(seg as u32);
     Ok(out)

@@ -48,7 +48,7 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tcp_bth_io::tun::Driver;
+use tcp_bth_io::tun::{Driver, TunDevice};
 use tcp_bth_io::turn::PacketIo;
 
 /// IP protocol number of the ceiling's packets (RFC 3692: experimentation and testing).
@@ -58,7 +58,7 @@ pub(super) const IP_HEADER: usize = 20;
 /// Where the sequence number sits: right after the IP header, 8 bytes big-endian.
 const SEQ_AT: usize = IP_HEADER;
 /// How long the receiver waits for the first packet before giving up.
-pub(super) const FIRST_PACKET_WITHIN: Duration = Duration::from_secs(5);
+const FIRST_PACKET_WITHIN: Duration = Duration::from_secs(5);
 
 /// IP length of the ACK clock's packets: what a pure ACK of ours is on a clean path (IPv4 and
 /// TCP headers, 40 bytes, and the timestamps option padded to 12: amendment 1's plain form,
@@ -251,7 +251,7 @@ impl Poll {
 }
 
 /// The measurement's phases, shared by the two threads.
-pub(super) const WARMING: u8 = 0;
+const WARMING: u8 = 0;
 pub(super) const MEASURING: u8 = 1;
 /// Set by the receiver when the window has closed, or by either side when it failed.
 pub(super) const STOP: u8 = 2;
@@ -262,66 +262,33 @@ pub(super) const STOP: u8 = 2;
 pub fn measure(ns: &TwoNs, spec: &CeilingSpec, acks: AckClock) -> io::Result<PathCeiling> {
     // The same devices as the stack's: the same MTU and offload (a virtio-net header in
     // front of every packet when the stack has one).
-    let (mtu, offload, poll) = (ns.mtu, ns.offload, Poll::for_topology(ns));
-    let phase = Arc::new(AtomicU8::new(WARMING));
-    let arrived = Arc::new(AtomicU64::new(0));
-    let receiver = {
-        let (name, phase, spec, arrived) = (ns.b.clone(), phase.clone(), *spec, arrived.clone());
-        spawn_set_up(
-            "bth-ceil-rx",
-            move || stack_tun_mtu(&name, false, mtu, offload).and_then(Driver::open),
-            move |mut io| {
-                let want = template(mtu as usize);
-                let mut raw = |p: &[u8]| {
-                    (p.len() == want.len() && same_header(p, &want)).then(|| {
-                        let mut seq = [0u8; 8];
-                        seq.copy_from_slice(&p[SEQ_AT..SEQ_AT + 8]);
-                        Arrival {
-                            segments: 1,
-                            ip_bytes: p.len() as u64,
-                            next_seq: u64::from_be_bytes(seq) + 1,
-                        }
-                    })
-                };
-                let on = Receiver {
-                    mtu,
-                    spec,
-                    poll,
-                    acks,
-                    phase: &phase,
-                    arrived: &arrived,
-                };
-                let r = receive(&mut io, &on, &mut raw);
-                phase.store(STOP, Ordering::Relaxed);
-                r
-            },
-        )
-        .map_err(|e| io::Error::new(e.kind(), format!("ceiling receiver: {e}")))?
+    let mtu = ns.mtu;
+    let probe = Probe {
+        what: "ceiling",
+        threads: ("bth-ceil-rx", "bth-ceil-tx"),
+        acks,
     };
-    let sender = {
-        let (name, phase, arrived) = (ns.a.clone(), phase.clone(), arrived.clone());
-        let limit = FIRST_PACKET_WITHIN
-            + Duration::from_millis(u64::from(spec.warmup_ms) + u64::from(spec.measure_ms))
-            + Duration::from_secs(5);
-        std::thread::Builder::new()
-            .name("bth-ceil-tx".into())
-            .spawn(move || {
-                let r = stack_tun_mtu(&name, true, mtu, offload)
-                    .and_then(Driver::open)
-                    .and_then(|mut io| send(&mut io, mtu, &phase, &arrived, limit));
-                phase.store(STOP, Ordering::Relaxed);
-                r
-            })?
-    };
-    let s = sender
-        .join()
-        .map_err(|_| io::Error::other("ceiling sender panicked"))?;
-    let r = receiver
-        .join()
-        .map_err(|_| io::Error::other("ceiling receiver panicked"))?;
-    // The sender's failure explains the receiver's.
-    let sent = s.map_err(|e| io::Error::new(e.kind(), format!("ceiling sender: {e}")))?;
-    let mut out = r.map_err(|e| io::Error::new(e.kind(), format!("ceiling receiver: {e}")))?;
+    let (sent, mut out) = probe.run(
+        ns,
+        spec,
+        move || {
+            let want = template(mtu as usize);
+            move |p: &[u8]| {
+                (p.len() == want.len() && same_header(p, &want)).then(|| {
+                    let mut seq = [0u8; 8];
+                    seq.copy_from_slice(&p[SEQ_AT..SEQ_AT + 8]);
+                    Arrival {
+                        segments: 1,
+                        ip_bytes: p.len() as u64,
+                        next_seq: u64::from_be_bytes(seq) + 1,
+                    }
+                })
+            }
+        },
+        move |tun, phase, arrived, limit| {
+            Driver::open(tun).and_then(|mut io| send(&mut io, mtu, phase, arrived, limit))
+        },
+    )?;
     out.sender_cpu_s = sent.cpu.as_secs_f64();
     out.acks_received = sent.acks;
     if acks != AckClock::None && out.acks_received == 0 {
@@ -331,6 +298,86 @@ pub fn measure(ns: &TwoNs, spec: &CeilingSpec, acks: AckClock) -> io::Result<Pat
         )));
     }
     Ok(out)
+}
+
+/// One probe of the path (the raw ceiling, or the GSO ceiling): a receiver thread on B's
+/// stack TUN device driving our driver with `classify` (made on that thread), a sender thread
+/// on A's device running `send` until the receiver's window closes. Returns what the sender
+/// returned and the receiver's measurement; the sender's failure explains the receiver's, so it
+/// is reported first.
+pub(super) struct Probe {
+    /// Its name in errors ("ceiling", "GSO ceiling").
+    pub what: &'static str,
+    /// The receiver's and the sender's thread names.
+    pub threads: (&'static str, &'static str),
+    pub acks: AckClock,
+}
+
+impl Probe {
+    pub(super) fn run<C, T>(
+        &self,
+        ns: &TwoNs,
+        spec: &CeilingSpec,
+        classify: impl FnOnce() -> C + Send + 'static,
+        send: impl FnOnce(TunDevice, &AtomicU8, &AtomicU64, Duration) -> io::Result<T> + Send + 'static,
+    ) -> io::Result<(T, PathCeiling)>
+    where
+        C: FnMut(&[u8]) -> Option<Arrival>,
+        T: Send + 'static,
+    {
+        // The same devices as the stack's: the same MTU and offload (a virtio-net header in
+        // front of every packet when the stack has one).
+        let (mtu, offload, poll, what) = (ns.mtu, ns.offload, Poll::for_topology(ns), self.what);
+        let phase = Arc::new(AtomicU8::new(WARMING));
+        let arrived = Arc::new(AtomicU64::new(0));
+        let receiver = {
+            let (name, phase, spec, arrived) =
+                (ns.b.clone(), phase.clone(), *spec, arrived.clone());
+            let acks = self.acks;
+            spawn_set_up(
+                self.threads.0,
+                move || stack_tun_mtu(&name, false, mtu, offload).and_then(Driver::open),
+                move |mut io| {
+                    let mut classify = classify();
+                    let on = Receiver {
+                        mtu,
+                        spec,
+                        poll,
+                        acks,
+                        phase: &phase,
+                        arrived: &arrived,
+                    };
+                    let r = receive(&mut io, &on, &mut classify);
+                    phase.store(STOP, Ordering::Relaxed);
+                    r
+                },
+            )
+            .map_err(|e| io::Error::new(e.kind(), format!("{what} receiver: {e}")))?
+        };
+        let sender = {
+            let (name, phase, arrived) = (ns.a.clone(), phase.clone(), arrived.clone());
+            let limit = FIRST_PACKET_WITHIN
+                + Duration::from_millis(u64::from(spec.warmup_ms) + u64::from(spec.measure_ms))
+                + Duration::from_secs(5);
+            std::thread::Builder::new()
+                .name(self.threads.1.into())
+                .spawn(move || {
+                    let r = stack_tun_mtu(&name, true, mtu, offload)
+                        .and_then(|tun| send(tun, &phase, &arrived, limit));
+                    phase.store(STOP, Ordering::Relaxed);
+                    r
+                })?
+        };
+        let s = sender
+            .join()
+            .map_err(|_| io::Error::other(format!("{what} sender panicked")))?;
+        let r = receiver
+            .join()
+            .map_err(|_| io::Error::other(format!("{what} receiver panicked")))?;
+        let sent = s.map_err(|e| io::Error::new(e.kind(), format!("{what} sender: {e}")))?;
+        let out = r.map_err(|e| io::Error::new(e.kind(), format!("{what} receiver: {e}")))?;
+        Ok((sent, out))
+    }
 }
 
 /// What the sender saw over the measured window.
@@ -424,7 +471,7 @@ pub(super) struct Arrival {
 
 /// What a receiver does besides classifying packets: the probe's MTU, window, polling, ACK
 /// clock and the state it shares with the sender.
-pub(super) struct Receiver<'a> {
+struct Receiver<'a> {
     pub mtu: u32,
     pub spec: CeilingSpec,
     pub poll: Poll,
@@ -453,7 +500,7 @@ struct Tally {
 /// Read and count until the window has closed; the figures of the window. `classify` says
 /// whether a packet read is one of the sender's, and what it counts for; every other packet
 /// is foreign.
-pub(super) fn receive(
+fn receive(
     io: &mut Driver,
     on: &Receiver,
     classify: &mut dyn FnMut(&[u8]) -> Option<Arrival>,
