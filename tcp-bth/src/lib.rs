@@ -31,5 +31,5 @@ pub use conn::{
     Unreachable, WcOp,
 };
 pub use endpoint::{
-    ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Transmit,
+    ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, RxQueue, Transmit,
 };

@@ -109,6 +109,10 @@ fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
         relay_pinned: None,
         rx_held_max: if stack.is_ours() { 0 } else { 1 << 20 },
         kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
+        kernel_max_outq: (stack == Stack::Kernel).then_some(3 << 20),
+        // Machine-wide: 1.5 s (kernel) or 4 s (the others) per GB, 0.5 s of it softirq.
+        machine_cpu_s: Some(if stack == Stack::Kernel { 1.5 } else { 4.0 }),
+        machine_softirq_s: Some(0.5),
         ooo_placed: stack.is_ours().then_some(7),
         relay_queue_drops: None,
         relay_busy: None,
@@ -191,6 +195,21 @@ fn renders_a_synthetic_result_set() {
         "{md}"
     );
     assert!(rows[2].ends_with("| 1.56× (1.50–1.60) |"), "{}", rows[2]);
+    // Machine-wide CPU per GB beside each side's (1 GB a run), with its softirq share; and,
+    // on kernel TCP's row of a bulk cell, what its socket buffer kept outstanding.
+    assert!(
+        rows[0].contains("| 2.00 / 1.00 / 1.50 (0.50) |"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[1].contains("| 2.00 / 1.00 / 4.00 (0.50) |"),
+        "{}",
+        rows[1]
+    );
+    assert_eq!(plan.cells[0].workload, Workload::Bulk);
+    assert!(rows[0].contains("| kernel (outq 3.0 MiB) |"), "{}", rows[0]);
+    assert_eq!(r0.kernel.cpu_machine_s_per_gb, Some(1.5));
     for c in &plan.cells {
         let want = usize::from(!c.plain);
         let n = md

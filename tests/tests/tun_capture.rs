@@ -4,6 +4,8 @@
 //! file without malformed packets or checksum errors, also with our Lua dissector, which must
 //! show every data segment as the decoder does. Each in both framings: per-segment, and S
 //! (sequence-anchored, spec amendment 3: placement offsets from sequence numbers, no ICRC).
+//! And with TSO on both stack devices, S-framed super-segments cross the veth whole, one
+//! option each (issue #36).
 
 use bth_capture::{analyze_file, Icrc};
 use bth_tests::tunpair::run_perf;
@@ -35,60 +37,112 @@ fn dropped_by_kernel(stderr: &str) -> Option<u64> {
 const SIZE: u32 = 20_000;
 const COUNT: u64 = 60;
 
-/// Runs a mixed transfer (SEND, WRITE, READ in turn) of [`COUNT`] messages of [`SIZE`] bytes
-/// between two namespaces with tcpdump on the veth, both sides asking for `framing`; the
-/// capture file is removed on drop. Offload is off, so the capture holds real MSS-sized
-/// segments (amendment 3: captures checked with tshark are taken with offload off).
-fn capture_transfer(tag: &str, framing: Framing) -> Cleanup {
-    // One capture at a time: two transfers and two tcpdumps at once on a 2-core machine made
-    // tcpdump lose packets (a message's last segment missing from the file).
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+/// One capture at a time: two transfers and two tcpdumps at once on a 2-core machine made
+/// tcpdump lose packets (a message's last segment missing from the file).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// tcpdump on the veth in namespace A, writing TCP packets to a file; stopped (and the file
+/// closed) by [`Tcpdump::stop`], or killed on drop.
+struct Tcpdump(std::process::Child);
+
+impl Tcpdump {
+    /// Start it on `ns`'s veth, writing to `file` at most `snaplen` bytes of each packet, and
+    /// return once it has the interface open.
+    fn start(ns: &TwoNs, file: &std::path::Path, snaplen: u32) -> Tcpdump {
+        let dump = Command::new("ip")
+            // Immediate mode: libpcap would otherwise hold the last packets in its ring buffer
+            // for up to a second, and they would be lost when tcpdump is stopped.
+            .args([
+                "netns",
+                "exec",
+                &ns.a,
+                "tcpdump",
+                "--immediate-mode",
+                "-B",
+                "32768",
+                "-i",
+                "bthv0",
+                "-U",
+                // In immediate mode libpcap's ring has one frame per packet, each as long as
+                // the snapshot length: with `-s 0` (256 KiB) the 32 MiB buffer held 128
+                // packets, and a burst longer than that was dropped ("packets dropped by
+                // kernel") once the stack got fast enough to send one.
+                "-s",
+                &snaplen.to_string(),
+                "-w",
+            ])
+            .arg(file)
+            .arg("tcp")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(file.with_extension("stderr")).expect("stderr file"))
+            .spawn()
+            .expect("tcpdump");
+        // tcpdump needs a moment to open the interface before traffic starts.
+        let t0 = std::time::Instant::now();
+        while std::fs::metadata(file).map_or(true, |m| m.len() == 0)
+            && t0.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        Tcpdump(dump)
+    }
+
+    /// Let the last packets in, stop it with SIGTERM (it flushes and closes the file) and
+    /// return what it said on stderr.
+    fn stop(mut self, file: &std::path::Path) -> String {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+        std::fs::read_to_string(file.with_extension("stderr")).unwrap_or_default()
+    }
+}
+
+impl Drop for Tcpdump {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// A fresh topology (unique namespace names per run) whose stack TUN devices offload
+/// `offload`, and a capture file name for it, removed on drop.
+fn topology_and_file(tag: &str, offload: Offload) -> (TwoNs, Cleanup) {
     static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = RUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let ns = TwoNs::create(&format!("bc{tag}{}x{n}", std::process::id()), None)
         .expect("namespaces")
-        // tshark checks every checksum: none may be left partial for a device to finish.
-        .with_offload(Offload::None);
+        .with_offload(offload);
     let file = std::env::temp_dir().join(format!("bth-tun-{tag}-{}-{n}.pcap", std::process::id()));
-    let cleanup = Cleanup(file.clone());
-    let mut dump = Command::new("ip")
-        // Immediate mode: libpcap would otherwise hold the last packets in its ring buffer
-        // for up to a second, and they would be lost when tcpdump is stopped.
-        .args([
-            "netns",
-            "exec",
-            &ns.a,
-            "tcpdump",
-            "--immediate-mode",
-            "-B",
-            "32768",
-            "-i",
-            "bthv0",
-            "-U",
-            // In immediate mode libpcap's ring has one frame per packet, each as long as the
-            // snapshot length: with `-s 0` (256 KiB) the 32 MiB buffer held 128 packets, and a
-            // burst longer than that was dropped ("packets dropped by kernel") once the stack
-            // got fast enough to send one. Every packet here fits 2 KiB (MTU 1500).
-            "-s",
-            "2048",
-            "-w",
-        ])
-        .arg(&file)
-        .arg("tcp")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(file.with_extension("stderr")).expect("stderr file"))
-        .spawn()
-        .expect("tcpdump");
-    // tcpdump needs a moment to open the interface before traffic starts.
-    let t0 = std::time::Instant::now();
-    while std::fs::metadata(&file).map_or(true, |m| m.len() == 0)
-        && t0.elapsed() < Duration::from_secs(5)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    (ns, Cleanup(file))
+}
 
+/// Runs the perf transfer `cfg` between two namespaces whose stack TUN devices offload
+/// `offload`, with tcpdump on the veth keeping `snaplen` bytes of each packet; returns the
+/// capture file (removed on drop) and what tcpdump said on stderr.
+fn capture_perf(tag: &str, offload: Offload, snaplen: u32, cfg: &PerfConfig) -> (Cleanup, String) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (ns, cleanup) = topology_and_file(tag, offload);
+    let dump = Tcpdump::start(&ns, &cleanup.0, snaplen);
+    let (c, s) = run_perf(&ns, cfg);
+    assert!(
+        c.errors.is_empty() && s.errors.is_empty(),
+        "{:?} {:?}",
+        c.errors,
+        s.errors
+    );
+    let said = dump.stop(&cleanup.0);
+    (cleanup, said)
+}
+
+/// Runs a mixed transfer (SEND, WRITE, READ in turn) of [`COUNT`] messages of [`SIZE`] bytes
+/// between two namespaces with tcpdump on the veth, both sides asking for `framing`; the
+/// capture file is removed on drop. Offload is off, so the capture holds real MSS-sized
+/// segments (amendment 3: captures checked with tshark are taken with offload off): tshark
+/// checks every checksum, and none may be left partial for a device to finish.
+fn capture_transfer(tag: &str, framing: Framing) -> Cleanup {
     let cfg = PerfConfig {
         op: PerfOp::Mixed,
         size: SIZE,
@@ -101,19 +155,9 @@ fn capture_transfer(tag: &str, framing: Framing) -> Cleanup {
         framing,
         ..PerfConfig::default()
     };
-    let (c, s) = run_perf(&ns, &cfg);
-    assert!(
-        c.errors.is_empty() && s.errors.is_empty(),
-        "{:?} {:?}",
-        c.errors,
-        s.errors
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    // SIGTERM lets tcpdump flush and close the file.
-    let _ = Command::new("kill").arg(dump.id().to_string()).status();
-    let _ = dump.wait();
+    // Every packet here fits 2 KiB (MTU 1500).
+    let (cleanup, said) = capture_perf(tag, Offload::None, 2048, &cfg);
     // A capture tcpdump lost packets from cannot show every message: say so, not a count.
-    let said = std::fs::read_to_string(file.with_extension("stderr")).unwrap_or_default();
     assert_eq!(
         dropped_by_kernel(&said),
         Some(0),
@@ -376,9 +420,79 @@ fn tshark_reads_like_the_decoder(tag: &str, framing: Framing) {
     assert_eq!(lua.len(), rust.len());
 }
 
+/// Super-segments cross the veth whole: with TSO on both stack TUN devices
+/// (`Offload::Segmentation`), a bulk S-framed SEND transfer from B's stack to A's leaves B's
+/// device as GSO super-packets, which the kernel forwards over the veth uncut. tcpdump on the
+/// veth keeps each packet's headers and option only (snap length 200) and its length on the
+/// wire: some are far above the MTU, and each of those carries an S-framed `tcp_bth` option
+/// for a data message of the transfer, placed (both SYNs are in the capture) inside it.
+fn s_framed_super_segments_cross_the_veth_whole() {
+    const MSG: u32 = 1 << 20;
+    let cfg = PerfConfig {
+        op: PerfOp::Send,
+        size: MSG,
+        count: 16,
+        verify: true,
+        framing: Framing::Seq,
+        ..PerfConfig::default()
+    };
+    // Headers and option only.
+    let (cleanup, said) = capture_perf("g", Offload::Segmentation, 200, &cfg);
+    let file = &cleanup.0;
+    let a = analyze_file(file).expect("read capture");
+    assert!(a.error.is_none(), "capture read error: {:?}", a.error);
+    let largest = a.records.iter().map(|(d, _)| d.wire_len).max().unwrap_or(0);
+    // Link type Ethernet: the wire length counts 14 bytes of it beside the IP packet.
+    let supers: Vec<_> = a
+        .records
+        .iter()
+        .map(|(d, _)| d)
+        .filter(|d| d.wire_len > 30_000)
+        .collect();
+    eprintln!(
+        "{} of {} packets above 30,000 bytes, largest {largest}; tcpdump: {}",
+        supers.len(),
+        a.records.len(),
+        said.trim().replace('\n', "; ")
+    );
+    assert!(
+        !supers.is_empty(),
+        "no super-segment on the veth (largest packet {largest} bytes)"
+    );
+    for d in supers {
+        let seg = d.segment().expect("a TCP segment");
+        assert!(seg.truncated, "frame {}: kept to the snap length", d.frame);
+        assert_eq!(
+            seg.src.ip(),
+            topology::B_STACK,
+            "frame {}: the client's",
+            d.frame
+        );
+        let bth = seg.bth().expect("a tcp_bth option");
+        assert!(bth.seq_framed, "frame {}: S framing", d.frame);
+        let data = seg.data.expect("a data segment");
+        assert_eq!(data.class, MsgClass::Send, "frame {}", d.frame);
+        let sf = data.seq.expect("S framing");
+        assert_eq!(
+            sf.msg_len, MSG,
+            "frame {}: a message of the transfer",
+            d.frame
+        );
+        let at = data.offset.expect("placed: the SYN is in the capture");
+        assert!(
+            u64::from(at) + u64::from(seg.payload_len) <= u64::from(MSG),
+            "frame {}: {} bytes at offset {at} inside the message",
+            d.frame,
+            seg.payload_len
+        );
+    }
+    assert_eq!(a.summary.malformed, 0);
+}
+
 bth_tests::test_main!(
     capture_of_a_bth_transfer_decodes_to_what_was_sent[NetAdmin, Tcpdump],
     capture_of_an_s_framed_transfer_decodes_to_what_was_sent[NetAdmin, Tcpdump],
     tshark_reads_a_tun_capture_like_the_decoder[NetAdmin, Tcpdump, Tshark],
     tshark_reads_an_s_framed_tun_capture_like_the_decoder[NetAdmin, Tcpdump, Tshark],
+    s_framed_super_segments_cross_the_veth_whole[NetAdmin, Tcpdump],
 );

@@ -20,19 +20,32 @@ pub enum Workload {
     RequestResponse,
 }
 
-/// Bulk messages from this size up keep [`BULK_LARGE_DEPTH`] outstanding.
+/// Bulk messages from this size up are "large" (the MTU sweep's and relay cells' size).
 pub const BULK_LARGE: u32 = 1 << 20;
 
-/// Our client's outstanding SENDs of 1 MiB and more: two, so one is always queued behind the
-/// one on the wire, and about as many bytes wait in our send queue (2 MiB at 1 MiB) as kernel
-/// TCP's socket buffer holds in the same cells (0.5–4 MB by Little's law in the run of 04:42).
-/// With 8 (4 at 16 MiB − 1), as before 2026-11-24 05:20, a message waited behind 8 MiB of its
-/// predecessors, so message latency measured our own queue (spraying p99 51.6 ms against the
-/// kernel's 15.3), and the pattern of a message was written 8 MiB before our copy read it,
-/// out of cache: at MTU 65000 `bth-perf local -s 1048576 -n 512 --verify` moved 23.0–23.8
-/// Gbit/s with 2 outstanding against 11.9–20.5 with 8, alternating (the half-speed runs of
-/// earlier full runs). At 1500, and at 16 MiB − 1, the same within the noise.
-pub const BULK_LARGE_DEPTH: usize = 2;
+/// Kernel TCP's largest send buffer: `net.ipv4.tcp_wmem`'s maximum, Linux's default (4 MiB),
+/// which the namespaces `bth-compare` creates start with. Its socket buffer lets kernel TCP
+/// keep up to this much written and not yet acknowledged (the runs record what it did keep:
+/// `RunRecord::kernel_max_outq`).
+pub const KERNEL_SNDBUF_MAX: u64 = 4 << 20;
+
+/// The most work requests our client keeps outstanding in a bulk cell: small messages stop
+/// here (64 × 64 KiB is the kernel's 4 MiB; 64 B and 4 KiB messages are bound by the
+/// per-message cost, not by what is queued).
+pub const BULK_MAX_DEPTH: usize = 64;
+
+/// Our client's outstanding SENDs in a bulk cell of `size`-byte messages: as many bytes as
+/// kernel TCP's socket buffer lets it queue ([`KERNEL_SNDBUF_MAX`]) and one message more,
+/// at least two, at most [`BULK_MAX_DEPTH`]. One more because kernel TCP refills its buffer
+/// as each ACK frees room while ours posts a message only when a whole one completes; with
+/// exactly 4 MiB posted at 1 MiB our sender had everything in flight and "nothing more to
+/// send" 94–95 % of its busy time, with 5 or more it was held by the receive window instead
+/// (`bth-perf local --framing seq -s 1048576 -n 3000 -t 4|6|8`, 2026-11-28 05:10), moving the
+/// same. Before 2026-11-28 05:30 1 MiB and larger kept two, smaller sizes 16.
+pub fn bulk_depth(size: u32) -> usize {
+    let n = KERNEL_SNDBUF_MAX.div_ceil(u64::from(size.max(1))) + 1;
+    (n.min(BULK_MAX_DEPTH as u64) as usize).max(2)
+}
 
 /// How far the relay delays a reordered packet at most, unless a cell says otherwise: 100 µs,
 /// the value of every relay cell before the reordering-depth sweep (and `bth-perf server
@@ -92,6 +105,17 @@ impl Link {
             Link::Relay {
                 reorder,
                 loss,
+                reorder_depth_us: 0,
+            } => Some(
+                // The control: the usual depth's draws, no delay.
+                relay()
+                    .with_loss(loss)
+                    .with_reorder(reorder, relay().reorder_depth)
+                    .with_reorder_in_place(true),
+            ),
+            Link::Relay {
+                reorder,
+                loss,
                 reorder_depth_us,
             } => Some(
                 relay()
@@ -118,6 +142,17 @@ impl Link {
     /// read when it stops, so they belong to one run only if the relay carried only that run.
     pub fn per_run_topology(&self) -> bool {
         matches!(self, Link::Bottleneck { .. })
+    }
+
+    /// The control of a reordering relay link: `reorder` of the packets drawn, counted and cut
+    /// out of their super-packets as on [`Link::relay`]`(reorder, 0.0)`, from the same seed,
+    /// but not delayed (`LinkConfig::reorder_in_place`): a depth of 0 µs (id `-d0us`).
+    pub fn reorder_control(reorder: f64) -> Link {
+        Link::Relay {
+            reorder,
+            loss: 0.0,
+            reorder_depth_us: 0,
+        }
     }
 
     /// The relay with no impairment at the usual reordering depth: what `--relay` alone gives.
@@ -151,7 +186,9 @@ impl Link {
                 loss,
                 reorder_depth_us,
             } => {
-                let depth = if reorder > 0.0 {
+                let depth = if reorder > 0.0 && reorder_depth_us == 0 {
+                    " (in place: the control, same cuts, no delay)".to_string()
+                } else if reorder > 0.0 {
                     format!(" (up to {reorder_depth_us} µs)")
                 } else {
                     String::new()
@@ -252,8 +289,7 @@ impl Cell {
     pub fn new(workload: Workload, size: u32, count: u64, link: Link) -> Cell {
         let depth = match workload {
             Workload::RequestResponse => 1,
-            Workload::Bulk if size >= BULK_LARGE => BULK_LARGE_DEPTH,
-            Workload::Bulk => 16,
+            Workload::Bulk => bulk_depth(size),
         };
         let w = match workload {
             Workload::Bulk => "bulk",
@@ -588,6 +624,9 @@ pub fn plan(quick: bool) -> Plan {
             relay(imp),
         ));
     }
+    // The control of the 10 % reordering cell: the same draws and cuts, no delay (#36).
+    let control = Link::reorder_control(0.10);
+    cells.push(Cell::new(Bulk, RELAY_BULK_SIZE, RELAY_BULK_COUNT, control));
     for imp in IMPAIRMENTS {
         cells.push(Cell::new(RequestResponse, 4096, 3_000, relay(imp)));
     }

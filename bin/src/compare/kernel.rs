@@ -39,6 +39,10 @@ pub struct KernelRun {
     /// Largest `SO_MEMINFO` rmem_alloc seen on the receiving socket (skb truesize of the
     /// receive and out-of-order queues: what `ss -m` shows as `r`).
     pub max_rmem: u64,
+    /// Largest `SIOCOUTQ` (written, not yet acknowledged) seen on the sending socket after a
+    /// write: the bytes its socket buffer let it keep outstanding (several connections: each
+    /// one's largest, added).
+    pub max_outq: u64,
     /// Messages the server read whose every byte matched what the client sent.
     pub verified: u64,
     /// The client's `tcpi_snd_mss` (payload bytes per full segment: the MSS the device's MTU
@@ -118,6 +122,18 @@ fn check_congestion(fd: &impl AsFd, want: &str) -> io::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// `SIOCOUTQ` of a socket: bytes written and not yet acknowledged (0 if it cannot be read).
+fn outq(fd: i32) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (= SIOCOUTQ) writes one int.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    if rc == 0 {
+        n.max(0) as u64
+    } else {
+        0
+    }
 }
 
 fn total_retrans(fd: i32) -> u64 {
@@ -249,6 +265,8 @@ struct ClientOut {
     retrans: u64,
     /// `tcpi_snd_mss` at the end.
     mss: Option<u32>,
+    /// Largest SIOCOUTQ seen after a write.
+    max_outq: u64,
 }
 
 /// Open `cell.qps` connections and run the cell's workload on each in a task of this
@@ -284,11 +302,13 @@ async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
     let mut rtts = Vec::new();
     let start = Instant::now();
     let mut end = start;
+    let mut max_outq = 0;
     for i in 0..cell.count {
         fill(PATTERN_SEED, i, &mut msg[4..]);
         let t = Instant::now();
         posted.push(t);
         s.write_all(&msg).await?;
+        max_outq = max_outq.max(outq(fd));
         if cell.workload == Workload::RequestResponse {
             let mut len = [0u8; 4];
             s.read_exact(&mut len).await?;
@@ -310,6 +330,7 @@ async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
         end,
         retrans: total_retrans(fd),
         mss: tcp_info(fd).map(|ti| ti.tcpi_snd_mss),
+        max_outq,
     })
 }
 
@@ -410,6 +431,7 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
         out.server_retrans += s.retrans;
         out.max_inq += s.max_inq;
         out.max_rmem += s.max_rmem;
+        out.max_outq += c.max_outq;
     }
     out.latencies.sort();
     out.bytes = out.messages * u64::from(cell.size);

@@ -19,6 +19,7 @@ mod charts;
 pub mod extra;
 pub mod gso_ceiling;
 pub mod kernel;
+mod machine_cpu;
 mod mtu;
 mod only;
 mod ours;
@@ -28,10 +29,10 @@ pub mod simulated;
 
 pub use ceiling::{ceiling_cell, relay_ceiling, RelayCeiling};
 pub use cells::{
-    incast_cells, jumbo_relay_links, plan, size_label, Cell, Link, Plan, Workload, BULK_LARGE,
-    BULK_LARGE_DEPTH, DEFAULT_KERNEL_CC, IMPAIRMENTS, INCAST_ADMIT, INCAST_DEPTH, INCAST_LINK,
-    JUMBO_RELAY_MTUS, RELAY_REORDER_DEPTH_US, REORDER_DEPTHS_US, REORDER_DEPTH_SWEEP_RATE, SIZES,
-    SPRAY_PATHS, SPRAY_SPREAD_US,
+    bulk_depth, incast_cells, jumbo_relay_links, plan, size_label, Cell, Link, Plan, Workload,
+    BULK_LARGE, BULK_MAX_DEPTH, DEFAULT_KERNEL_CC, IMPAIRMENTS, INCAST_ADMIT, INCAST_DEPTH,
+    INCAST_LINK, JUMBO_RELAY_MTUS, KERNEL_SNDBUF_MAX, RELAY_REORDER_DEPTH_US, REORDER_DEPTHS_US,
+    REORDER_DEPTH_SWEEP_RATE, SIZES, SPRAY_PATHS, SPRAY_SPREAD_US,
 };
 pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use only::Only;
@@ -182,6 +183,16 @@ pub struct RunRecord {
     pub rx_held_max: u64,
     /// Kernel only: largest SIOCINQ (unread in-order payload bytes) on the receiving socket.
     pub kernel_max_inq: Option<u64>,
+    /// Kernel only: largest SIOCOUTQ (bytes written and not yet acknowledged: what its socket
+    /// buffer let it queue) on the sending socket, sampled after each write (several
+    /// connections: each one's largest, added). Our bulk cells keep at least this many bytes
+    /// outstanding ([`cells::bulk_depth`]).
+    pub kernel_max_outq: Option<u64>,
+    /// The whole machine's CPU seconds over the run, setup and teardown included, from
+    /// `/proc/stat` ([`machine_cpu`]): both sides, the relay and softirq work alike; and of it,
+    /// softirq. None if `/proc/stat` could not be read.
+    pub machine_cpu_s: Option<f64>,
+    pub machine_softirq_s: Option<f64>,
     /// Ours only: segments placed directly while an earlier hole was open (receiver side).
     pub ooo_placed: Option<u64>,
     /// Packets the relay's full queue refused during this run, both directions (bottleneck
@@ -280,6 +291,9 @@ impl RunRecord {
             server_recovery: None,
             rx_held_max: 0,
             kernel_max_inq: None,
+            kernel_max_outq: None,
+            machine_cpu_s: None,
+            machine_softirq_s: None,
             ooo_placed: None,
             relay_queue_drops: None,
             relay_busy: None,
@@ -330,6 +344,7 @@ fn run_kernel(ns: &TwoNs, cell: &Cell, run: usize, port: u16) -> io::Result<RunR
         server_retrans: k.server_retrans,
         rx_held_max: k.max_rmem,
         kernel_max_inq: Some(k.max_inq),
+        kernel_max_outq: Some(k.max_outq),
         seg_payload: k.client_mss,
         congestion: Some(k.congestion),
         ..RunRecord::empty(cell, Stack::Kernel, run)
@@ -437,7 +452,15 @@ fn relay_busy(share: RelayShare, stack: Stack, transfer_s: f64) -> f64 {
 fn run_counting_drops(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> RunRecord {
     let before = ns.device_drops();
     let relay = ns.relay_mark();
+    let cpu = machine_cpu::CpuMark::now().ok();
     let mut r = run_stack(ns, cell, stack, run);
+    if let Some(c) = cpu
+        .zip(machine_cpu::CpuMark::now().ok())
+        .map(|(a, b)| a.until(b))
+    {
+        r.machine_cpu_s = Some(c.busy_s);
+        r.machine_softirq_s = Some(c.softirq_s);
+    }
     if let Some(share) = relay.share(ns) {
         r.relay_cpu_s = Some(share.cpu.as_secs_f64());
         r.relay_busy = Some(relay_busy(share, stack, r.elapsed_s));
@@ -476,6 +499,10 @@ pub struct Summary {
     /// Medians over runs of CPU seconds per GB (10^9 bytes) moved.
     pub cpu_client_s_per_gb: f64,
     pub cpu_server_s_per_gb: f64,
+    /// The same, machine-wide ([`RunRecord::machine_cpu_s`]), and of it softirq; None where
+    /// no run could read `/proc/stat`.
+    pub cpu_machine_s_per_gb: Option<f64>,
+    pub softirq_s_per_gb: Option<f64>,
     /// Medians over runs: both sides together, then each side's own.
     pub retrans: f64,
     pub client_retrans: f64,
@@ -489,6 +516,8 @@ pub struct Summary {
     /// Max over runs.
     pub rx_held_max: u64,
     pub kernel_max_inq: Option<u64>,
+    /// Max over runs ([`RunRecord::kernel_max_outq`]).
+    pub kernel_max_outq: Option<u64>,
     /// Medians over the runs that have them: the relay's queue drops (bottleneck cells) and
     /// our senders' grant holds.
     pub relay_queue_drops: Option<f64>,
@@ -653,6 +682,12 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         p999_us: us(0.999),
         cpu_client_s_per_gb: per_gb(|r| r.cpu_client_s),
         cpu_server_s_per_gb: per_gb(|r| r.cpu_server_s),
+        cpu_machine_s_per_gb: median_f64(&ok, |r| {
+            (r.bytes > 0).then_some(r.machine_cpu_s? / (r.bytes as f64 / 1e9))
+        }),
+        softirq_s_per_gb: median_f64(&ok, |r| {
+            (r.bytes > 0).then_some(r.machine_softirq_s? / (r.bytes as f64 / 1e9))
+        }),
         retrans: median(ok.iter().map(|r| r.retrans as f64).collect()),
         client_retrans: median(ok.iter().map(|r| r.client_retrans as f64).collect()),
         server_retrans: median(ok.iter().map(|r| r.server_retrans as f64).collect()),
@@ -668,6 +703,7 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         tlp_probes: both_sides(stack, &ok, |r| r.tlp_probes),
         rx_held_max: ok.iter().map(|r| r.rx_held_max).max().unwrap_or(0),
         kernel_max_inq: ok.iter().filter_map(|r| r.kernel_max_inq).max(),
+        kernel_max_outq: ok.iter().filter_map(|r| r.kernel_max_outq).max(),
         relay_queue_drops: median_of(&ok, |r| r.relay_queue_drops),
         grant_holds: median_of(&ok, |r| r.grant_holds),
         relay_busy: median_f64(&ok, |r| r.relay_busy),

@@ -4,7 +4,7 @@
 //! ours' wherever the cell ran it, with its own ratios.
 
 pub use super::charts::charts;
-use super::{CellResult, Plan, RunRecord, Stack, Summary};
+use super::{CellResult, Plan, RunRecord, Stack, Summary, Workload};
 use crate::units::{bytes, human_size, micros};
 use serde::Serialize;
 
@@ -101,8 +101,12 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
         Some(inq) => format!("{} (inq {})", bytes(s.rx_held_max), bytes(inq)),
         None => bytes(s.rx_held_max),
     };
+    let name = match s.kernel_max_outq {
+        Some(q) if c.cell.workload == Workload::Bulk => format!("{name} (outq {})", bytes(q)),
+        _ => name.to_string(),
+    };
     format!(
-        "| {} | {name} | {runs} | {:.3} | {:.0} | {} | {} | {} | {:.2} / {:.2} | {} | {held} | {retrans} | {detections} | {} | {ratio} |\n",
+        "| {} | {name} | {runs} | {:.3} | {:.0} | {} | {} | {} | {:.2} / {:.2} / {} | {} | {held} | {retrans} | {detections} | {} | {ratio} |\n",
         c.cell.id,
         s.gbps,
         s.msgs_per_sec,
@@ -111,6 +115,7 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
         opt_us(s.p999_us),
         s.cpu_client_s_per_gb,
         s.cpu_server_s_per_gb,
+        machine_cpu(s),
         share_of_core(s.relay_busy),
         opt_count(s.device_drops),
     )
@@ -128,7 +133,7 @@ fn row(c: &CellResult, s: &Summary, ratio: String) -> String {
 /// (the ceiling's: during its run; `RunRecord::relay_busy`; "–" over veth).
 pub fn markdown(results: &[CellResult]) -> String {
     let mut s = String::from(
-        "| cell | stack | runs | Gbit/s | msg/s | p50 | p99 | p99.9 | CPU s/GB client / server | relay busy | rx held outside posted buffers (max) | retrans (client / server) | RACK / RTO / TLP | dropped by devices | ours/kernel Gbit/s |\n\
+        "| cell | stack | runs | Gbit/s | msg/s | p50 | p99 | p99.9 | CPU s/GB client / server / machine (softirq) | relay busy | rx held outside posted buffers (max) | retrans (client / server) | RACK / RTO / TLP | dropped by devices | ours/kernel Gbit/s |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in results.iter().filter(|c| !c.cell.is_incast()) {
@@ -270,6 +275,14 @@ pub fn mtu_markdown(results: &[CellResult]) -> String {
         }
     }
     s
+}
+
+/// Machine-wide CPU s/GB with its softirq share, or "–".
+fn machine_cpu(s: &Summary) -> String {
+    match (s.cpu_machine_s_per_gb, s.softirq_s_per_gb) {
+        (Some(m), Some(si)) => format!("{m:.2} ({si:.2})"),
+        _ => "–".into(),
+    }
 }
 
 fn opt_count(v: Option<f64>) -> String {

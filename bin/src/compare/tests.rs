@@ -36,6 +36,9 @@ pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecor
         relay_pinned: None,
         rx_held_max: 0,
         kernel_max_inq: None,
+        kernel_max_outq: None,
+        machine_cpu_s: Some(0.5),
+        machine_softirq_s: Some(0.1),
         ooo_placed: None,
         relay_queue_drops: None,
         relay_busy: None,
@@ -308,16 +311,24 @@ fn the_relay_cells_run_again_at_jumbo_mtus_with_their_own_ids() {
 }
 
 #[test]
-fn bulk_cells_of_a_mebibyte_and_more_keep_two_outstanding() {
+fn bulk_cells_keep_what_kernel_tcps_send_buffer_holds_and_a_message_more() {
     for c in plan(false).cells.iter().filter(|c| !c.is_incast()) {
         let want = match c.workload {
             Workload::RequestResponse => 1,
-            Workload::Bulk if c.size >= BULK_LARGE => BULK_LARGE_DEPTH,
-            Workload::Bulk => 16,
+            Workload::Bulk => bulk_depth(c.size),
         };
         assert_eq!(c.depth, want, "{}", c.id);
     }
-    assert_eq!(BULK_LARGE_DEPTH, 2);
+    // 4 MiB and one message: 5 at 1 MiB, 65 → 64 at 64 KiB, 2 at 16 MiB − 1 (at least 2).
+    assert_eq!(bulk_depth(BULK_LARGE), 5);
+    assert_eq!(bulk_depth(64 << 10), BULK_MAX_DEPTH);
+    assert_eq!(bulk_depth(3 << 20), 3);
+    assert_eq!(bulk_depth(tcp_bth::wire::MAX_MESSAGE_LEN), 2);
+    assert_eq!(bulk_depth(64), BULK_MAX_DEPTH);
+    for size in [1, 1000, 1 << 20, 5 << 20] {
+        let d = bulk_depth(size) as u64;
+        assert!(d * u64::from(size) > KERNEL_SNDBUF_MAX || d == BULK_MAX_DEPTH as u64);
+    }
 }
 
 /// The labels of an SVG's `<text>` elements.

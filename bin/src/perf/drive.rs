@@ -74,6 +74,7 @@ impl Port {
             ep: tcp_bth::Endpoint::new(EndpointConfig {
                 local: vec![me],
                 max_packet: driver.max_packet(),
+                rx_queue: driver.rx_queue(),
                 ..EndpointConfig::default()
             }),
             driver,

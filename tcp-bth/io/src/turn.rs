@@ -11,7 +11,7 @@
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
-use tcp_bth::Endpoint;
+use tcp_bth::{Endpoint, RxQueue};
 
 /// Where a driver's IP packets come from and go to.
 pub trait PacketIo {
@@ -44,6 +44,13 @@ pub trait PacketIo {
     /// ([`Endpoint::set_max_packet`](tcp_bth::Endpoint::set_max_packet)).
     fn max_packet(&self) -> usize {
         usize::MAX
+    }
+    /// The queue packets wait in for us before the data path drops them, if it has one of
+    /// known length. A driver loop gives it to the endpoint
+    /// ([`Endpoint::set_rx_queue`](tcp_bth::Endpoint::set_rx_queue)), which holds every
+    /// connection's receive window to its share.
+    fn rx_queue(&self) -> Option<RxQueue> {
+        None
     }
     /// Packets queued and not yet handed to the network (0 when everything has left).
     fn in_flight(&self) -> usize {

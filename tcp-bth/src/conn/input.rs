@@ -385,6 +385,7 @@ impl Connection {
     /// An acceptable data segment: to the receive path, then the ACK policy (ack.rs).
     fn on_data(&mut self, now: Duration, seg: &TcpRepr<'_>, seg_off: i64) {
         self.stats.super_segments_in += u64::from(seg.payload.len() > usize::from(self.cfg.mss));
+        self.rcv.note_packet(seg.payload.len());
         let nxt_before = self.rcv.nxt;
         let hole_before = self.rcv.hole_open();
         let start = seg_off.max(0) as u64;

@@ -60,6 +60,13 @@ use std::time::Duration;
 use timer::{Timer, TimerTable};
 pub use verbs::Sge;
 
+/// A connection's share of the receiving device's queue ([`Connection::set_rx_share`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RxShare {
+    pub packets: u32,
+    pub whole_super_segments: bool,
+}
+
 /// RFC 9293 connection states. LISTEN is the driver's job: it hands a SYN to [`Connection::accept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -520,6 +527,10 @@ impl Connection {
     /// arrivals move both RCV.NXT and the queue; reads only open room).
     fn rcv_room(&self) -> u64 {
         let cap = u64::from(self.cfg.recv_window);
+        let cap = match self.rcv.device {
+            Some(share) => cap.min(u64::from(share.packets) * self.queued_packet_bytes(share)),
+            None => cap,
+        };
         match &self.rx {
             RxPath::Plain(p) => cap.saturating_sub(p.held().stream_queue),
             RxPath::Bth(_) => cap,
@@ -547,6 +558,32 @@ impl Connection {
         let room = self.rcv_room() / unit * unit;
         self.rcv.adv_edge = self.rcv.adv_edge.max(ack_off + room);
         ((self.rcv.adv_edge - ack_off) / unit).min(65535) as u16
+    }
+
+    /// The payload one packet in the receiving device's queue holds: one full segment of
+    /// the peer's (our MSS less the option area its segments carry), or, where the device
+    /// hands super-segments over whole and this connection's peer sends them (S framing,
+    /// plain), what its packets have lately carried (up to 64 KiB whole, much less when a
+    /// relay cuts them), never below one segment.
+    fn queued_packet_bytes(&self, share: RxShare) -> u64 {
+        let (reserve, supers) = match self.mode {
+            Mode::Bth { .. } => (crate::wire::MAX_OPTIONS_LEN as u32, self.neg.seq_framed),
+            _ => (12, true),
+        };
+        let segment = u32::from(self.cfg.mss).saturating_sub(reserve).max(64);
+        let packet = match share.whole_super_segments && supers {
+            true => self.rcv.packet_bytes.max(segment),
+            false => segment,
+        };
+        u64::from(packet)
+    }
+
+    /// This connection's share of the receiving device's queue (the endpoint sets it before
+    /// every call into the connection, `endpoint::table`): the receive window is held to
+    /// what that many packets carry, so the peer cannot have more in flight towards us than
+    /// the queue holds. A window already advertised is never taken back (`rcv_window`).
+    pub(crate) fn set_rx_share(&mut self, share: Option<RxShare>) {
+        self.rcv.device = share;
     }
 
     /// Payload bytes per data segment. MSS counts no options (RFC 6691), so the sender takes

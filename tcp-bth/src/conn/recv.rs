@@ -32,6 +32,13 @@ pub(super) struct RecvState {
     pub adv_edge: u64,
     /// When an acceptable segment last arrived (keepalive, `liveness.rs`).
     pub heard: Duration,
+    /// Our share of the receiving device's queue, which bounds the window we advertise
+    /// (`Connection::set_rx_share`); None: `Config::recv_window` alone.
+    pub device: Option<super::RxShare>,
+    /// Payload per data packet that arrived, a moving average (7/8 old, 1/8 new): how much
+    /// one packet in the receiving device's queue holds when it hands over super-segments
+    /// whole, which a relay that cuts them makes far less than 64 KiB.
+    pub packet_bytes: u32,
     pub ts_recent: Option<u32>,
     /// When `ts_recent` was last set (RFC 7323 §5.5 idle rule).
     pub ts_recent_at: Duration,
@@ -40,6 +47,12 @@ pub(super) struct RecvState {
 }
 
 impl RecvState {
+    /// A data packet of `len` payload bytes arrived ([`packet_bytes`](Self::packet_bytes)).
+    pub fn note_packet(&mut self, len: usize) {
+        let len = len.min(u16::MAX as usize) as u32;
+        self.packet_bytes = (self.packet_bytes * 7 + len) / 8;
+    }
+
     pub fn new(ts_offset: u32) -> RecvState {
         RecvState {
             irs: 0,
@@ -50,6 +63,8 @@ impl RecvState {
             peer_fin: None,
             adv_edge: 0,
             heard: Duration::ZERO,
+            device: None,
+            packet_bytes: u16::MAX as u32,
             ts_recent: None,
             ts_recent_at: Duration::ZERO,
             ts_offset,

@@ -27,6 +27,8 @@ pub mod cookie;
 pub mod icmp;
 mod ip;
 mod reply;
+#[cfg(test)]
+mod rx_queue_tests;
 mod table;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -74,6 +76,23 @@ pub struct EndpointConfig {
     /// [`largest_packet`](Config::largest_packet) is longer, rather than let its connections
     /// stall. Default: no limit (`usize::MAX`).
     pub max_packet: usize,
+    /// The queue of the device this endpoint reads its packets from, when the driver knows
+    /// it (a TUN device's `txqueuelen`: the kernel drops what arrives while it is full). Each
+    /// connection's receive window is held to its share of it, so that what the peers may
+    /// have in flight towards us fits the queue and no packet is dropped there for want of
+    /// room ([`RxQueue`]). None: windows are `Config::recv_window` alone.
+    pub rx_queue: Option<RxQueue>,
+}
+
+/// The receiving device's queue ([`EndpointConfig::rx_queue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxQueue {
+    /// Packets it holds.
+    pub packets: u32,
+    /// It hands over super-segments whole (TSO on a TUN device), so a queued packet may hold
+    /// up to 64 KiB of a connection that sends them (S framing, plain); otherwise one
+    /// segment.
+    pub whole_super_segments: bool,
 }
 
 impl Default for EndpointConfig {
@@ -89,6 +108,7 @@ impl Default for EndpointConfig {
             key: IsnKey::random(),
             local: Vec::new(),
             max_packet: usize::MAX,
+            rx_queue: None,
         }
     }
 }
@@ -200,9 +220,11 @@ impl Endpoint {
             ..cfg
         };
         let next_port = u16::from_le_bytes([cfg.key.0[0], cfg.key.0[1]]);
+        let mut table = Table::new(cfg.syn_timeout);
+        table.set_rx_queue(cfg.rx_queue);
         Endpoint {
             rst: reply::RstLimiter::new(cfg.rst_per_sec),
-            table: Table::new(cfg.syn_timeout),
+            table,
             cfg,
             listeners: HashMap::new(),
             accept_q: VecDeque::new(),
@@ -266,6 +288,13 @@ impl Endpoint {
     /// does, from its buffers). Connections and listeners already made are not checked again.
     pub fn set_max_packet(&mut self, max: usize) {
         self.cfg.max_packet = max;
+    }
+
+    /// Set [`EndpointConfig::rx_queue`] (a driver that serves an endpoint made elsewhere does,
+    /// from its device). Every connection's window follows from its next segment on.
+    pub fn set_rx_queue(&mut self, q: Option<RxQueue>) {
+        self.cfg.rx_queue = q;
+        self.table.set_rx_queue(q);
     }
 
     /// Connections held (of every phase).

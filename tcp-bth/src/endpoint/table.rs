@@ -5,8 +5,9 @@
 //! were touched since their output was last drained; per timeout it pops due deadlines. So
 //! a thousand idle connections cost nothing while one is busy.
 
+use super::RxQueue;
 use crate::conn::Connection;
-use crate::conn::{Gather, GatherLimits, Out};
+use crate::conn::{Gather, GatherLimits, Out, RxShare};
 use crate::wire::{ChecksumFill, IpPair};
 use bytes::Bytes;
 use std::cmp::Reverse;
@@ -16,6 +17,10 @@ use std::time::Duration;
 /// A connection of an [`Endpoint`](super::Endpoint). Stale once the connection is released:
 /// the slot's generation moves on, so a stale handle finds nothing instead of another
 /// connection.
+/// The fewest packets of the receiving device's queue a connection's window is sized to,
+/// however many share it: a window of a few segments still moves data.
+pub const MIN_QUEUE_SHARE: u32 = 4;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnectionHandle {
     index: u32,
@@ -73,6 +78,9 @@ pub(super) struct Table {
     syn_timeout: Duration,
     /// The latest time `poll_transmit` was given (for output drained on `release`).
     last_now: Duration,
+    /// The receiving device's queue, shared out among the connections
+    /// ([`EndpointConfig::rx_queue`](super::EndpointConfig::rx_queue)).
+    rx_queue: Option<RxQueue>,
 }
 
 impl Table {
@@ -89,7 +97,25 @@ impl Table {
             len: 0,
             syn_timeout,
             last_now: Duration::ZERO,
+            rx_queue: None,
         }
+    }
+
+    pub fn set_rx_queue(&mut self, q: Option<RxQueue>) {
+        self.rx_queue = q;
+    }
+
+    /// Each connection's share of the receiving device's queue: three quarters of it (the
+    /// rest for ACKs and for what the kernel sends the device itself) divided among the
+    /// connections past their handshake, at least [`MIN_QUEUE_SHARE`] packets each. Half-open
+    /// connections take none: a SYN flood must not close everyone's window.
+    fn rx_share(&self) -> Option<RxShare> {
+        let q = self.rx_queue?;
+        let conns = (self.len - self.half_open).max(1) as u32;
+        Some(RxShare {
+            packets: (q.packets / 4 * 3 / conns).max(MIN_QUEUE_SHARE),
+            whole_super_segments: q.whole_super_segments,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -197,7 +223,9 @@ impl Table {
 
     /// The connection, marked as possibly having output and a new deadline.
     pub fn touch(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        let share = self.rx_share();
         let s = self.slot_mut(h)?;
+        s.conn.set_rx_share(share);
         if !s.dirty {
             s.dirty = true;
             self.dirty.push_back(h);
@@ -285,10 +313,12 @@ impl Table {
         mut gather: Option<(&mut Vec<Bytes>, GatherLimits)>,
     ) -> Option<(IpPair, usize, u16)> {
         self.last_now = self.last_now.max(now);
+        let share = self.rx_share();
         while let Some(h) = self.dirty.pop_front() {
             let Some(s) = self.slot_mut(h) else {
                 continue;
             };
+            s.conn.set_rx_share(share);
             let ip = s.conn.config().ip;
             let seg = packet
                 .get_mut(super::ip::header_len(ip)..)

@@ -117,6 +117,25 @@ pub(super) fn accept_one(
     got.expect("a connection accepted")
 }
 
+/// `n` connections from A to B's listening port at once, run until B accepted them all: (A's
+/// handles, B's in accept order).
+pub(super) fn connect_many(
+    now: &mut Duration,
+    a: &mut Endpoint,
+    b: &mut Endpoint,
+    n: usize,
+) -> (Vec<ConnectionHandle>, Vec<ConnectionHandle>) {
+    let hs: Vec<_> = (0..n)
+        .map(|_| a.connect(*now, client_cfg()).unwrap())
+        .collect();
+    let mut accepted = Vec::new();
+    assert!(run(now, Duration::from_secs(1), a, b, |_, b| {
+        accepted.extend(std::iter::from_fn(|| b.accept()));
+        accepted.len() == n
+    }));
+    (hs, accepted)
+}
+
 /// A bare segment (no options).
 fn segment(ports: (u16, u16), seq: u32, ack: u32, flags: TcpFlags, payload: &[u8]) -> TcpRepr<'_> {
     TcpRepr {
@@ -161,22 +180,7 @@ fn many_connections_are_routed_by_four_tuple_and_each_message_reaches_its_own() 
     let (mut a, mut b) = (endpoint(1, |_| {}), server());
     let mut now = Duration::from_millis(1);
     let n = 200;
-    let hs: Vec<_> = (0..n)
-        .map(|_| a.connect(now, client_cfg()).unwrap())
-        .collect();
-    let mut accepted = Vec::new();
-    assert!(run(
-        &mut now,
-        Duration::from_secs(1),
-        &mut a,
-        &mut b,
-        |_, b| {
-            while let Some(h) = b.accept() {
-                accepted.push(h);
-            }
-            accepted.len() == n
-        }
-    ));
+    let (hs, accepted) = connect_many(&mut now, &mut a, &mut b, n);
     assert_eq!(b.stats().established, n as u64);
     // Each server connection posts a receive; each client sends its own index.
     for &h in &accepted {

@@ -71,6 +71,9 @@ pub fn tun_endpoint<I: PacketIo + Send + 'static>(
     let (mut app, handle) = ApiApp::new(wake.clone());
     // Connections opened through the handle are checked against what the data path carries.
     ep.set_max_packet(io.max_packet().min(ep.config().max_packet));
+    if ep.config().rx_queue.is_none() {
+        ep.set_rx_queue(io.rx_queue());
+    }
     let woken = io.waker().is_some();
     let w = wake.clone();
     let join = std::thread::spawn(move || {

@@ -22,6 +22,12 @@ pub enum Fate {
         /// The original arrives with two payload words swapped ([`swap_words`]), a corruption
         /// the TCP checksum cannot see.
         swap: Option<(u8, u8)>,
+        /// Drawn for reordering: held back by an extra delay, or, on a link that keeps
+        /// reordered packets in place ([`LinkConfig::reorder_in_place`]), not. Either way its
+        /// fate differs from its neighbours', so a super-packet is cut around it.
+        ///
+        /// [`LinkConfig::reorder_in_place`]: super::LinkConfig::reorder_in_place
+        reordered: bool,
     },
 }
 
@@ -116,11 +122,14 @@ impl SimLink {
         let mut arrival = departure
             .saturating_add(cfg.delay)
             .saturating_add(path_delay);
-        if draws.reorder < cfg.reorder {
+        let reordered = draws.reorder < cfg.reorder;
+        if reordered && !cfg.reorder_in_place {
             let depth = u64::try_from(cfg.reorder_depth.as_nanos()).unwrap_or(u64::MAX);
             // Uniform in [1, depth] nanoseconds.
             let extra = 1 + scale(draws.reorder_delay, depth);
             arrival = arrival.saturating_add(Duration::from_nanos(extra));
+        }
+        if reordered {
             lane.stats.reordered += 1;
         }
 
@@ -148,6 +157,7 @@ impl SimLink {
             duplicate,
             corrupt_bit,
             swap: swap.flatten(),
+            reordered,
         }
     }
 

@@ -150,3 +150,59 @@ fn swapped_words_change_the_payload_and_not_the_checksum() {
     swap_words(&mut ack, (1, 2));
     assert_eq!(ack, seg[..60], "a short packet is left alone");
 }
+
+/// The control of a reordering link draws, counts and marks the same packets but delays none:
+/// same drops, same marks (so the relay cuts super-packets at the same segments), arrivals of
+/// the marked ones those of their unmarked neighbours.
+#[test]
+fn reordering_in_place_marks_the_same_packets_and_delays_none() {
+    let cfg = LinkConfig::default()
+        .with_bandwidth_bps(0)
+        .with_loss(0.02)
+        .with_reorder(0.1, 100 * US)
+        .with_seed(7);
+    let mut delayed = SimLink::new(cfg.clone());
+    let mut control = SimLink::new(cfg.clone().with_reorder_in_place(true));
+    let (mut fd, mut fc) = (Vec::new(), Vec::new());
+    let mut marked = 0;
+    for batch in 0..200u64 {
+        let now = 50 * US * batch as u32;
+        let lens = [1500usize; 45];
+        delayed.decide_all(now, Direction::AtoB, lens.iter().copied(), &mut fd);
+        control.decide_all(now, Direction::AtoB, lens.iter().copied(), &mut fc);
+        let base = now + cfg.delay;
+        for (d, c) in fd.iter().zip(&fc) {
+            match (*d, *c) {
+                (Fate::Dropped, Fate::Dropped) => {}
+                (
+                    Fate::Deliver {
+                        arrival: ad,
+                        reordered: rd,
+                        ..
+                    },
+                    Fate::Deliver {
+                        arrival: ac,
+                        reordered: rc,
+                        ..
+                    },
+                ) => {
+                    assert_eq!(rd, rc, "the same packets are drawn");
+                    assert_eq!(ac, base, "the control delays nothing");
+                    assert_eq!(ad > base, rd, "the reordering link delays the drawn ones");
+                    marked += usize::from(rc);
+                }
+                other => panic!("different fates: {other:?}"),
+            }
+        }
+    }
+    assert!(marked > 700, "about 10 % of 9000 marked: {marked}");
+    assert_eq!(
+        delayed.stats(Direction::AtoB).reordered,
+        control.stats(Direction::AtoB).reordered
+    );
+    assert!(LinkConfig::default()
+        .with_reorder(0.1, Duration::ZERO)
+        .with_reorder_in_place(true)
+        .validate()
+        .is_ok());
+}

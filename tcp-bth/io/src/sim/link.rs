@@ -39,7 +39,10 @@
 //! 6. **Reordering:** with probability [`reorder`](LinkConfig::reorder) the packet is held back by
 //!    an extra delay drawn uniformly from `(0, reorder_depth]` (nanosecond resolution), so that
 //!    packets sent after it may overtake it ([`LinkStats::reordered`] counts packets chosen for
-//!    the extra delay, whether or not anything actually overtook them).
+//!    the extra delay, whether or not anything actually overtook them). With
+//!    [`reorder_in_place`](LinkConfig::reorder_in_place) the packet is chosen and counted the
+//!    same way but not delayed: the control cell, whose super-packets are cut where the
+//!    reordering link's are.
 //! 7. **Duplication:** with probability [`duplicate`](LinkConfig::duplicate) an unaltered copy of
 //!    the packet as sent is also delivered, `max(serialization time, 1 µs)` after the original
 //!    (after the original's path and extra reorder delay, if any). The copy is made downstream of the
@@ -128,8 +131,14 @@ pub struct LinkConfig {
     /// Probability in `[0, 1]` that a packet is held back by an extra delay.
     pub reorder: f64,
     /// Upper bound of the extra delay of a reordered packet (uniform in `(0, reorder_depth]`).
-    /// Must be non-zero when `reorder > 0`.
+    /// Must be non-zero when `reorder > 0` (unless `reorder_in_place`).
     pub reorder_depth: Duration,
+    /// The control for a reordering link: a packet drawn for reordering is counted and
+    /// marked ([`Fate::Deliver::reordered`]) as usual but keeps its place, with no extra
+    /// delay. Every other draw is the same as with the delay, so a super-packet is cut at the
+    /// same segments ([`SimLink::decide_all`]), in the same order: what reordering costs
+    /// beyond the cuts is the difference between the two.
+    pub reorder_in_place: bool,
     /// Probability in `[0, 1]` that a packet is delivered twice.
     pub duplicate: f64,
     /// Probability in `[0, 1]` that one random bit of a packet is flipped.
@@ -154,6 +163,7 @@ impl Default for LinkConfig {
             loss: 0.0,
             reorder: 0.0,
             reorder_depth: Duration::from_micros(200),
+            reorder_in_place: false,
             duplicate: 0.0,
             corrupt: 0.0,
             swap: 0.0,
@@ -213,6 +223,13 @@ impl LinkConfig {
         self
     }
 
+    /// Keep reordered packets in place ([`reorder_in_place`](Self::reorder_in_place)): the
+    /// control cell of a reordering link.
+    pub fn with_reorder_in_place(mut self, in_place: bool) -> Self {
+        self.reorder_in_place = in_place;
+        self
+    }
+
     /// Set the duplication probability.
     pub fn with_duplicate(mut self, duplicate: f64) -> Self {
         self.duplicate = duplicate;
@@ -258,7 +275,7 @@ impl LinkConfig {
                 return Err(LinkConfigError::Probability { field, value });
             }
         }
-        if self.reorder > 0.0 && self.reorder_depth.is_zero() {
+        if self.reorder > 0.0 && self.reorder_depth.is_zero() && !self.reorder_in_place {
             return Err(LinkConfigError::ZeroReorderDepth {
                 reorder: self.reorder,
             });
@@ -498,6 +515,7 @@ impl SimLink {
             duplicate,
             corrupt_bit,
             swap,
+            ..
         } = self.decide(now, dir, packet.len())
         else {
             return;

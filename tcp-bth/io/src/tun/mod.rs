@@ -57,7 +57,9 @@ pub enum Offload {
     /// is still one segment. Our stack's driver.
     Checksum,
     /// Checksums and TCP segmentation (`TUN_F_TSO4 | TUN_F_TSO6`): the kernel hands over
-    /// super-packets of up to 64 KiB. The relay only.
+    /// super-packets of up to 64 KiB, and takes them from us (GSO). The relay's devices, and
+    /// our stack's where a connection may send super-segments (S framing; `bth-perf`'s
+    /// default, `--no-gso` turns it off).
     Segmentation,
 }
 
@@ -79,6 +81,8 @@ pub struct TunDevice {
     name: String,
     mtu: u32,
     offload: Offload,
+    /// Packets the device queues towards our reader before it drops (`txqueuelen`).
+    queue_len: u32,
 }
 
 fn ifreq(name: &str) -> io::Result<libc::ifreq> {
@@ -155,7 +159,7 @@ impl TunDevice {
         if cfg.offload != Offload::None {
             enable_offload(&fd, cfg.offload)?;
         }
-        configure(&name, cfg)?;
+        let queue_len = configure(&name, cfg)?;
         if let Some((addr, prefix)) = cfg.addr6 {
             configure6(&name, addr, prefix)?;
         }
@@ -164,7 +168,14 @@ impl TunDevice {
             name,
             mtu: cfg.mtu,
             offload: cfg.offload,
+            queue_len,
         })
+    }
+
+    /// Packets the kernel queues for our reader before it drops what comes next (the
+    /// device's `txqueuelen`, 500 unless changed, read when it was made).
+    pub fn queue_len(&self) -> u32 {
+        self.queue_len
     }
 
     /// What the device offloads ([`TunConfig::offload`]): anything but `None` means packets
@@ -234,8 +245,12 @@ fn enable_offload(fd: &OwnedFd, what: Offload) -> io::Result<()> {
     )
 }
 
+/// `SIOCGIFTXQLEN` (linux/sockios.h), which the libc crate does not name.
+const SIOCGIFTXQLEN: libc::c_ulong = 0x8942;
+
 /// Address, netmask, MTU, up — through the classic SIOCSIF* ioctls on an AF_INET socket.
-fn configure(name: &str, cfg: &TunConfig) -> io::Result<()> {
+/// Returns the device's queue length (`txqueuelen`).
+fn configure(name: &str, cfg: &TunConfig) -> io::Result<u32> {
     if cfg.prefix > 32 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -281,7 +296,13 @@ fn configure(name: &str, cfg: &TunConfig) -> io::Result<()> {
         unsafe { libc::ioctl(s, libc::SIOCSIFFLAGS, &r) },
         "SIOCSIFFLAGS",
     )?;
-    Ok(())
+    check(
+        unsafe { libc::ioctl(s, SIOCGIFTXQLEN as _, &mut r) },
+        "SIOCGIFTXQLEN",
+    )?;
+    // SAFETY: reading the union member SIOCGIFTXQLEN just wrote.
+    let qlen = unsafe { r.ifr_ifru.ifru_ifindex };
+    Ok(qlen.max(0) as u32)
 }
 
 /// An IPv6 address on the interface: SIOCSIFADDR with a `struct in6_ifreq` on an AF_INET6

@@ -234,7 +234,7 @@ impl Relay {
         let whole = fates
             .first()
             .copied()
-            .filter(|&f| !corrupted(f) && fates.iter().all(|&x| x == f));
+            .filter(|&f| !alone(f) && fates.iter().all(|&x| x == f));
         if let Some(fate) = whole {
             // The fast path: every segment alike, the super-packet goes as it came.
             let wire = g.run_wire_len(0, n);
@@ -245,9 +245,9 @@ impl Relay {
         self.io.split += 1;
         let mut first = 0;
         while let Some(&fate) = fates.get(first) {
-            let alone = corrupted(fate);
+            let solo = alone(fate);
             let mut end = first + 1;
-            while !alone && fates.get(end) == Some(&fate) {
+            while !solo && fates.get(end) == Some(&fate) {
                 end += 1;
             }
             if fate != Fate::Dropped {
@@ -285,6 +285,7 @@ impl Relay {
             duplicate,
             corrupt_bit,
             swap,
+            ..
         } = fate
         else {
             self.recycle(pkt);
@@ -320,15 +321,22 @@ impl Relay {
     }
 }
 
-/// A corrupted segment goes alone, never in a run or a whole super-packet: its checksum is
-/// finished before its bit flips, and its swapped words are its own payload's.
-fn corrupted(fate: Fate) -> bool {
+/// A segment that goes alone, never in a run or a whole super-packet: a corrupted one (its
+/// checksum is finished before its bit flips, and its swapped words are its own payload's),
+/// and one drawn for reordering, whose extra delay is its own (two in a row almost never draw
+/// the same), so that on a link that keeps reordered segments in place (the control cell) the
+/// super-packets are cut exactly as on the reordering link.
+fn alone(fate: Fate) -> bool {
     matches!(
         fate,
         Fate::Deliver {
             corrupt_bit: Some(_),
             ..
         } | Fate::Deliver { swap: Some(_), .. }
+            | Fate::Deliver {
+                reordered: true,
+                ..
+            }
     )
 }
 

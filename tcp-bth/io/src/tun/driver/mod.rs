@@ -437,6 +437,16 @@ impl Driver {
         self.buf - self.vnet_len()
     }
 
+    /// The device's queue towards us: `txqueuelen` packets, super-segments whole with TSO.
+    /// An endpoint it drives gets it as `EndpointConfig::rx_queue`.
+    pub fn rx_queue(&self) -> Option<tcp_bth::RxQueue> {
+        Some(tcp_bth::RxQueue {
+            packets: self.tun.queue_len(),
+            whole_super_segments: self.tun.offload() == Offload::Segmentation,
+        })
+        .filter(|q| q.packets > 0)
+    }
+
     pub fn device(&self) -> &TunDevice {
         &self.tun
     }
@@ -668,6 +678,10 @@ impl PacketIo for Driver {
 
     fn max_packet(&self) -> usize {
         Driver::max_packet(self)
+    }
+
+    fn rx_queue(&self) -> Option<tcp_bth::RxQueue> {
+        Driver::rx_queue(self)
     }
 
     fn receive(&mut self, f: &mut dyn FnMut(&[u8], bool)) {

@@ -39,6 +39,7 @@ impl Driver {
                 .into_iter()
                 .collect(),
             max_packet: self.max_packet(),
+            rx_queue: self.rx_queue(),
             ..EndpointConfig::default()
         });
         let mut handle: Option<ConnectionHandle> = None;
