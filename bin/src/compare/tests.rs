@@ -319,9 +319,11 @@ fn bulk_cells_keep_what_kernel_tcps_send_buffer_holds_and_a_message_more() {
         };
         assert_eq!(c.depth, want, "{}", c.id);
     }
-    // 4 MiB and one message: 5 at 1 MiB, 65 → 64 at 64 KiB, 2 at 16 MiB − 1 (at least 2).
+    // 4 MiB and one message: 5 at 1 MiB, 65 at 64 KiB, 1025 → 256 at 4 KiB, 2 at
+    // 16 MiB − 1 (at least 2).
     assert_eq!(bulk_depth(BULK_LARGE), 5);
-    assert_eq!(bulk_depth(64 << 10), BULK_MAX_DEPTH);
+    assert_eq!(bulk_depth(64 << 10), 65);
+    assert_eq!(bulk_depth(4096), BULK_MAX_DEPTH);
     assert_eq!(bulk_depth(3 << 20), 3);
     assert_eq!(bulk_depth(tcp_bth::wire::MAX_MESSAGE_LEN), 2);
     assert_eq!(bulk_depth(64), BULK_MAX_DEPTH);
