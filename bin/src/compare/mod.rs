@@ -541,6 +541,10 @@ pub struct Summary {
     /// The GSO ceiling only, median over runs: packets of several segments the receiver read
     /// whole per second of the window.
     pub super_packets_per_sec: Option<f64>,
+    /// The ceilings only, medians over runs: the sending and the receiving thread's share of
+    /// a core over the window ([`PathCeiling::sender_core`]), which say with the relay's and
+    /// the packets lost what bounded the probe ([`path_ceiling::bound`]).
+    pub cores: Option<(f64, f64)>,
 }
 
 /// Every stack's figures for one cell, and the path's ceiling where the cell measured it.
@@ -720,6 +724,8 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
             Stack::CeilingGso => path_median(&ok, PathCeiling::super_packets_per_sec),
             _ => None,
         },
+        cores: path_median(&ok, PathCeiling::sender_core)
+            .zip(path_median(&ok, PathCeiling::receiver_core)),
     }
 }
 

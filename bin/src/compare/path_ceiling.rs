@@ -166,6 +166,39 @@ impl PathCeiling {
     pub fn super_packets_per_sec(&self) -> f64 {
         rate(self.super_packets as f64, self.elapsed_s)
     }
+
+    /// The sending thread's share of a core over the window (1.0: a whole core).
+    pub fn sender_core(&self) -> f64 {
+        rate(self.sender_cpu_s, self.elapsed_s)
+    }
+
+    /// The receiving thread's share of a core over the window.
+    pub fn receiver_core(&self) -> f64 {
+        rate(self.receiver_cpu_s, self.elapsed_s)
+    }
+}
+
+/// A thread at this share of a core or more is saturated: it bounds the probe.
+pub const SATURATED: f64 = 0.9;
+
+/// What bounded a ceiling probe, from its threads' shares of a core (`sender`, `receiver`,
+/// medians over runs), the relay's (None over veth) and the packets the path lost: a
+/// ceiling is one only where a core is saturated or the path drops; otherwise the probe
+/// measured its own pacing, and says so. The relay's core first, then the sender's: over
+/// veth the receiver polls (`receive`), so its share reads about 1.0 busy or not, and it is
+/// named only when neither of the others is saturated.
+pub fn bound(sender: f64, receiver: f64, relay: Option<f64>, lost: f64) -> &'static str {
+    if relay.is_some_and(|r| r >= SATURATED) {
+        "the relay's core"
+    } else if sender >= SATURATED {
+        "the sender's core"
+    } else if receiver >= SATURATED {
+        "the receiver's core"
+    } else if lost > 0.0 {
+        "drops on the path"
+    } else {
+        "neither: no core saturated, nothing dropped"
+    }
 }
 
 fn rate(n: f64, s: f64) -> f64 {

@@ -4,7 +4,7 @@
 //! ours' wherever the cell ran it, with its own ratios.
 
 pub use super::charts::charts;
-use super::{CellResult, Plan, RunRecord, Stack, Summary, Workload};
+use super::{path_ceiling, CellResult, Plan, RunRecord, Stack, Summary, Workload};
 use crate::units::{bytes, human_size, micros};
 use serde::Serialize;
 
@@ -213,7 +213,7 @@ pub fn mtu_markdown(results: &[CellResult]) -> String {
     for c in results {
         let Some(ceiling) = &c.ceiling else { continue };
         if s.is_empty() {
-            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (packets lost in the window; ACK packets/s back; super-packets/s read whole) | payload per full segment | CPU s/GB send / receive | relay busy | ours/ceiling | ours/ceiling with ACKs | ours/GSO ceiling | ours/kernel |\n\
+            s += "| MTU | cell | row | runs | Gbit/s (payload) | IP Gbit/s | packets/s (packets lost in the window; ACK packets/s back; super-packets/s read whole) | payload per full segment | CPU s/GB send / receive (ceilings: each thread's share of a core, and what bounded the probe) | relay busy | ours/ceiling | ours/ceiling with ACKs | ours/GSO ceiling | ours/kernel |\n\
                   |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         }
         let mtu = human_size(u64::from(c.cell.mtu));
@@ -255,8 +255,12 @@ pub fn mtu_markdown(results: &[CellResult]) -> String {
             let pps = sm
                 .lost
                 .map(|lost| format!("{:.0} ({lost:.0}{acks}{whole})", sm.msgs_per_sec));
+            let bound = sm.cores.map_or(String::new(), |(snd, rcv)| {
+                let why = path_ceiling::bound(snd, rcv, sm.relay_busy, sm.lost.unwrap_or(0.0));
+                format!(" (cores {snd:.2} / {rcv:.2}: {why})")
+            });
             s += &format!(
-                "| {mtu} | {} | {} | {} | {:.3} | {} | {} | {} | {:.2} / {:.2} | {} | {} | {} | {} | {} |\n",
+                "| {mtu} | {} | {} | {} | {:.3} | {} | {} | {} | {:.2} / {:.2}{bound} | {} | {} | {} | {} | {} |\n",
                 c.cell.id,
                 stack_name(c, sm),
                 runs(sm),

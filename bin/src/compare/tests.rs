@@ -569,3 +569,20 @@ fn a_stacks_name_is_its_json_name() {
     assert_eq!(Stack::OursSeq.name(), "ours_seq");
     assert_eq!(Stack::CeilingGso.name(), "ceiling_gso");
 }
+
+/// A ceiling names what bounded it: a saturated thread (the relay's, then the sender's, then
+/// the receiver's, which polls over veth), else drops, else nothing, which makes it no
+/// ceiling.
+#[test]
+fn a_ceiling_says_what_bounded_it() {
+    use super::path_ceiling::bound;
+    assert_eq!(bound(0.98, 0.60, None, 0.0), "the sender's core");
+    assert_eq!(bound(0.97, 1.00, None, 0.0), "the sender's core");
+    assert_eq!(bound(0.70, 0.95, None, 12.0), "the receiver's core");
+    assert_eq!(bound(0.70, 0.60, Some(0.99), 0.0), "the relay's core");
+    assert_eq!(bound(0.50, 0.40, Some(0.30), 3.0), "drops on the path");
+    assert_eq!(
+        bound(0.50, 0.48, None, 0.0),
+        "neither: no core saturated, nothing dropped"
+    );
+}
