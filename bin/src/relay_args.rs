@@ -135,6 +135,8 @@ fn option_for(e: &LinkConfigError) -> &'static str {
         LinkConfigError::ZeroReorderDepth { .. } => "--relay-reorder-depth",
         LinkConfigError::PathCount { .. } => "--relay-paths",
         LinkConfigError::PathLoss { .. } => "--relay-path-loss",
+        // A reason added later: the link's own words name it.
+        _ => "relay",
     }
 }
 

@@ -1,8 +1,9 @@
 //! `bth`'s command line without root: the demo refuses what would run nothing, fail only at
 //! its end or mean something else than asked, and `decode` says what the input is taken as
-//! and what to try instead.
+//! and what to try instead, and fails a segment whose ICRC is wrong.
 
 use std::process::Command;
+use tcp_bth::wire::{Bth, IpPair, Opcode, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 
 const BIN: &str = env!("CARGO_BIN_EXE_bth");
 
@@ -58,4 +59,90 @@ fn decode_says_what_to_try_and_when_an_option_area_is_only_padding() {
         ok && out.contains("no options (only padding)"),
         "{out}{err}"
     );
+}
+
+const SRC: [u8; 4] = [10, 0, 0, 1];
+const DST: [u8; 4] = [10, 0, 0, 2];
+
+/// A per-segment SEND_ONLY data segment with its ICRC sealed over its 32-byte payload and a
+/// correct TCP checksum for `SRC` → `DST`, as hex; with `swap`, the payload's first two
+/// aligned 16-bit words swapped afterwards (the relay's `--relay-swap`): the TCP checksum
+/// still holds, the ICRC no longer does.
+fn send_only_segment(swap: bool) -> String {
+    let payload: Vec<u8> = (0u8..32).collect();
+    let mut bth = Bth::new(Opcode::SendOnly);
+    bth.msn = 7;
+    bth.timestamps = Some(Timestamps {
+        tsval: 1000,
+        tsecr: 900,
+    });
+    bth.seal(&payload);
+    let seg = TcpRepr {
+        src_port: 50000,
+        dst_port: 4791,
+        seq: 1_000_000,
+        ack: 2_000_000,
+        flags: TcpFlags::ACK,
+        window: 512,
+        urgent: 0,
+        options: TcpOptions {
+            bth: Some(bth),
+            ..TcpOptions::default()
+        },
+        payload: &payload,
+    };
+    let mut buf = vec![0u8; 128];
+    let n = seg
+        .emit(IpPair::V4 { src: SRC, dst: DST }, &mut buf)
+        .expect("emit");
+    buf.truncate(n);
+    if swap {
+        let p = n - payload.len();
+        buf.swap(p, p + 2);
+        buf.swap(p + 1, p + 3);
+    }
+    hex::encode(buf)
+}
+
+/// `decode --segment` prints a per-segment option's ICRC check and exits 0 only when it
+/// matches: a segment whose ICRC is wrong for its payload is still decoded in full, says
+/// `MISMATCH`, and exits 1 with the reason on stderr, also when its TCP checksum is right.
+#[test]
+fn decode_segment_exits_non_zero_when_the_icrc_does_not_match() {
+    let ipv4 = "10.0.0.1,10.0.0.2";
+    for with_ip in [false, true] {
+        let args = |hex: &str| {
+            let mut a = vec![
+                "decode".to_string(),
+                "--segment".to_string(),
+                hex.to_string(),
+            ];
+            if with_ip {
+                a.extend(["--ipv4".to_string(), ipv4.to_string()]);
+            }
+            a
+        };
+        let good = args(&send_only_segment(false));
+        let good: Vec<&str> = good.iter().map(String::as_str).collect();
+        let (ok, out, err) = run(&good);
+        assert!(ok, "good segment, --ipv4 {with_ip}: {out}{err}");
+        assert!(
+            out.contains("SEND_ONLY") && out.contains("icrc          ok"),
+            "{out}"
+        );
+        assert_eq!(out.contains("checksum      ok"), with_ip, "{out}");
+
+        let bad = args(&send_only_segment(true));
+        let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
+        let (ok, out, err) = run(&bad);
+        assert!(!ok, "bad ICRC accepted, --ipv4 {with_ip}: {out}{err}");
+        // Still decoded and printed in full: the option, and the TCP checksum that the swap
+        // keeps right.
+        assert!(
+            out.contains("SEND_ONLY") && out.contains("icrc          MISMATCH"),
+            "{out}"
+        );
+        assert_eq!(out.contains("checksum      ok"), with_ip, "{out}");
+        assert!(err.contains("ICRC mismatch"), "{err}");
+    }
 }

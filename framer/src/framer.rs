@@ -2,7 +2,7 @@
 //! makes by stream offset.
 
 use crate::message::{Kind, Message, MessageInfo};
-use crate::request::{FramerConfig, PostError, WorkRequest, WrOp};
+use crate::request::{FramerConfig, WorkRequest, WrError, WrOp};
 use crate::segment::SegmentDesc;
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -94,7 +94,7 @@ impl Framer {
     }
 
     /// Queue a SEND, RDMA WRITE or RDMA READ request after everything posted so far.
-    pub fn post(&mut self, wr: WorkRequest) -> Result<Posted, PostError> {
+    pub fn post(&mut self, wr: WorkRequest) -> Result<Posted, WrError> {
         let WorkRequest { wr_id, op, sg_list } = wr;
         let (kind, chunks) = match op {
             WrOp::Send { imm } => (Kind::Send { imm }, self.message_chunks(sg_list)?),
@@ -118,15 +118,15 @@ impl Framer {
                 len,
             } => {
                 if !sg_list.is_empty() {
-                    return Err(PostError::ReadWithData {
+                    return Err(WrError::ReadWithData {
                         entries: sg_list.len(),
                     });
                 }
                 if len == 0 {
-                    return Err(PostError::ReadEmpty);
+                    return Err(WrError::ReadEmpty);
                 }
                 if len > MAX_MESSAGE_LEN {
-                    return Err(PostError::ReadTooLarge {
+                    return Err(WrError::ReadTooLarge {
                         len,
                         max: MAX_MESSAGE_LEN,
                     });
@@ -158,7 +158,7 @@ impl Framer {
         request_msn: u16,
         data: Vec<Bytes>,
         staged: bool,
-    ) -> Result<Posted, PostError> {
+    ) -> Result<Posted, WrError> {
         let chunks = self.data_chunks(data)?;
         let posted = self.enqueue(request_msn, 0, Kind::ReadResponse, chunks)?;
         self.mark_staged(staged);
@@ -167,7 +167,7 @@ impl Framer {
 
     /// [`post`](Self::post) of a SEND or WRITE whose `sg_list` is the caller's own copy of the
     /// bytes, made for this request (see [`SegmentDesc::staged`](crate::SegmentDesc::staged)).
-    pub fn post_staged(&mut self, wr: WorkRequest) -> Result<Posted, PostError> {
+    pub fn post_staged(&mut self, wr: WorkRequest) -> Result<Posted, WrError> {
         let posted = self.post(wr)?;
         self.mark_staged(true);
         Ok(posted)
@@ -274,23 +274,23 @@ impl Framer {
     /// is allowed (IB verbs allow it; zero-length SEND/WRITE with immediate is how collective
     /// libraries signal completion). It takes one pad byte of stream, so TCP makes it reliable
     /// like any other message; the segment says so with `ZERO_LENGTH_MBO`.
-    fn message_chunks(&self, sg_list: Vec<Bytes>) -> Result<Vec<Bytes>, PostError> {
+    fn message_chunks(&self, sg_list: Vec<Bytes>) -> Result<Vec<Bytes>, WrError> {
         match self.data_chunks(sg_list) {
-            Err(PostError::Empty) => Ok(Vec::new()),
+            Err(WrError::Empty) => Ok(Vec::new()),
             other => other,
         }
     }
 
     /// READ response payload and, through `message_chunks`, SEND/WRITE payload: non-empty
     /// slices within the peer's limit.
-    fn data_chunks(&self, sg_list: Vec<Bytes>) -> Result<Vec<Bytes>, PostError> {
+    fn data_chunks(&self, sg_list: Vec<Bytes>) -> Result<Vec<Bytes>, WrError> {
         let chunks: Vec<Bytes> = sg_list.into_iter().filter(|b| !b.is_empty()).collect();
         let len = total_len(&chunks);
         if len == 0 {
-            return Err(PostError::Empty);
+            return Err(WrError::Empty);
         }
         if len > u64::from(self.max_message_len) {
-            return Err(PostError::TooLarge {
+            return Err(WrError::TooLarge {
                 len,
                 max: self.max_message_len,
             });
@@ -306,13 +306,13 @@ impl Framer {
         wr_id: u64,
         kind: Kind,
         chunks: Vec<Bytes>,
-    ) -> Result<Posted, PostError> {
+    ) -> Result<Posted, WrError> {
         let class = kind.class();
         if self.in_flight[class.index()] >= MAX_IN_FLIGHT {
-            return Err(PostError::TooManyInFlight { class });
+            return Err(WrError::TooManyInFlight { class });
         }
         // Callers bounded the length by MAX_MESSAGE_LEN (or it is the 16-byte READ request).
-        let len = u32::try_from(total_len(&chunks)).map_err(|_| PostError::TooLarge {
+        let len = u32::try_from(total_len(&chunks)).map_err(|_| WrError::TooLarge {
             len: total_len(&chunks),
             max: MAX_MESSAGE_LEN,
         })?;
@@ -325,7 +325,7 @@ impl Framer {
         let stream_start = self.stream_end;
         let end = stream_start
             .checked_add(u64::from(len))
-            .ok_or(PostError::StreamExhausted)?;
+            .ok_or(WrError::StreamExhausted)?;
         let info = MessageInfo {
             class,
             msn,
@@ -353,9 +353,9 @@ fn total_len(chunks: &[Bytes]) -> u64 {
 
 /// The address carried for the message's last byte must not wrap, or the RETH of a later
 /// segment would name a different region than the one the application targeted.
-fn check_remote_range(addr: u64, len: u64) -> Result<(), PostError> {
+fn check_remote_range(addr: u64, len: u64) -> Result<(), WrError> {
     match addr.checked_add(len.saturating_sub(1)) {
         Some(_) => Ok(()),
-        None => Err(PostError::RemoteRangeWraps { addr, len }),
+        None => Err(WrError::RemoteRangeWraps { addr, len }),
     }
 }

@@ -19,5 +19,5 @@ mod segment;
 
 pub use framer::{Framer, Posted, Released, MAX_IN_FLIGHT};
 pub use message::MessageInfo;
-pub use request::{FramerConfig, PostError, WorkRequest, WrOp};
+pub use request::{FramerConfig, WorkRequest, WrError, WrOp};
 pub use segment::SegmentDesc;

@@ -55,7 +55,8 @@ pub struct FramerConfig {
 
 /// Why a work request was refused. A refused post changes no framer state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum PostError {
+#[non_exhaustive]
+pub enum WrError {
     #[error("message of {len} bytes exceeds the {max}-byte limit (refused, never truncated)")]
     TooLarge { len: u64, max: u32 },
     /// Only READ responses refuse it (a READ is never zero-length); a zero-length SEND or

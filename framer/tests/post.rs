@@ -1,6 +1,6 @@
 //! What `post` accepts and refuses, and how MSNs are assigned.
 
-use bth_framer::{Framer, FramerConfig, PostError, Posted, WorkRequest, WrOp, MAX_IN_FLIGHT};
+use bth_framer::{Framer, FramerConfig, Posted, WorkRequest, WrError, WrOp, MAX_IN_FLIGHT};
 use bytes::Bytes;
 use tcp_bth_wire::{MsgClass, MAX_MESSAGE_LEN};
 
@@ -48,7 +48,7 @@ fn two_to_the_24_bytes_is_refused_not_truncated() {
     let mut f = framer(5, MAX_MESSAGE_LEN);
     assert_eq!(
         f.post(send(vec![half.clone(), half.clone()])),
-        Err(PostError::TooLarge {
+        Err(WrError::TooLarge {
             len: 1 << 24,
             max: MAX_MESSAGE_LEN
         })
@@ -67,7 +67,7 @@ fn two_to_the_24_bytes_is_refused_not_truncated() {
 fn peer_limit_is_enforced_for_every_data_class() {
     let mut f = framer(0, 1000);
     let big = Bytes::from(vec![1u8; 1001]);
-    let over = PostError::TooLarge {
+    let over = WrError::TooLarge {
         len: 1001,
         max: 1000,
     };
@@ -92,7 +92,7 @@ fn peer_limit_is_enforced_for_every_data_class() {
     f.set_max_message_len(10);
     assert!(matches!(
         f.post(send(vec![big.slice(..11)])),
-        Err(PostError::TooLarge { len: 11, max: 10 })
+        Err(WrError::TooLarge { len: 11, max: 10 })
     ));
 }
 
@@ -105,11 +105,8 @@ fn config_above_the_wire_limit_is_clamped() {
 #[test]
 fn empty_reads_are_refused() {
     let mut f = framer(0, MAX_MESSAGE_LEN);
-    assert_eq!(
-        f.post_read_response(1, vec![], false),
-        Err(PostError::Empty)
-    );
-    assert_eq!(f.post(read(0)), Err(PostError::ReadEmpty));
+    assert_eq!(f.post_read_response(1, vec![], false), Err(WrError::Empty));
+    assert_eq!(f.post(read(0)), Err(WrError::ReadEmpty));
     assert_untouched(&f, 0);
 }
 
@@ -150,17 +147,14 @@ fn bad_read_requests_are_refused() {
     let mut f = framer(0, 100);
     assert_eq!(
         f.post(read(MAX_MESSAGE_LEN + 1)),
-        Err(PostError::ReadTooLarge {
+        Err(WrError::ReadTooLarge {
             len: MAX_MESSAGE_LEN + 1,
             max: MAX_MESSAGE_LEN
         })
     );
     let mut with_data = read(4);
     with_data.sg_list = vec![Bytes::from_static(b"x")];
-    assert_eq!(
-        f.post(with_data),
-        Err(PostError::ReadWithData { entries: 1 })
-    );
+    assert_eq!(f.post(with_data), Err(WrError::ReadWithData { entries: 1 }));
     let wraps = WorkRequest {
         op: WrOp::RdmaRead {
             rkey: 1,
@@ -171,7 +165,7 @@ fn bad_read_requests_are_refused() {
     };
     assert_eq!(
         f.post(wraps),
-        Err(PostError::RemoteRangeWraps {
+        Err(WrError::RemoteRangeWraps {
             addr: u64::MAX,
             len: 2
         })
@@ -195,7 +189,7 @@ fn write_whose_remote_range_wraps_is_refused() {
     };
     assert_eq!(
         f.post(wr(u64::MAX - 2)),
-        Err(PostError::RemoteRangeWraps {
+        Err(WrError::RemoteRangeWraps {
             addr: u64::MAX - 2,
             len: 4
         })
@@ -279,7 +273,7 @@ fn a_class_may_not_exceed_two_to_the_15_in_flight() {
     let full = f.stream_end();
     assert_eq!(
         f.post(send(vec![b.clone()])),
-        Err(PostError::TooManyInFlight {
+        Err(WrError::TooManyInFlight {
             class: MsgClass::Send
         })
     );

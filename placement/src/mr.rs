@@ -90,6 +90,7 @@ pub struct MrHandle {
 
 /// Why a region operation was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum MrError {
     #[error("rkey {0:#010x} names no registered region")]
     UnknownRkey(u32),

@@ -8,7 +8,8 @@ use thiserror::Error;
 
 /// Why a post was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum PostError {
+#[non_exhaustive]
+pub enum PostRecvError {
     #[error("queue full: {max} entries posted")]
     Full { max: usize },
     #[error("the connection was flushed")]
@@ -23,7 +24,7 @@ pub enum PostError {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{error}")]
 pub struct Rejected {
-    pub error: PostError,
+    pub error: PostRecvError,
     pub buf: Vec<u8>,
 }
 
@@ -33,13 +34,13 @@ impl Placement {
     pub fn post_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<u16, Rejected> {
         if self.flushed {
             return Err(Rejected {
-                error: PostError::Flushed,
+                error: PostRecvError::Flushed,
                 buf,
             });
         }
         if self.send.entries.len() >= self.cfg.max_posted_recvs {
             return Err(Rejected {
-                error: PostError::Full {
+                error: PostRecvError::Full {
                     max: self.cfg.max_posted_recvs,
                 },
                 buf,
@@ -83,14 +84,14 @@ impl Placement {
     ) -> Result<(), Rejected> {
         let refuse = |error, buf| Err(Rejected { error, buf });
         if self.flushed {
-            return refuse(PostError::Flushed, sink);
+            return refuse(PostRecvError::Flushed, sink);
         }
         if sink.is_empty() || sink.len() > MAX_MESSAGE_LEN as usize {
-            return refuse(PostError::BadSinkLen(sink.len()), sink);
+            return refuse(PostRecvError::BadSinkLen(sink.len()), sink);
         }
         if self.reads.entries.len() >= self.limits.max_inflight {
             return refuse(
-                PostError::Full {
+                PostRecvError::Full {
                     max: self.limits.max_inflight,
                 },
                 sink,
@@ -103,7 +104,7 @@ impl Placement {
         let expected = self.reads.next_msn();
         if request_msn != expected {
             return refuse(
-                PostError::NotNextMsn {
+                PostRecvError::NotNextMsn {
                     expected,
                     got: request_msn,
                 },

@@ -2,7 +2,7 @@
 //!
 //! This crate is the sans-IO core: the connection state machine ([`Connection`]),
 //! the endpoint that routes segments to connections and accepts new ones ([`Endpoint`]),
-//! ISNs and RTT estimation, and [`pair::Wire`], two connections back to back on a virtual clock. Inputs are segments, calls and the current time; outputs are
+//! ISNs and RTT estimation, and [`pair::BackToBack`], two connections back to back on a virtual clock. Inputs are segments, calls and the current time; outputs are
 //! segments, timers and completions. It opens no socket or file, reads no clock and starts no
 //! thread. The drivers that do (the io_uring TUN data path, the impairment relay, the simulated
 //! link and its pair driver, the tokio API) are in the `tcp-bth-io` crate (`tcp-bth/io/`);
@@ -26,10 +26,10 @@ pub mod rtt;
 
 pub use config::{Config, Framing, Keepalive};
 pub use conn::{
-    Completion, ConnError, Connection, ConnectionError, Event, GatherLimits, IcmpError, Mode,
+    CallError, Completion, Connection, ConnectionError, Event, GatherLimits, IcmpError, Mode,
     PostBufError, PostSendError, RegisterError, Rejected, RxHeld, SendLimits, Sge, State, Stats,
     Unreachable, WcOp,
 };
 pub use endpoint::{
-    ConnectError, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, RxQueue, Transmit,
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, OpenError, RxQueue, Transmit,
 };

@@ -49,7 +49,7 @@ impl fmt::Display for Direction {
 
 /// Two connections wired back to back: every segment is handed to the filter, which may drop
 /// it (return `None`) or change it, then delivered after `delay`.
-pub struct Wire {
+pub struct BackToBack {
     pub a: Connection,
     pub b: Connection,
     pub now: Duration,
@@ -59,9 +59,9 @@ pub struct Wire {
     in_flight: Vec<(Duration, Direction, Vec<u8>)>,
 }
 
-impl Wire {
-    pub fn new(a: Connection, b: Connection, now: Duration) -> Wire {
-        Wire {
+impl BackToBack {
+    pub fn new(a: Connection, b: Connection, now: Duration) -> BackToBack {
+        BackToBack {
             a,
             b,
             now,
@@ -73,11 +73,11 @@ impl Wire {
 
     /// A connects to B (B is created from A's SYN, as a listener would); returns once both
     /// are established. Panics if the handshake does not finish within a second.
-    pub fn established(a_cfg: Config, b_cfg: Config, now: Duration) -> Wire {
+    pub fn established(a_cfg: Config, b_cfg: Config, now: Duration) -> BackToBack {
         let mut a = Connection::connect(a_cfg, now);
         let syn = a.poll_transmit(now).expect("connect sends a SYN");
         let b = Connection::accept(b_cfg, now, &syn).expect("B accepts A's SYN");
-        let mut w = Wire::new(a, b, now);
+        let mut w = BackToBack::new(a, b, now);
         w.sent[0] = 1;
         let ok = w.run(
             Duration::from_secs(1),
@@ -155,7 +155,7 @@ impl Wire {
         &mut self,
         limit: Duration,
         mut filter: impl FnMut(Direction, Duration, Vec<u8>) -> Option<Vec<u8>>,
-        mut done: impl FnMut(&mut Wire) -> bool,
+        mut done: impl FnMut(&mut BackToBack) -> bool,
     ) -> bool {
         let end = self.now + limit;
         while self.now < end {

@@ -37,7 +37,7 @@ pub fn established(a: Config, b: Config, link: LinkConfig) -> Pair {
 }
 
 /// Two connections back to back with a per-segment filter (the core's driver).
-pub use tcp_bth::pair::Wire;
+pub use tcp_bth::pair::BackToBack;
 
 /// A finished command's exit status, stdout and stderr, for an assertion's message.
 pub fn describe_output(o: &std::process::Output) -> String {

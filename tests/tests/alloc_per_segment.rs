@@ -15,7 +15,7 @@ use bytes::Bytes;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::Duration;
-use tcp_bth::pair::Wire;
+use tcp_bth::pair::BackToBack;
 use tcp_bth::wire::ChecksumFill;
 use tcp_bth::{Config, Connection};
 
@@ -106,7 +106,7 @@ const LEN: usize = 1 << 20;
 
 fn transfer() -> Tally {
     let ms = Duration::from_millis(1);
-    let mut w = Wire::established(Config::default(), Config::default(), ms);
+    let mut w = BackToBack::established(Config::default(), Config::default(), ms);
     for i in 0..MESSAGES {
         w.b.post_recv(i, vec![0; LEN]).expect("receive posted");
     }

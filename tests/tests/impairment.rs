@@ -150,7 +150,7 @@ fn payload_altered_under_a_valid_checksum_is_caught_by_icrc_and_never_placed() {
     let mut pair = tcp_bth_io::sim::Pair::new(a_cfg.clone(), b_cfg.clone(), quiet_link());
     assert!(pair.establish(Duration::from_secs(1)));
     let tcp_bth_io::sim::Pair { a, b, now, .. } = pair;
-    let mut w = Wire::new(a, b.unwrap(), now);
+    let mut w = BackToBack::new(a, b.unwrap(), now);
     let msg = pattern(9, 3000);
     w.b.post_recv(1, vec![0; 3000]).unwrap();
     w.run(Duration::from_millis(10), |_, _, p| Some(p), |_| false);

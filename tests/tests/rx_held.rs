@@ -15,7 +15,7 @@ use tcp_bth_io::sim::{Direction, Pair};
 const LEN: usize = 20_000;
 
 /// An established pair over a direct wire, A to B.
-fn wire(seed: u64, bth: bool) -> Wire {
+fn wire(seed: u64, bth: bool) -> BackToBack {
     let (a, b) = configs(seed, |a, b| {
         a.bth = bth;
         b.bth = bth;
@@ -23,7 +23,7 @@ fn wire(seed: u64, bth: bool) -> Wire {
     let mut pair = Pair::new(a, b, quiet_link());
     assert!(pair.establish(Duration::from_secs(1)));
     let Pair { a, b, now, .. } = pair;
-    Wire::new(a, b.expect("accepted"), now)
+    BackToBack::new(a, b.expect("accepted"), now)
 }
 
 /// A filter that drops the first A→B segment carrying data, once.

@@ -5,7 +5,7 @@
 use bth_tests::*;
 use std::time::Duration;
 use tcp_bth::wire::{TcpFlags, TcpRepr};
-use tcp_bth::{ConnError, Connection, ConnectionError, Mode, State};
+use tcp_bth::{CallError, Connection, ConnectionError, Mode, State};
 use tcp_bth_io::sim::{LinkConfig, SimLink};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -28,7 +28,7 @@ fn plain_transfer(a_bth: bool, b_bth: bool) {
     assert_eq!(p.b().mode(), Mode::Plain);
     // BTH verbs are refused in a plain connection, with a clear error.
     let refused = p.a.post_recv(1, vec![7; 8]).unwrap_err();
-    assert_eq!(refused.kind, ConnError::NotBth);
+    assert_eq!(refused.kind, CallError::NotBth);
     assert_eq!(refused.buf, vec![7; 8], "the buffer comes back");
     let to_b = pattern(1, 300_000);
     let to_a = pattern(2, 100_000);
@@ -67,7 +67,7 @@ fn simultaneous_open() {
     let now = Duration::from_millis(1);
     let a = Connection::connect(a_cfg, now);
     let b = Connection::connect(b_cfg, now);
-    let mut w = Wire::new(a, b, now);
+    let mut w = BackToBack::new(a, b, now);
     let ok = w.run(
         SEC,
         |_, _, p| Some(p),

@@ -10,8 +10,8 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
-use tcp_bth::{Config, Mode, State};
-use tcp_bth_io::tun::{enter_netns, Driver, Endpoint, Offload, TunConfig, TunDevice};
+use tcp_bth::{Config, Connection, ConnectionHandle, Endpoint, EndpointConfig, Mode, State};
+use tcp_bth_io::tun::{enter_netns, Driver, Offload, TunConfig, TunDevice};
 
 const TUN_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
@@ -27,7 +27,55 @@ fn tun_in(ns: &str) -> Driver {
         offload: Offload::None,
     })
     .expect("create TUN");
-    Driver::new(tun, STACK_ADDR).expect("io_uring driver")
+    Driver::open(tun).expect("io_uring driver")
+}
+
+/// Which side of the handshake [`run_one`] plays.
+enum Side {
+    Connect(Config),
+    /// Accept the first connection to `cfg.local_port`, then stop listening.
+    Listen(Config),
+}
+
+/// One connection of an endpoint at [`STACK_ADDR`] served by `d` until `app` is done (or
+/// `limit` passes): `app` gets it every turn once it exists. Returns the connection.
+fn run_one(
+    d: &mut Driver,
+    side: Side,
+    limit: Duration,
+    mut app: impl FnMut(&mut Connection, Duration) -> bool,
+) -> Connection {
+    let mut ep = Endpoint::new(EndpointConfig {
+        local: vec![IpPair::V4 {
+            src: STACK_ADDR.octets(),
+            dst: [0; 4],
+        }],
+        max_packet: d.max_packet(),
+        rx_queue: d.rx_queue(),
+        ..EndpointConfig::default()
+    });
+    let (mut handle, mut listening): (Option<ConnectionHandle>, _) = (None, None);
+    match side {
+        Side::Connect(cfg) => handle = Some(ep.connect(d.now(), cfg).expect("connect")),
+        Side::Listen(cfg) => {
+            listening = Some(cfg.local_port);
+            ep.listen(cfg.local_port, cfg).expect("listen");
+        }
+    }
+    let mut one = |ep: &mut Endpoint, now: Duration| {
+        if handle.is_none() {
+            handle = ep.accept();
+            if let (Some(_), Some(port)) = (handle, listening) {
+                ep.stop_listening(port);
+            }
+        }
+        match handle.and_then(|h| ep.conn_mut(h)) {
+            Some(c) => app(c, now),
+            None => false,
+        }
+    };
+    d.serve(&mut ep, &mut one, limit).expect("run to the end");
+    handle.and_then(|h| ep.release(h)).expect("a connection")
 }
 
 /// Our side of a plain-TCP exchange: receive `expect` bytes, send `reply`, close in order.
@@ -68,11 +116,12 @@ fn kernel_client_to_our_server() {
                 ..Config::default()
             };
             let (mut got, mut sent) = (Vec::new(), false);
-            let conn = d
-                .run(Endpoint::Listen(cfg), Duration::from_secs(60), |c, _| {
-                    serve_exchange(c, &mut got, expect, &reply, &mut sent)
-                })
-                .expect("server run");
+            let conn = run_one(
+                &mut d,
+                Side::Listen(cfg),
+                Duration::from_secs(60),
+                |c, _| serve_exchange(c, &mut got, expect, &reply, &mut sent),
+            );
             (got, conn.mode(), d.stats)
         })
     };
@@ -154,8 +203,11 @@ fn our_client_to_kernel_server() {
                 ..Config::default()
             };
             let (mut got, mut queued, mut closed) = (Vec::new(), false, false);
-            let conn = d
-                .run(Endpoint::Connect(cfg), Duration::from_secs(60), |c, _| {
+            let conn = run_one(
+                &mut d,
+                Side::Connect(cfg),
+                Duration::from_secs(60),
+                |c, _| {
                     if c.mode() == Mode::Plain && !queued {
                         c.send_bytes(&data).unwrap();
                         queued = true;
@@ -166,8 +218,8 @@ fn our_client_to_kernel_server() {
                         closed = true;
                     }
                     closed && matches!(c.state(), State::TimeWait | State::Closed)
-                })
-                .expect("client run");
+                },
+            );
             (got, conn.mode())
         })
     };

@@ -794,7 +794,7 @@ fn zero_length_immediates_mixed_with_data_through_loss_and_reordering() {
 }
 
 // Two core bugs these tests found, reduced to one dropped segment on a back-to-back pair
-// (`Wire`). Each test asserts IB RC behaviour; both failed before the fix (the refusal waits
+// (`BackToBack`). Each test asserts IB RC behaviour; both failed before the fix (the refusal waits
 // for the cumulative point in rx_bth.rs; `Connection::fail` flushes what lies beyond a hole).
 
 /// A's data segments (payload not empty), in transmission order, for a filter.
@@ -819,14 +819,14 @@ fn drop_nth_data(
     }
 }
 
-fn wire(seed: u64) -> Wire {
+fn wire(seed: u64) -> BackToBack {
     let (a, b) = configs(seed, |_, _| {});
-    Wire::established(a, b, Duration::from_millis(1))
+    BackToBack::established(a, b, Duration::from_millis(1))
 }
 
 /// Both sides' completions until both are closed.
 fn wire_to_failure(
-    w: &mut Wire,
+    w: &mut BackToBack,
     filter: impl FnMut(tcp_bth::pair::Direction, Duration, Vec<u8>) -> Option<Vec<u8>>,
 ) -> (Vec<Completion>, Vec<Completion>) {
     let (mut a, mut b) = (Vec::new(), Vec::new());

@@ -65,13 +65,15 @@ fn line_chart(
         .iter()
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map_or(x0, |p| p.0);
-    let right_half = match log_x {
-        true => top.ln() - x0.ln() > x1.ln() - top.ln(),
-        false => top - x0 > x1 - top,
+    let right_half = if log_x {
+        top.ln() - x0.ln() > x1.ln() - top.ln()
+    } else {
+        top - x0 > x1 - top
     };
-    let legend_at = match right_half {
-        true => SeriesLabelPosition::UpperLeft,
-        false => SeriesLabelPosition::UpperRight,
+    let legend_at = if right_half {
+        SeriesLabelPosition::UpperLeft
+    } else {
+        SeriesLabelPosition::UpperRight
     };
     let mut ticks: Vec<f64> = pts.iter().map(|p| p.0).collect();
     ticks.sort_by(f64::total_cmp);

@@ -103,9 +103,10 @@ pub fn super_packet(mtu: u32) -> Vec<u8> {
     pkt[at..at + 2].copy_from_slice(&sum.to_be_bytes());
     // One segment (MTU 32,768 and up) is a plain packet, as our stack writes it: the kernel
     // refuses a GSO packet no larger than its gso_size.
-    let (gso_type, gso_size) = match payload > seg as usize {
-        true => (GSO_TCPV4, seg as u16),
-        false => (GSO_NONE, 0),
+    let (gso_type, gso_size) = if payload > seg as usize {
+        (GSO_TCPV4, seg as u16)
+    } else {
+        (GSO_NONE, 0)
     };
     let h = VnetHdr {
         flags: F_NEEDS_CSUM,

@@ -189,7 +189,7 @@ pub struct RunRecord {
     /// outstanding ([`cells::bulk_depth`]).
     pub kernel_max_outq: Option<u64>,
     /// The whole machine's CPU seconds over the run, setup and teardown included, from
-    /// `/proc/stat` ([`machine_cpu`]): both sides, the relay and softirq work alike; and of it,
+    /// `/proc/stat` (`compare::machine_cpu`): both sides, the relay and softirq work alike; and of it,
     /// softirq. None if `/proc/stat` could not be read.
     pub machine_cpu_s: Option<f64>,
     pub machine_softirq_s: Option<f64>,
@@ -382,9 +382,10 @@ pub fn run_cell(
     mut progress: impl FnMut(&RunRecord),
 ) -> io::Result<Vec<RunRecord>> {
     let link = cell.link.link_config(seed).map_err(io::Error::other)?;
-    let mut shared = match cell.link.per_run_topology() {
-        false => Some(TwoNs::create_mtu(prefix, link.clone(), cell.mtu)?),
-        true => None,
+    let mut shared = if !cell.link.per_run_topology() {
+        Some(TwoNs::create_mtu(prefix, link.clone(), cell.mtu)?)
+    } else {
+        None
     };
     // Threads spawned while this guard lives inherit the stacks' cores.
     let pinned = match &shared {
@@ -428,9 +429,10 @@ pub fn run_cell(
 
 /// Pin `ns`'s relay and the calling thread if the cell asks for it (`--pin-relay`).
 pub(crate) fn pin(ns: &TwoNs, cell: &Cell) -> io::Result<Option<Pinned>> {
-    match cell.pin_relay {
-        true => ns.pin(),
-        false => Ok(None),
+    if cell.pin_relay {
+        ns.pin()
+    } else {
+        Ok(None)
     }
 }
 

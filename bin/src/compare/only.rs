@@ -27,9 +27,10 @@ impl Only {
 
     /// Whether `pattern` picks the cell `id`, with `ids` every id of the plan.
     fn picks(pattern: &str, id: &str, ids: &[&str]) -> bool {
-        match ids.contains(&pattern) {
-            true => id == pattern,
-            false => id.contains(pattern),
+        if ids.contains(&pattern) {
+            id == pattern
+        } else {
+            id.contains(pattern)
         }
     }
 

@@ -276,9 +276,10 @@ pub enum Poll {
 impl Poll {
     /// Poll only where the probe's two threads are the only busy ones.
     pub fn for_topology(ns: &TwoNs) -> Poll {
-        match ns.has_relay() {
-            true => Poll::Never,
-            false => Poll::BetweenPackets,
+        if ns.has_relay() {
+            Poll::Never
+        } else {
+            Poll::BetweenPackets
         }
     }
 }

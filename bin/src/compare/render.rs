@@ -44,9 +44,10 @@ pub fn pinning_line(records: &[super::RunRecord]) -> String {
         .collect();
     pinned.sort_unstable();
     pinned.dedup();
-    match pinned.is_empty() {
-        true => String::new(),
-        false => format!("relay cells pinned (--pin-relay): {}\n", pinned.join("; ")),
+    if pinned.is_empty() {
+        String::new()
+    } else {
+        format!("relay cells pinned (--pin-relay): {}\n", pinned.join("; "))
     }
 }
 

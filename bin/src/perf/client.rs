@@ -56,9 +56,10 @@ impl Role for ClientRole {
     }
 
     fn progress(&self, side: &Side) -> (u64, Option<u64>) {
-        match side.cfg.plain {
-            true => self.plain.progress(side),
-            false => side.progress(),
+        if side.cfg.plain {
+            self.plain.progress(side)
+        } else {
+            side.progress()
         }
     }
 }

@@ -364,9 +364,10 @@ fn never_answered(
                 .filter_map(|h| ep.conn(*h))
                 .collect();
             let silent = conns.iter().filter(|c| c.stats().segments_in == 0).count();
-            let which = match silent == conns.len() {
-                true => String::new(),
-                false => format!(" on {silent} of {} connections", conns.len()),
+            let which = if silent == conns.len() {
+                String::new()
+            } else {
+                format!(" on {silent} of {} connections", conns.len())
             };
             (silent > 0).then(|| {
                 format!(

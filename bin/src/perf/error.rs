@@ -3,7 +3,7 @@
 use super::ctrl::CtrlError;
 use super::PerfOp;
 use bth_placement::WcStatus;
-use tcp_bth::{ConnError, ConnectionError, WcOp};
+use tcp_bth::{CallError, ConnectionError, WcOp};
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -14,13 +14,13 @@ pub enum PerfError {
     Connection(#[from] ConnectionError),
     /// The stack refused a post (SEND, WRITE, READ or receive buffer).
     #[error(transparent)]
-    Post(ConnError),
+    Post(CallError),
     /// The stack refused to register a memory region.
     #[error(transparent)]
-    Register(ConnError),
+    Register(CallError),
     /// The server's reply to request `msg` was refused ([`PerfOp::SendRecv`]).
     #[error("reply {msg}: {source}")]
-    Reply { msg: u64, source: ConnError },
+    Reply { msg: u64, source: CallError },
     #[error("peer does not speak tcp_bth")]
     PeerNotBth,
     #[error("tcp_bth negotiated in plain mode")]

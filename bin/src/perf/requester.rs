@@ -174,15 +174,14 @@ impl Requester {
             }),
         };
         if let Some(op) = wr_op {
-            let buf = match self.cfg.verify {
-                true => self.verified_payload(i),
-                false => {
-                    let cfg = &self.cfg;
-                    let zeros = self
-                        .zeros
-                        .get_or_insert_with(|| Bytes::from(payload(cfg, i)));
-                    zeros.clone()
-                }
+            let buf = if self.cfg.verify {
+                self.verified_payload(i)
+            } else {
+                let cfg = &self.cfg;
+                let zeros = self
+                    .zeros
+                    .get_or_insert_with(|| Bytes::from(payload(cfg, i)));
+                zeros.clone()
             };
             c.post_send(WorkRequest {
                 wr_id: i,

@@ -6,8 +6,8 @@
 
 use super::ctrl::CTRL_MAX;
 use super::{PerfConfig, PerfError, PerfOp, REPLY_LEN};
-use bth_placement::PostError;
-use tcp_bth::{ConnError, Connection};
+
+use tcp_bth::{CallError, Connection};
 
 /// Buffers posted beyond the data's for control messages: at most two can be on their way at
 /// once (done and statistics at the end).
@@ -77,7 +77,14 @@ impl RecvPool {
                 Ok(()) => {}
                 // The stack's limit of posted receives (`Config::max_posted_recvs`): the rest
                 // is posted as these complete.
-                Err(e) if matches!(e.kind, ConnError::Placement(PostError::Full { .. })) => break,
+                Err(e)
+                    if matches!(
+                        e.kind,
+                        CallError::Placement(bth_placement::PostRecvError::Full { .. })
+                    ) =>
+                {
+                    break
+                }
                 Err(e) => return Err(PerfError::Post(e.kind)),
             }
             self.posted += 1;

@@ -247,10 +247,10 @@ fn a_lost_last_ack_is_answered_from_time_wait_with_both_ends_in_process() {
 
 fn lost_last_ack(in_process: Option<ServersClosed>) {
     use std::cell::Cell;
-    use tcp_bth::pair::Wire;
+    use tcp_bth::pair::BackToBack;
     use tcp_bth::wire::TcpRepr;
     let (a, b) = pair_configs(7);
-    let mut w = Wire::established(a, b, Duration::from_millis(1));
+    let mut w = BackToBack::established(a, b, Duration::from_millis(1));
     let mut cl = Client::new(PerfConfig {
         count: 8,
         ..cfg(PerfOp::Send)
@@ -306,10 +306,10 @@ fn lost_last_ack(in_process: Option<ServersClosed>) {
 /// server has closed, not three RTOs (600 ms at the minimum RTO) after; alone, it lingers.
 #[test]
 fn an_in_process_client_stops_lingering_once_its_server_has_closed() {
-    use tcp_bth::pair::Wire;
+    use tcp_bth::pair::BackToBack;
     let linger = |in_process: bool| -> Duration {
         let (a, b) = pair_configs(7);
-        let mut w = Wire::established(a, b, Duration::from_millis(1));
+        let mut w = BackToBack::established(a, b, Duration::from_millis(1));
         let run = PerfConfig {
             count: 8,
             ..cfg(PerfOp::Send)

@@ -117,9 +117,10 @@ pub fn run_local(
         connection,
     };
     // Both sides' threads, spawned below, inherit the cores this leaves the caller.
-    let pinned = match pin_relay {
-        true => ns.pin().map_err(|e| format!("--pin-relay: {e}"))?,
-        false => None,
+    let pinned = if pin_relay {
+        ns.pin().map_err(|e| format!("--pin-relay: {e}"))?
+    } else {
+        None
     };
     if pin_relay && pinned.is_none() {
         say("--pin-relay: this process may use one CPU only, nothing pinned".into());
@@ -211,12 +212,11 @@ pub fn run_local(
                     "; {c} with a bit flipped, {s} with payload words swapped (checksum-neutral)"
                 ),
             },
-            match sprayed {
-                // Spraying reorders by the paths' delays, packet by packet: not a hold-back.
-                true =>
-                    " (reordered: --relay-reorder's hold-backs; the spraying below \
-                         reorders by path delay and is not counted there)",
-                false => "",
+            if sprayed {
+                " (reordered: --relay-reorder's hold-backs; the spraying below \
+            reorders by path delay and is not counted there)"
+            } else {
+                ""
             }
         ));
         for (dir, paths) in [("a->b", &st.a_to_b_paths), ("b->a", &st.b_to_a_paths)] {
@@ -239,9 +239,10 @@ fn device_drops_line(client: Option<u64>, server: Option<u64>, topology: Option<
     let parts = [client, server, topology];
     let n = |v: Option<u64>| v.map_or_else(|| "unreadable".to_string(), |v| v.to_string());
     let sum: u64 = parts.iter().flatten().sum();
-    let total = match parts.iter().all(Option::is_some) {
-        true => sum.to_string(),
-        false => format!("at least {sum}"),
+    let total = if parts.iter().all(Option::is_some) {
+        sum.to_string()
+    } else {
+        format!("at least {sum}")
     };
     format!(
         "devices: {total} packets dropped (client's TUN device {}, server's {}, the other \

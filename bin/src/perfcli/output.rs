@@ -127,9 +127,10 @@ fn peer_lines(peer: &str, sum: &PerfReport, reads_only: bool) -> Vec<String> {
              run, whose client sends none)"
         )];
     };
-    let served = match reads_only && p.messages == 0 {
-        true => " (it answered this side's READs, which are counted here, where they complete)",
-        false => "",
+    let served = if reads_only && p.messages == 0 {
+        " (it answered this side's READs, which are counted here, where they complete)"
+    } else {
+        ""
     };
     let mut out = vec![format!(
         "{peer} (as it reported at its close): {} messages, {} bytes, {} verified, {} \

@@ -1,11 +1,11 @@
 //! Errors, split by whose they are (rustls' rule): [`ConnectionError`] says why a connection
 //! ended and is reported once ([`Event::Closed`](super::Event::Closed),
-//! [`Connection::error`](super::Connection::error)); [`ConnError`] says why one call was refused
+//! [`Connection::error`](super::Connection::error)); [`CallError`] says why one call was refused
 //! and leaves the connection as it was. A refused call that took a buffer hands it back in a
 //! [`Rejected`].
 
 use super::Unreachable;
-use bth_framer::PostError;
+use bth_framer::WrError;
 use bth_placement::MrError;
 use std::fmt;
 use tcp_bth_wire::Nak;
@@ -115,7 +115,7 @@ impl ConnectionError {
 /// Why a call was refused. The connection is unchanged by the refusal.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
-pub enum ConnError {
+pub enum CallError {
     /// The connection has ended with this error.
     #[error("connection ended: {0}")]
     Ended(ConnectionError),
@@ -130,10 +130,10 @@ pub enum ConnError {
     NotEstablished,
     /// The framer refused the work request (size, sequence space, range).
     #[error("work request refused: {0}")]
-    Post(#[from] PostError),
+    Post(#[from] WrError),
     /// Placement refused the receive buffer or READ sink (queue full, bad length).
     #[error("receive side refused the buffer: {0}")]
-    Placement(#[from] bth_placement::PostError),
+    Placement(#[from] bth_placement::PostRecvError),
     #[error("memory region: {0}")]
     Mr(#[from] MrError),
     #[error("RDMA READ is posted with post_read, not post_send")]
@@ -144,12 +144,12 @@ pub enum ConnError {
 #[derive(Clone, PartialEq, Eq, Error)]
 #[error("{kind}")]
 pub struct Rejected<B> {
-    pub kind: ConnError,
+    pub kind: CallError,
     pub buf: B,
 }
 
 impl<B> Rejected<B> {
-    pub(super) fn new(kind: impl Into<ConnError>, buf: B) -> Rejected<B> {
+    pub(super) fn new(kind: impl Into<CallError>, buf: B) -> Rejected<B> {
         Rejected {
             kind: kind.into(),
             buf,

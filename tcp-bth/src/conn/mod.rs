@@ -36,7 +36,7 @@ mod recv;
 mod rx_bth;
 mod rx_plain;
 mod send;
-mod timer;
+mod timer_table;
 mod timers;
 mod verbs;
 
@@ -48,7 +48,7 @@ use crate::wire::{MsgClass, Nak, Opcode};
 pub use bth_placement::{Cqe as Completion, WcOp, WcStatus};
 pub use chrono::SendLimits;
 use cq::CompletionQueue;
-pub use error::{ConnError, ConnectionError, PostBufError, PostSendError, RegisterError, Rejected};
+pub use error::{CallError, ConnectionError, PostBufError, PostSendError, RegisterError, Rejected};
 pub use events::Event;
 use handshake::{Negotiated, Syn};
 use recovery::RecoveryStats;
@@ -57,7 +57,7 @@ use rx_bth::BthRx;
 use rx_plain::PlainRx;
 use send::SendState;
 use std::time::Duration;
-use timer::{Timer, TimerTable};
+use timer_table::{Timer, TimerTable};
 pub use verbs::Sge;
 
 /// A connection's share of the receiving device's queue ([`Connection::set_rx_share`]).
@@ -285,8 +285,9 @@ const IPV6_EXTRA_HEADER: u16 = 20;
 /// The smallest MSS a connection uses (RFC 9293's 536 is for IPv4 without options; this
 /// leaves room for the 40 bytes of BTH options and some payload).
 const MIN_MSS: u16 = 128;
-/// 65,535 − 20 (IPv4) − 20 (TCP header). The MSS counts options and payload alike (RFC 6691):
-/// a data segment's payload leaves room for the 40 bytes of options (`payload_mss`).
+/// 65,535 − 20 (IPv4) − 20 (TCP header). As RFC 6691 has it, the MSS is reckoned from the
+/// fixed headers and counts no options: a sender takes its options off it to size a data
+/// segment's payload (`payload_mss`: 40 bytes in BTH mode).
 pub(crate) const MAX_MSS: u16 = 65_495;
 
 pub struct Connection {
@@ -338,11 +339,11 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     fn new(cfg: Config, now: Duration, state: State) -> Connection {
         let iss = crate::isn::isn(&cfg.isn_key, now, cfg.ip, cfg.local_port, cfg.remote_port);
-        Connection::with_iss(cfg, now, state, iss)
+        Connection::with_iss(cfg, state, iss)
     }
 
     /// A connection whose initial sequence number is given (a SYN cookie's, `passive.rs`).
-    fn with_iss(mut cfg: Config, _now: Duration, state: State, iss: u32) -> Connection {
+    fn with_iss(mut cfg: Config, state: State, iss: u32) -> Connection {
         if matches!(cfg.ip, crate::wire::IpPair::V6 { .. }) {
             // `Config::mss` is MTU − 40 (IPv4 and TCP headers); IPv6's header is 20 bytes
             // longer, so the same MTU holds 20 fewer bytes of segment.
@@ -571,9 +572,10 @@ impl Connection {
             _ => (12, true),
         };
         let segment = u32::from(self.cfg.mss).saturating_sub(reserve).max(64);
-        let packet = match share.whole_super_segments && supers {
-            true => self.rcv.packet_bytes.max(segment),
-            false => segment,
+        let packet = if share.whole_super_segments && supers {
+            self.rcv.packet_bytes.max(segment)
+        } else {
+            segment
         };
         u64::from(packet)
     }
@@ -586,9 +588,10 @@ impl Connection {
         self.rcv.device = share;
     }
 
-    /// Payload bytes per data segment. MSS counts no options (RFC 6691), so the sender takes
-    /// its own options off: in BTH mode the largest option is 40 bytes (SACK blocks are only
-    /// added within that budget); in plain mode 12 for timestamps, and SACK rides on pure ACKs.
+    /// Payload bytes per data segment. The MSS counts no options (RFC 6691), so the sender
+    /// takes its own options off: in BTH mode the largest option is 40 bytes (SACK blocks are
+    /// only added within that budget); in plain mode 12 for timestamps, and SACK rides on pure
+    /// ACKs.
     fn payload_mss(&self) -> u32 {
         let mss = u32::from(self.neg.peer_mss.min(self.cfg.mss));
         let reserve = match self.mode {

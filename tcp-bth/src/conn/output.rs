@@ -271,9 +271,10 @@ impl Connection {
         }
         // What binds when the data is held: the smaller of the two windows (cwnd on a tie,
         // and while lost segments wait for it).
-        let binding = match resend_held || room_cwnd <= room_wnd {
-            true => Limit::Cwnd,
-            false => Limit::PeerWindow,
+        let binding = if resend_held || room_cwnd <= room_wnd {
+            Limit::Cwnd
+        } else {
+            Limit::PeerWindow
         };
         // Wait for a full segment's room rather than sending runts (Nagle-like).
         let (pipe, unsent) = (self.snd.rec.pipe(), end - self.snd.nxt);
@@ -310,9 +311,10 @@ impl Connection {
         let Some(body) = body else {
             // A READ request is one indivisible 16-byte segment: wait for that much room.
             self.arm_persist(now);
-            let by = match granted < room {
-                true => Limit::Grant,
-                false => binding,
+            let by = if granted < room {
+                Limit::Grant
+            } else {
+                binding
             };
             self.snd.chrono.enter(now, Some(by));
             return None;

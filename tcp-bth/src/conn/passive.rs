@@ -95,7 +95,7 @@ impl Connection {
         cfg.remote_port = seg.src_port;
         let offer_ts = cfg.timestamps;
         let mut c = match iss {
-            Some(iss) => Connection::with_iss(cfg, now, State::SynReceived, iss),
+            Some(iss) => Connection::with_iss(cfg, State::SynReceived, iss),
             None => Connection::new(cfg, now, State::SynReceived),
         };
         c.rcv.irs = seg.seq;
@@ -129,7 +129,7 @@ impl Connection {
     ) -> Connection {
         cfg.remote_port = remote_port;
         let offer_ts = cfg.timestamps;
-        let mut c = Connection::with_iss(cfg, now, State::SynReceived, iss);
+        let mut c = Connection::with_iss(cfg, State::SynReceived, iss);
         c.set_tsval(now, tsval);
         c.rcv.irs = peer.irs;
         c.negotiate(now, &peer.options(peer_tsval), offer_ts);

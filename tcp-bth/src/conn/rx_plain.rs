@@ -81,12 +81,12 @@ impl Connection {
     }
 
     /// Queue bytes to send; returns how many were taken.
-    pub fn send_bytes(&mut self, data: &[u8]) -> Result<usize, ConnError> {
+    pub fn send_bytes(&mut self, data: &[u8]) -> Result<usize, CallError> {
         if self.mode != Mode::Plain {
             return Err(if self.mode == Mode::Pending {
-                ConnError::NotEstablished
+                CallError::NotEstablished
             } else {
-                ConnError::NotPlain
+                CallError::NotPlain
             });
         }
         self.require_open()?;

@@ -5,7 +5,7 @@
 //! arguments) or after an orderly close.
 
 use super::*;
-use bth_framer::{PostError, WorkRequest, WrOp};
+use bth_framer::{WorkRequest, WrError, WrOp};
 use bth_placement::{Access, MrHandle};
 
 /// A range of one of our registered regions: `offset` bytes from its start, `len` bytes.
@@ -23,29 +23,29 @@ enum Admit {
 }
 
 impl Connection {
-    fn require_bth(&self) -> Result<(), ConnError> {
+    fn require_bth(&self) -> Result<(), CallError> {
         match self.mode {
             Mode::Bth { .. } => Ok(()),
-            Mode::Plain => Err(ConnError::NotBth),
-            Mode::Pending => Err(ConnError::NotEstablished),
+            Mode::Plain => Err(CallError::NotBth),
+            Mode::Pending => Err(CallError::NotEstablished),
         }
     }
 
     /// New work is refused after `close()` and in TIME-WAIT / CLOSED after an orderly close.
-    pub(super) fn require_open(&self) -> Result<(), ConnError> {
+    pub(super) fn require_open(&self) -> Result<(), CallError> {
         if let Some(e) = &self.error {
-            return Err(ConnError::Ended(e.clone()));
+            return Err(CallError::Ended(e.clone()));
         }
         if self.snd.fin != handshake::Fin::None
             || matches!(self.state, State::Closed | State::TimeWait)
         {
-            return Err(ConnError::Closed);
+            return Err(CallError::Closed);
         }
         Ok(())
     }
 
     /// BTH mode and a QP that takes work: open, or failed (then the post completes flushed).
-    fn admit(&self) -> Result<Admit, ConnError> {
+    fn admit(&self) -> Result<Admit, CallError> {
         if self.error.is_some() && self.mode != Mode::Plain {
             return Ok(Admit::Flush);
         }
@@ -78,7 +78,7 @@ impl Connection {
     /// Register `buf` as a memory region; on refusal the buffer comes back.
     pub fn register_mr(&mut self, buf: Vec<u8>, access: Access) -> Result<MrHandle, RegisterError> {
         let RxPath::Bth(rx) = &mut self.rx else {
-            return Err(Rejected::new(ConnError::NotBth, buf));
+            return Err(Rejected::new(CallError::NotBth, buf));
         };
         rx.placement
             .regions_mut()
@@ -86,9 +86,9 @@ impl Connection {
             .map_err(|r| Rejected::new(r.error, r.buf))
     }
 
-    pub fn deregister_mr(&mut self, rkey: u32) -> Result<Vec<u8>, ConnError> {
+    pub fn deregister_mr(&mut self, rkey: u32) -> Result<Vec<u8>, CallError> {
         let RxPath::Bth(rx) = &mut self.rx else {
-            return Err(ConnError::NotBth);
+            return Err(CallError::NotBth);
         };
         Ok(rx.placement.regions_mut().deregister(rkey)?)
     }
@@ -105,9 +105,9 @@ impl Connection {
     /// needs LOCAL_WRITE). The rkey stays the same, so a peer's later READ sees the new bytes
     /// without a new registration. As in verbs, writing a region while a peer's WRITE or READ
     /// of it is in flight gives whatever bytes were there when each segment was served.
-    pub fn mr_write(&mut self, rkey: u32, offset: usize, data: &[u8]) -> Result<(), ConnError> {
+    pub fn mr_write(&mut self, rkey: u32, offset: usize, data: &[u8]) -> Result<(), CallError> {
         let RxPath::Bth(rx) = &mut self.rx else {
-            return Err(ConnError::NotBth);
+            return Err(CallError::NotBth);
         };
         Ok(rx.placement.regions_mut().write_local(rkey, offset, data)?)
     }
@@ -120,9 +120,9 @@ impl Connection {
     /// copy is the bytes' one user-space copy on send (`Stats::tx_payload_staged`): their
     /// segments leave from it without another where the driver gathers. On refusal nothing
     /// is posted.
-    pub fn post_send_sg(&mut self, wr_id: u64, op: WrOp, sg: &[Sge]) -> Result<u16, ConnError> {
+    pub fn post_send_sg(&mut self, wr_id: u64, op: WrOp, sg: &[Sge]) -> Result<u16, CallError> {
         let RxPath::Bth(rx) = &self.rx else {
-            return Err(ConnError::NotBth);
+            return Err(CallError::NotBth);
         };
         let regions = rx.placement.regions();
         let mut ranges = Vec::with_capacity(sg.len());
@@ -144,7 +144,7 @@ impl Connection {
         let total: u64 = ranges.iter().map(|r| r.len() as u64).sum();
         let max = self.snd.framer.max_message_len();
         if total > u64::from(max) {
-            return Err(ConnError::Post(bth_framer::PostError::TooLarge {
+            return Err(CallError::Post(bth_framer::WrError::TooLarge {
                 len: total,
                 max,
             }));
@@ -171,7 +171,7 @@ impl Connection {
             return Ok(());
         }
         let RxPath::Bth(rx) = &mut self.rx else {
-            return Err(Rejected::new(ConnError::NotBth, buf));
+            return Err(Rejected::new(CallError::NotBth, buf));
         };
         rx.placement
             .post_recv(wr_id, buf)
@@ -193,7 +193,7 @@ impl Connection {
         let class = match wr.op {
             WrOp::Send { .. } => MsgClass::Send,
             WrOp::RdmaWrite { .. } => MsgClass::Write,
-            WrOp::RdmaRead { .. } => return Err(Rejected::new(ConnError::ReadViaPostSend, wr)),
+            WrOp::RdmaRead { .. } => return Err(Rejected::new(CallError::ReadViaPostSend, wr)),
         };
         match self.admit() {
             Err(e) => return Err(Rejected::new(e, wr)),
@@ -242,10 +242,10 @@ impl Connection {
         let len = u32::try_from(sink.len()).unwrap_or(u32::MAX);
         let max = self.cfg.max_message_len.min(crate::wire::MAX_MESSAGE_LEN);
         if len > max {
-            return Err(Rejected::new(PostError::ReadTooLarge { len, max }, sink));
+            return Err(Rejected::new(WrError::ReadTooLarge { len, max }, sink));
         }
         let RxPath::Bth(rx) = &mut self.rx else {
-            return Err(Rejected::new(ConnError::NotBth, sink));
+            return Err(Rejected::new(CallError::NotBth, sink));
         };
         let msn = self
             .snd

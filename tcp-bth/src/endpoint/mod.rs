@@ -160,10 +160,11 @@ pub struct EndpointStats {
     pub tx_payload_copied: u64,
 }
 
-/// Why [`Endpoint::connect`] refused.
+/// Why [`Endpoint::connect`] or [`Endpoint::listen`] refused to open a connection or a
+/// listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
-pub enum ConnectError {
+pub enum OpenError {
     #[error("a connection with this 4-tuple exists")]
     TupleInUse,
     #[error("no free local port toward this peer")]
@@ -243,8 +244,8 @@ impl Endpoint {
 
     /// Accept connections on `port`; each gets a copy of `template` with its addresses and
     /// the peer's port. Refused (nothing changes) when the template's packets would be longer
-    /// than the data path carries ([`ConnectError::MssTooLarge`]).
-    pub fn listen(&mut self, port: u16, template: Config) -> Result<(), ConnectError> {
+    /// than the data path carries ([`OpenError::MssTooLarge`]).
+    pub fn listen(&mut self, port: u16, template: Config) -> Result<(), OpenError> {
         self.check_packet_size(&template)?;
         self.largest_mss = self.largest_mss.max(template.mss);
         self.listeners.insert(
@@ -257,10 +258,10 @@ impl Endpoint {
         Ok(())
     }
 
-    fn check_packet_size(&self, cfg: &Config) -> Result<(), ConnectError> {
+    fn check_packet_size(&self, cfg: &Config) -> Result<(), OpenError> {
         let needs = cfg.largest_packet();
         if needs > self.cfg.max_packet {
-            return Err(ConnectError::MssTooLarge {
+            return Err(OpenError::MssTooLarge {
                 mss: cfg.mss,
                 needs,
                 max: self.cfg.max_packet,
@@ -327,9 +328,9 @@ impl Endpoint {
         &mut self,
         now: Duration,
         mut cfg: Config,
-    ) -> Result<ConnectionHandle, ConnectError> {
+    ) -> Result<ConnectionHandle, OpenError> {
         if self.table.len() >= self.cfg.max_connections {
-            return Err(ConnectError::TooManyConnections);
+            return Err(OpenError::TooManyConnections);
         }
         self.check_packet_size(&cfg)?;
         if cfg.local_port == 0 {
@@ -339,7 +340,7 @@ impl Endpoint {
             .find(cfg.ip, cfg.local_port, cfg.remote_port)
             .is_some()
         {
-            return Err(ConnectError::TupleInUse);
+            return Err(OpenError::TupleInUse);
         }
         self.largest_mss = self.largest_mss.max(cfg.mss);
         let (ip, lp, rp) = (cfg.ip, cfg.local_port, cfg.remote_port);
@@ -351,7 +352,7 @@ impl Endpoint {
 
     /// An ephemeral port (49152..=65535) free toward `remote`, from a secret starting point
     /// (RFC 6056 spirit: not guessable, not reused while in use).
-    fn free_port(&mut self, ip: IpPair, remote_port: u16) -> Result<u16, ConnectError> {
+    fn free_port(&mut self, ip: IpPair, remote_port: u16) -> Result<u16, OpenError> {
         const LOW: u16 = 49152;
         const COUNT: u16 = 16384;
         for _ in 0..COUNT {
@@ -361,7 +362,7 @@ impl Endpoint {
                 return Ok(port);
             }
         }
-        Err(ConnectError::NoPort)
+        Err(OpenError::NoPort)
     }
 
     /// The next connection whose handshake completed, oldest first.
@@ -452,7 +453,7 @@ impl Endpoint {
         if let Some(c) = self.table.touch(h) {
             c.handle_icmp(now, q.error, q.seq);
         }
-        self.after_input(now, h);
+        self.after_input(h);
     }
 
     fn is_local(&self, received: IpPair) -> bool {
@@ -481,7 +482,7 @@ impl Endpoint {
             if let Some(c) = self.table.touch(h) {
                 c.handle_segment_checked(now, tcp, verified);
             }
-            self.after_input(now, h);
+            self.after_input(h);
             return;
         }
         let Ok(seg) = TcpRepr::parse(tcp, (!verified).then_some(ip)) else {
@@ -517,7 +518,7 @@ impl Endpoint {
             self.stats.syns += 1;
             let key = (ours, seg.dst_port, seg.src_port);
             let h = self.table.insert(conn, key, Phase::HalfOpen, now);
-            self.after_input(now, h);
+            self.after_input(h);
             return;
         }
         if !self.cfg.syn_cookies {
@@ -588,7 +589,7 @@ impl Endpoint {
         if let Some(c) = self.table.touch(h) {
             c.handle_segment_checked(now, raw, verified);
         }
-        self.after_input(now, h);
+        self.after_input(h);
         true
     }
 
@@ -614,7 +615,7 @@ impl Endpoint {
     }
 
     /// A half-open connection's handshake ended: queue it for accept, or drop it.
-    fn after_input(&mut self, now: Duration, h: ConnectionHandle) {
+    fn after_input(&mut self, h: ConnectionHandle) {
         if self.table.phase(h) != Some(Phase::HalfOpen) {
             return;
         }
@@ -625,14 +626,14 @@ impl Endpoint {
             State::SynReceived => {}
             State::Closed => {
                 self.stats.syn_expired += 1;
-                self.drop_conn(now, h);
+                self.drop_conn(h);
             }
             _ if self.accept_q.len() >= self.cfg.backlog => {
                 self.stats.backlog_drops += 1;
                 if let Some(c) = self.table.get_mut(h) {
                     c.abort();
                 }
-                self.drop_conn(now, h);
+                self.drop_conn(h);
             }
             _ => {
                 self.stats.established += 1;
@@ -643,7 +644,7 @@ impl Endpoint {
     }
 
     /// Remove a connection the application never saw, sending what it still has to send.
-    fn drop_conn(&mut self, _now: Duration, h: ConnectionHandle) {
+    fn drop_conn(&mut self, h: ConnectionHandle) {
         self.release(h);
     }
 
@@ -768,7 +769,7 @@ impl Endpoint {
                     c.handle_timeout(now);
                 }
             }
-            self.after_input(now, h);
+            self.after_input(h);
         }
     }
 }

@@ -538,11 +538,11 @@ fn connect_refuses_a_tuple_in_use_and_a_full_table() {
     let mut cfg = client_cfg();
     cfg.local_port = 40000;
     a.connect(now, cfg.clone()).unwrap();
-    assert_eq!(a.connect(now, cfg.clone()), Err(ConnectError::TupleInUse));
+    assert_eq!(a.connect(now, cfg.clone()), Err(OpenError::TupleInUse));
     a.connect(now, client_cfg()).unwrap();
     assert_eq!(
         a.connect(now, client_cfg()),
-        Err(ConnectError::TooManyConnections)
+        Err(OpenError::TooManyConnections)
     );
 }
 
@@ -617,7 +617,7 @@ fn an_mss_larger_than_the_data_path_is_refused_at_connect_and_listen() {
         mss: 1461,
         ..client_cfg()
     };
-    let err = ConnectError::MssTooLarge {
+    let err = OpenError::MssTooLarge {
         mss: 1461,
         needs: 1541,
         max: 1540,

@@ -55,6 +55,7 @@ mod field {
 
 /// Why option bytes were refused (parse) or a value could not be written (emit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum BthError {
     #[error("option truncated: {got} bytes, at least {needed} needed")]
     Truncated { needed: usize, got: usize },

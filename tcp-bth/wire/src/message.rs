@@ -85,6 +85,7 @@ impl ReadRequest {
 
 /// Why a data segment cannot be interpreted as part of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum InboundError {
     #[error("opcode {0} carries no message")]
     NotData(Opcode),

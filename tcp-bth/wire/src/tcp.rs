@@ -1,6 +1,8 @@
-//! TCP segments as the stack sees them: header fields through etherparse, options through our own
-//! parser (etherparse's iterator refuses unknown kinds, and kind 254 is exactly what we need), with
-//! the 40-byte option budget enforced on emit.
+//! TCP segments as the stack sees them: header fields read and written in place by our own
+//! typed view ([`TcpSegment`], `segment.rs`), options through our own parser (etherparse's
+//! option iterator refuses unknown kinds, and kind 254 is exactly what we need), with the
+//! 40-byte option budget enforced on emit. etherparse serves here only as the checksum's
+//! 16-bit word sums (`checksum.rs`); no TCP header goes through it.
 
 use crate::bth::{self, Bth, BthError, BthOption, Timestamps};
 use crate::checksum;
@@ -28,6 +30,7 @@ mod kind {
 
 /// Why TCP option bytes were refused, or options could not be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum TcpOptionError {
     #[error("option kind {kind} at byte {at} runs past the option area")]
     Truncated { kind: u8, at: usize },
@@ -43,6 +46,7 @@ pub enum TcpOptionError {
 
 /// Why a segment was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SegmentError {
     #[error("segment truncated: {got} bytes, header needs {needed}")]
     Truncated { needed: usize, got: usize },

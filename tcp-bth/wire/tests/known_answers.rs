@@ -1,7 +1,8 @@
-//! Known-answer vectors written by hand from the spec table (shared/spec/tcp-bth-option.md), one or
-//! more per option length. ICRC values (over header, extension and payload: amendment 2) were
-//! computed with an independent bitwise CRC32C
-//! (polynomial 0x82F63B78, check value crc32c("123456789") = 0xE3069283), not with this crate.
+//! Known-answer vectors written by hand from the wire spec's table, restated in docs/option.md
+//! ("Byte layout" with its special forms, and "S framing"), one or more per option length. ICRC
+//! values (over header, extension and payload: amendment 2) were computed with an independent
+//! bitwise CRC32C (polynomial 0x82F63B78, check value crc32c("123456789") = 0xE3069283), not
+//! with this crate.
 
 use tcp_bth_wire::{
     Bth, BthError, BthOption, Extension, ExtensionKind, Inbound, InboundError, MsgClass, Nak,

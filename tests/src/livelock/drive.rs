@@ -34,9 +34,9 @@ pub enum FailureKind {
     /// Outstanding work without progress for too long ([`Alarm::Stall`]).
     Stall,
     /// The pair's clock stopped: events kept falling due at one instant
-    /// ([`SAME_INSTANT_LIMIT`]).
+    /// (`SAME_INSTANT_LIMIT`).
     ClockStopped,
-    /// Progress went on, but the work was not done [`FINISH`] after the last step.
+    /// Progress went on, but the work was not done `FINISH` after the last step.
     Unfinished,
     /// Bytes or a completion differ from what was posted.
     Wrong,

@@ -19,7 +19,7 @@
 //!
 //! "Progress" is anything that moved the transfer closer to its end: SND.UNA moving at either
 //! end, new bytes at a receiver (placed by `tcp_bth`, or received in order or out of order in
-//! plain mode), a completion, bytes read by the application ([`drive`]).
+//! plain mode), a completion, bytes read by the application (`drive.rs`).
 //!
 //! Every type here derives `Debug` with plain numeric fields, so a failing (shrunk) workload as
 //! printed is a Rust expression: paste it into a test with `use

@@ -168,16 +168,18 @@ fn main() -> ExitCode {
         eprintln!("bth-compare: --qps counts start at 1");
         return ExitCode::FAILURE;
     }
-    let mut plan = match cli.mtu.is_empty() {
-        true => compare::plan(cli.quick),
-        false => compare::mtu_plan(&cli.mtu, cli.quick),
+    let mut plan = if cli.mtu.is_empty() {
+        compare::plan(cli.quick)
+    } else {
+        compare::mtu_plan(&cli.mtu, cli.quick)
     };
     // --only picks cells of the plan; --qps then runs each picked cell at each count.
     if let Some(only) = &cli.only {
         // The full run's extra sections answer to --only too ("relay-ceiling", "incast").
-        let extras: &[&str] = match !cli.quick && cli.mtu.is_empty() {
-            true => &["relay-ceiling", "incast"],
-            false => &[],
+        let extras: &[&str] = if !cli.quick && cli.mtu.is_empty() {
+            &["relay-ceiling", "incast"]
+        } else {
+            &[]
         };
         let ids: Vec<&str> = plan.cells.iter().map(|c| c.id.as_str()).collect();
         let unmatched = only.unmatched(&ids, extras);
@@ -310,7 +312,12 @@ fn main() -> ExitCode {
     if !incast.is_empty() {
         println!("incast over TUN (relay bottleneck; per run a topology of its own):\n\n{incast}");
     }
-    if let Err(e) = std::fs::write(&cli.json, render::json(&plan, &records, &results)) {
+    // The JSON's folder is made if missing: a run of minutes must not be lost to it.
+    let parent = cli.json.parent().filter(|p| !p.as_os_str().is_empty());
+    let written = parent
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&cli.json, render::json(&plan, &records, &results)));
+    if let Err(e) = written {
         eprintln!("bth-compare: writing {}: {e}", cli.json.display());
         return ExitCode::FAILURE;
     }

@@ -36,7 +36,10 @@ enum Command {
     /// they are a TCP header (+ payload); with --options a TCP option area.
     /// Spaces, colons and a leading 0x are ignored. An S-framed data option (amendment 3) shows
     /// its anchor and message length by name, and no ICRC (it has none); with --segment and
-    /// --isn also the segment's stream offset and placement offset.
+    /// --isn also the segment's stream offset and placement offset. With --segment, a
+    /// per-segment option whose ICRC does not match the segment's payload is printed with
+    /// "icrc MISMATCH" and the command exits with status 1 (as for a bad TCP checksum with
+    /// --ipv4, which refuses the segment).
     Decode {
         /// Hex bytes, e.g. "fe10efab0004010200000000deadbeef".
         hex: String,
@@ -132,8 +135,18 @@ fn decode(
                 }
             }
             Some(b) => {
-                let ok = b.icrc_ok(seg.payload);
+                let want = b.compute_icrc(seg.payload);
+                let ok = want == b.icrc;
                 println!("icrc          {}", if ok { "ok" } else { "MISMATCH" });
+                if !ok {
+                    // Decoded and printed in full, but the segment is not good: a receiver
+                    // drops it, so the command fails.
+                    return Err(format!(
+                        "ICRC mismatch: the option carries {:#010x}, its fields and the \
+                         payload give {want:#010x} (a receiver drops this segment)",
+                        b.icrc
+                    ));
+                }
             }
             None => {}
         }

@@ -20,7 +20,7 @@ pub use tun::tun_endpoint;
 use bth_placement::{Access, MrHandle, WcStatus};
 use bytes::Bytes;
 use std::sync::Arc;
-use tcp_bth::{Config, ConnError, ConnectError, ConnectionError, ConnectionHandle, RegisterError};
+use tcp_bth::{CallError, Config, ConnectionError, ConnectionHandle, OpenError, RegisterError};
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 
@@ -28,9 +28,9 @@ use tokio::sync::{mpsc, oneshot};
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum ApiError {
-    /// The connection refused the post (see [`ConnError`]).
+    /// The connection refused the post (see [`CallError`]).
     #[error("refused: {0}")]
-    Refused(ConnError),
+    Refused(CallError),
     /// Registration refused; the buffer is in the error.
     #[error("registration refused: {0}")]
     RegisterRefused(RegisterError),
@@ -45,7 +45,7 @@ pub enum ApiError {
     DriverGone,
     /// The endpoint refused to open the connection.
     #[error("connect refused: {0}")]
-    Connect(ConnectError),
+    Connect(OpenError),
     /// The endpoint released the connection (it no longer exists).
     #[error("the connection is gone")]
     Gone,

@@ -6,7 +6,7 @@ use crate::turn::App;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
-use tcp_bth::{ConnError, Connection, ConnectionHandle, Endpoint, State};
+use tcp_bth::{CallError, Connection, ConnectionHandle, Endpoint, State};
 use tokio::sync::mpsc;
 
 /// How a handle wakes its driver after queueing a command (the TUN driver may be blocked in
@@ -131,7 +131,7 @@ impl ApiApp {
                     (Some(e), _) => Some(Err(ApiError::Ended(e))),
                     (None, State::SynSent | State::SynReceived) => None,
                     (None, State::Closed) => {
-                        Some(Err(ApiError::Refused(ConnError::NotEstablished)))
+                        Some(Err(ApiError::Refused(CallError::NotEstablished)))
                     }
                     (None, _) => Some(Ok(())),
                 },

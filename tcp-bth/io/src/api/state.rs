@@ -6,7 +6,7 @@ use bth_framer::{WorkRequest, WrOp};
 use bth_placement::WcStatus;
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
-use tcp_bth::{Completion, ConnError, Connection, WcOp};
+use tcp_bth::{CallError, Completion, Connection, WcOp};
 
 /// Pending operations of one end, by wr_id.
 #[derive(Default)]
@@ -63,7 +63,7 @@ impl EndState {
                 let _ = r.send(
                     c.mr_bytes(rkey)
                         .map(<[u8]>::to_vec)
-                        .ok_or(ApiError::Refused(ConnError::Mr(
+                        .ok_or(ApiError::Refused(CallError::Mr(
                             bth_placement::MrError::UnknownRkey(rkey),
                         ))),
                 );

@@ -117,12 +117,12 @@ pub enum IncastError {
     #[error("sender {sender}: post refused: {source}")]
     Post {
         sender: usize,
-        source: tcp_bth::ConnError,
+        source: tcp_bth::CallError,
     },
     #[error("receive for sender {sender} refused: {source}")]
     PostRecv {
         sender: usize,
-        source: tcp_bth::ConnError,
+        source: tcp_bth::CallError,
     },
     #[error("not finished after {limit:?}: {completed} of {expected} messages")]
     Stalled {

@@ -175,6 +175,7 @@ impl Default for LinkConfig {
 
 /// Why a [`LinkConfig`] was refused by [`LinkConfig::validate`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LinkConfigError {
     /// A probability field is NaN or outside `[0, 1]`.
     #[error("link {field} probability must be within [0, 1], got {value}")]

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
-use tcp_bth::{Completion, ConnError, Connection, ConnectionError, Mode, State, WcOp};
+use tcp_bth::{CallError, Completion, Connection, ConnectionError, Mode, State, WcOp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -132,13 +132,13 @@ pub enum WorkloadError {
     NotNegotiated,
     /// B refused to register one of its memory regions.
     #[error(transparent)]
-    Register(ConnError),
+    Register(CallError),
     /// A refused a SEND or RDMA WRITE.
     #[error("post {message}: {source}")]
-    Post { message: usize, source: ConnError },
+    Post { message: usize, source: CallError },
     /// A refused an RDMA READ.
     #[error("post read {message}: {source}")]
-    PostRead { message: usize, source: ConnError },
+    PostRead { message: usize, source: CallError },
     /// The run did not complete every message within its virtual time limit. `a_error` and
     /// `b_error` are the connections' errors, if they ended.
     #[error(

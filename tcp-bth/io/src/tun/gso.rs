@@ -47,6 +47,7 @@ pub struct VnetHdr {
 
 /// Why a packet from an offloading TUN device was refused.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GsoError {
     #[error("{len} bytes: shorter than the {VNET_HDR_LEN}-byte virtio-net header")]
     Short { len: usize },

@@ -15,7 +15,7 @@ mod driver;
 pub mod gso;
 mod relay;
 
-pub use driver::{Driver, DriverStats, Endpoint, Features, Shutdown, MAX_MTU};
+pub use driver::{Driver, DriverStats, Features, Shutdown, MAX_MTU};
 pub use relay::{Relay, RelayIo, RelayStats};
 
 use std::ffi::CString;

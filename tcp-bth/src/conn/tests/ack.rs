@@ -17,7 +17,7 @@ fn is_pure_ack(p: &[u8]) -> bool {
 }
 
 /// B posts `n` receives of `len`, A sends `n` SENDs of `len` with distinct patterns.
-fn sends(d: &mut Wire, n: u64, len: usize) {
+fn sends(d: &mut BackToBack, n: u64, len: usize) {
     for i in 0..n {
         d.b.post_recv(i, vec![0; len]).unwrap();
     }
@@ -29,7 +29,7 @@ fn sends(d: &mut Wire, n: u64, len: usize) {
 
 /// Run until B has `n` completions, each verified against its pattern.
 fn run_to_completion(
-    d: &mut Wire,
+    d: &mut BackToBack,
     n: u64,
     len: usize,
     filter: impl FnMut(Direction, Duration, Vec<u8>) -> Option<Vec<u8>>,
@@ -346,7 +346,7 @@ fn late_segment_is_undone(bth: bool) {
     let (mut a, mut b) = configs(bth);
     a.timestamps = false;
     b.timestamps = false;
-    let mut d = Wire::established(a, b, MS);
+    let mut d = BackToBack::established(a, b, MS);
     let mut held: Option<Vec<u8>> = None;
     let mut sent_at: Option<u32> = None;
     let release = RefCell::new(None);

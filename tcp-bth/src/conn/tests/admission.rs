@@ -67,11 +67,11 @@ fn write_wr(mr: &bth_placement::MrHandle, wr_id: u64, offset: u64, data: Vec<u8>
 }
 
 /// Test configs with A's allowance (what A admits beyond posted buffers) and B's enforcement.
-fn wire(allowance: u32, enforce: bool) -> Wire {
+fn wire(allowance: u32, enforce: bool) -> BackToBack {
     let (mut a, mut b) = configs(true);
     a.admission_allowance = allowance;
     b.admission = enforce;
-    Wire::established(a, b, MS)
+    BackToBack::established(a, b, MS)
 }
 
 /// 1 MiB of WRITEs into a receiver that admits 16 KiB beyond its (no) posted buffers: every
@@ -214,7 +214,7 @@ fn zero_grant_recovers_via_probe_after_a_lost_grant_update() {
 fn a_read_response_is_admitted_by_its_sink() {
     let (mut a, b) = configs(true);
     a.admission_allowance = 0;
-    let mut d = Wire::established(a, b, MS);
+    let mut d = BackToBack::established(a, b, MS);
     let mr =
         d.b.register_mr(pattern(5, 100_000), Access::REMOTE_READ)
             .unwrap();

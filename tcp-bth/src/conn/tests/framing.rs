@@ -1,4 +1,4 @@
-//! S framing (amendment 3) end to end over the core's `Wire`: the hellos negotiate it (S only
+//! S framing (amendment 3) end to end over the core's `BackToBack`: the hellos negotiate it (S only
 //! when both ends ask, kept across a lost SYN and a lost SYN-ACK), every BTH option of an S
 //! connection says so and every option of a per-segment one does not, and a SEND, a WRITE with
 //! immediate and a READ complete in both framings through a filter that drops, duplicates
@@ -28,7 +28,7 @@ fn bth_of(p: &[u8]) -> Option<Bth> {
 /// A connects with framing `fa` to B with framing `fb`. A's first SYN is lost (its
 /// retransmission must repeat the offer) and so is B's first SYN-ACK (its retransmission must
 /// repeat the answer). Returns the pair and the S bit of every hello: A's SYNs, B's SYN-ACKs.
-fn handshake(fa: Framing, fb: Framing) -> (Wire, Vec<bool>, Vec<bool>) {
+fn handshake(fa: Framing, fb: Framing) -> (BackToBack, Vec<bool>, Vec<bool>) {
     let (ac, bc) = configs_with(fa, fb);
     let mut now = MS;
     let mut a = Connection::connect(ac, now);
@@ -41,7 +41,7 @@ fn handshake(fa: Framing, fb: Framing) -> (Wire, Vec<bool>, Vec<bool>) {
     assert_eq!(hello.opcode, Opcode::Hello);
     syns.push(hello.seq_framed);
     let b = Connection::accept(bc, now, &syn).expect("B accepts A's SYN");
-    let mut d = Wire::new(a, b, now);
+    let mut d = BackToBack::new(a, b, now);
     let synacks = RefCell::new(Vec::new());
     let ok = d.run(
         Duration::from_secs(10),
@@ -173,11 +173,11 @@ struct Seen {
 /// Drive the pair until `done`, dropping (8 %), delaying past later segments (10 %) and
 /// duplicating (5 %) data segments and pure ACKs both ways, and checking every option's S bit.
 fn run_lossy(
-    d: &mut Wire,
+    d: &mut BackToBack,
     seed: u64,
     limit: Duration,
     seen: &mut Seen,
-    mut done: impl FnMut(&mut Wire) -> bool,
+    mut done: impl FnMut(&mut BackToBack) -> bool,
 ) -> bool {
     let seq = d.a.seq_framed();
     let mut rng = Rng(seed);
@@ -254,7 +254,7 @@ fn send_write_with_immediate_and_read_complete_in_both_framings() {
     for framing in FRAMINGS {
         for seed in [1u64, 2, 3] {
             let (ac, bc) = configs_with(framing, framing);
-            let mut d = Wire::established(ac, bc, MS);
+            let mut d = BackToBack::established(ac, bc, MS);
             assert_eq!(d.a.seq_framed(), framing == Framing::Seq);
             let target =
                 d.b.register_mr(vec![0; 120_000], Access::LOCAL_WRITE | Access::REMOTE_WRITE)

@@ -25,7 +25,7 @@ fn out<'a>(
 }
 
 /// Established, with a receive posted on B and its credit at A.
-fn ready() -> Wire {
+fn ready() -> BackToBack {
     let mut d = established(true);
     d.b.post_recv(1, vec![0; 20_000]).unwrap();
     d.settle(10 * MS);
@@ -244,7 +244,7 @@ fn an_s_connection_sends_super_segments_of_whole_segments_of_one_message() {
         let (mut a, mut b) = configs(true);
         a.framing = framing;
         b.framing = framing;
-        let mut d = Wire::established(a, b, MS);
+        let mut d = BackToBack::established(a, b, MS);
         let len = 200_000;
         d.b.post_recv(1, vec![0; len]).unwrap();
         d.settle(10 * MS);

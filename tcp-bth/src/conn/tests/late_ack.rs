@@ -28,7 +28,7 @@ fn a_sack_overtaken_by_the_peers_data_still_reports_the_hole() {
         }
         Direction::AtoB => Some(p),
     };
-    let arrived = |d: &Wire| d.b.stats().ooo_placed >= 7;
+    let arrived = |d: &BackToBack| d.b.stats().ooo_placed >= 7;
     let mut at = d.now;
     while !arrived(&d) {
         at = d.now;

@@ -4,7 +4,7 @@ use super::*;
 
 /// B posts a receive of `len` bytes and A starts sending a SEND of that length; returns the
 /// time A posted it.
-fn start_bulk(d: &mut Wire, len: usize) -> Duration {
+fn start_bulk(d: &mut BackToBack, len: usize) -> Duration {
     d.b.post_recv(1, vec![0; len]).unwrap();
     d.settle(Duration::from_millis(10));
     d.a.post_send(send_wr(1, pattern(1, len))).unwrap();
@@ -12,7 +12,7 @@ fn start_bulk(d: &mut Wire, len: usize) -> Duration {
 }
 
 /// Run until B completes a receive (within a few seconds of virtual time).
-fn b_completes(d: &mut Wire) -> bool {
+fn b_completes(d: &mut BackToBack) -> bool {
     d.run(
         Duration::from_secs(5),
         |_, _, p| Some(p),

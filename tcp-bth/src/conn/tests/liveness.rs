@@ -14,11 +14,11 @@ const KA: Keepalive = Keepalive {
     probes: 3,
 };
 
-fn with(bth: bool, f: impl Fn(&mut Config)) -> Wire {
+fn with(bth: bool, f: impl Fn(&mut Config)) -> BackToBack {
     let (mut a, mut b) = configs(bth);
     f(&mut a);
     f(&mut b);
-    Wire::established(a, b, MS)
+    BackToBack::established(a, b, MS)
 }
 
 fn drop_all(_: Direction, _: Duration, _: Vec<u8>) -> Option<Vec<u8>> {

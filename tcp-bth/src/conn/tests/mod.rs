@@ -1,5 +1,5 @@
 //! Unit tests of the connection, segment in and segment out, without the simulator: two
-//! [`Connection`]s wired back to back on a virtual clock ([`Wire`]), every segment visible to a
+//! [`Connection`]s wired back to back on a virtual clock ([`BackToBack`]), every segment visible to a
 //! filter that may drop it. Each file is one defect or one behaviour.
 
 mod ack;
@@ -23,7 +23,7 @@ mod window;
 
 use super::*;
 use crate::isn::IsnKey;
-use crate::pair::{Direction, Wire};
+use crate::pair::{BackToBack, Direction};
 use crate::wire::IpPair;
 use crate::wire::TcpRepr;
 use bth_framer::{WorkRequest, WrOp};
@@ -56,9 +56,9 @@ pub(super) fn configs(bth: bool) -> (Config, Config) {
 }
 
 /// The core's back-to-back driver, established, on the test configs.
-pub(super) fn established(bth: bool) -> Wire {
+pub(super) fn established(bth: bool) -> BackToBack {
     let (a, b) = configs(bth);
-    Wire::established(a, b, MS)
+    BackToBack::established(a, b, MS)
 }
 
 /// Every segment goes through.

@@ -30,7 +30,7 @@ fn exchange_after_idle(bth: bool, gap: Duration) {
 }
 
 /// Send `data` from A to B and wait (at most 1 s virtual) until B has all of it.
-fn transfer(d: &mut Wire, bth: bool, id: u64, data: &[u8]) {
+fn transfer(d: &mut BackToBack, bth: bool, id: u64, data: &[u8]) {
     let mut got = Vec::new();
     if bth {
         d.b.post_recv(id, vec![0; data.len()]).unwrap();

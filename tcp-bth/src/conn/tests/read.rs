@@ -4,13 +4,13 @@ use super::*;
 use bth_placement::{Access, WcStatus};
 
 /// B exposes 64 KiB of known bytes for A to read.
-fn with_source(d: &mut Wire) -> (u32, u64, Vec<u8>) {
+fn with_source(d: &mut BackToBack) -> (u32, u64, Vec<u8>) {
     let data = pattern(9, 64 * 1024);
     let mr = d.b.register_mr(data.clone(), Access::REMOTE_READ).unwrap();
     (mr.rkey, mr.addr, data)
 }
 
-fn read_completions(d: &mut Wire, n: usize) -> Vec<Completion> {
+fn read_completions(d: &mut BackToBack, n: usize) -> Vec<Completion> {
     let mut out = Vec::new();
     let ok = d.run(Duration::from_secs(5), pass, |d| {
         while let Some(c) = d.a.poll_completion() {
@@ -61,13 +61,13 @@ fn post_read_refused_when_full_leaves_no_trace() {
 fn read_longer_than_we_accept_is_refused_at_post() {
     let (mut a, b) = configs(true);
     a.max_message_len = 4096;
-    let mut d = Wire::established(a, b, MS);
+    let mut d = BackToBack::established(a, b, MS);
     let (rkey, addr, _) = with_source(&mut d);
     let end = d.a.snd.framer.stream_end();
     let e = d.a.post_read(1, rkey, addr, vec![3; 8192]).unwrap_err();
     assert_eq!(
         e.kind,
-        ConnError::Post(bth_framer::PostError::ReadTooLarge {
+        CallError::Post(bth_framer::WrError::ReadTooLarge {
             len: 8192,
             max: 4096
         })

@@ -8,15 +8,15 @@ use crate::config::Framing;
 use crate::wire::{Bth, NakCode, TcpRepr};
 use std::cell::RefCell;
 
-fn pair(framing: Framing) -> Wire {
+fn pair(framing: Framing) -> BackToBack {
     let (mut a, mut b) = configs(true);
     a.framing = framing;
     b.framing = framing;
-    Wire::established(a, b, MS)
+    BackToBack::established(a, b, MS)
 }
 
 /// `seg` (a segment A sent, as on the wire) with its option changed by `f`, checksum redone.
-fn altered(d: &Wire, seg: &[u8], f: impl FnOnce(&mut Bth, &[u8])) -> Vec<u8> {
+fn altered(d: &BackToBack, seg: &[u8], f: impl FnOnce(&mut Bth, &[u8])) -> Vec<u8> {
     let mut repr = TcpRepr::parse(seg, None).unwrap();
     let mut b = repr.options.bth.expect("a BTH segment");
     f(&mut b, repr.payload);
@@ -25,7 +25,7 @@ fn altered(d: &Wire, seg: &[u8], f: impl FnOnce(&mut Bth, &[u8])) -> Vec<u8> {
 }
 
 /// A's data segments for one SEND of `len` bytes into a receive B posted, held back.
-fn held_send(d: &mut Wire, len: usize) -> Vec<Vec<u8>> {
+fn held_send(d: &mut BackToBack, len: usize) -> Vec<Vec<u8>> {
     d.b.post_recv(1, vec![0; len]).unwrap();
     d.settle(10 * MS);
     d.a.post_send(send_wr(1, pattern(1, len))).unwrap();
@@ -41,7 +41,7 @@ fn held_send(d: &mut Wire, len: usize) -> Vec<Vec<u8>> {
 }
 
 /// Deliver `segs` to B at once, then let the pair finish; B's completed buffer.
-fn deliver_and_finish(d: &mut Wire, segs: Vec<Vec<u8>>) -> Option<Vec<u8>> {
+fn deliver_and_finish(d: &mut BackToBack, segs: Vec<Vec<u8>>) -> Option<Vec<u8>> {
     for s in segs {
         let now = d.now;
         d.b.handle_segment(now, &s);
@@ -133,7 +133,7 @@ fn an_s_segment_past_the_window_is_trimmed_and_its_bytes_in_the_window_placed() 
         a.framing = framing;
         b.framing = framing;
         b.recv_window = 16_384;
-        let mut d = Wire::established(a, b, MS);
+        let mut d = BackToBack::established(a, b, MS);
         let segs = held_send(&mut d, 20_000);
         // The message's first 17,384 bytes in one segment with its first segment's option
         // (B is the one checked here: these bytes stand for a peer's super-segment).

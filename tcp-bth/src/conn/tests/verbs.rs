@@ -8,7 +8,7 @@ use crate::wire::{NakCode, TcpRepr};
 use bth_placement::{Access, WcStatus};
 
 /// Completions of one side, drained until `n` or 5 s of virtual time.
-fn collect(d: &mut Wire, side_a: bool, n: usize) -> Vec<Completion> {
+fn collect(d: &mut BackToBack, side_a: bool, n: usize) -> Vec<Completion> {
     let mut out = Vec::new();
     let ok = d.run(Duration::from_secs(5), pass, |d| {
         let c = if side_a { &mut d.a } else { &mut d.b };
@@ -97,7 +97,7 @@ fn a_lost_nak_is_sent_again_when_the_requester_retransmits() {
 fn send_without_a_receive_ends_in_rnr_retry_exceeded() {
     let (mut ac, bc) = configs(true);
     ac.rnr_timeout = Some(Duration::from_millis(300));
-    let mut d = Wire::established(ac, bc, MS);
+    let mut d = BackToBack::established(ac, bc, MS);
     let msn = d.a.post_send(send_wr(1, pattern(1, 64))).unwrap();
     d.a.post_send(send_wr(2, pattern(2, 64))).unwrap();
     let start = d.now;
@@ -113,13 +113,13 @@ fn send_without_a_receive_ends_in_rnr_retry_exceeded() {
 
 /// Credit that arrives in time stops the RNR clock: a receive posted well within a 1 s limit
 /// lets the SEND through, and the clock does not carry over to the next SEND (two waits add up
-/// to more than the limit). `Wire::run` may overshoot to the next event (persist probes back
+/// to more than the limit). `BackToBack::run` may overshoot to the next event (persist probes back
 /// off), hence the margin.
 #[test]
 fn credit_in_time_stops_the_rnr_clock() {
     let (mut ac, bc) = configs(true);
     ac.rnr_timeout = Some(Duration::from_secs(1));
-    let mut d = Wire::established(ac, bc, MS);
+    let mut d = BackToBack::established(ac, bc, MS);
     d.a.post_send(send_wr(1, pattern(1, 64))).unwrap();
     d.run(Duration::from_millis(200), pass, |_| false);
     d.b.post_recv(10, vec![0; 64]).unwrap();
@@ -298,7 +298,7 @@ fn registered_memory_is_rewritten_in_place_and_sent_from() {
     let mut d = established(true);
     let access = Access::LOCAL_WRITE | Access::REMOTE_READ;
     let mr = d.b.register_mr(pattern(1, 4096), access).unwrap();
-    let read = |d: &mut Wire, id: u64| {
+    let read = |d: &mut BackToBack, id: u64| {
         d.a.post_read(id, mr.rkey, mr.addr + 100, vec![0; 1000])
             .unwrap();
         let c = collect(d, true, 1).remove(0);

@@ -8,7 +8,11 @@ use super::*;
 use crate::wire::TcpRepr;
 
 /// Right edges (sequence space, relative to B's first ACK) of every segment B sent.
-fn edges_of_b(d: &mut Wire, send: impl FnOnce(&mut Wire), drop_first: usize) -> Vec<i64> {
+fn edges_of_b(
+    d: &mut BackToBack,
+    send: impl FnOnce(&mut BackToBack),
+    drop_first: usize,
+) -> Vec<i64> {
     let shift = d.b.neg.rcv_wscale;
     let mut edges = Vec::new();
     let mut base = None;
@@ -70,7 +74,7 @@ fn plain_mode_window_never_shrinks_while_the_application_does_not_read() {
     // reaches it, never by the edge moving back.
     let (a, mut b) = configs(false);
     b.recv_window = 64 * 1024;
-    let mut d = Wire::established(a, b, MS);
+    let mut d = BackToBack::established(a, b, MS);
     let edges = edges_of_b(
         &mut d,
         |d| {

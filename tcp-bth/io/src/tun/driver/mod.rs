@@ -19,11 +19,9 @@
 
 mod bufring;
 mod gather;
-mod one;
 mod region;
 mod shutdown;
 
-pub use one::Endpoint;
 pub use shutdown::Shutdown;
 
 use super::gso::{
@@ -37,7 +35,6 @@ use io_uring::cqueue;
 use io_uring::{opcode, types, IoUring};
 use region::Region;
 use std::io;
-use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -248,8 +245,6 @@ pub struct Driver {
     /// `close` ran: nothing is in flight, the ring takes no more work.
     closed: bool,
     start: Instant,
-    /// The stack's IPv4 address given to [`Driver::new`], for [`Driver::run`].
-    local: Option<Ipv4Addr>,
     /// An eventfd polled in the ring, so another thread ends a wait early by writing to it
     /// ([`PacketIo::waker`]: the async API's commands). A poll holds no buffer, so it needs
     /// no care at shutdown beyond the cancellation every operation gets.
@@ -290,13 +285,14 @@ impl Driver {
         // 10 % of a profile, in irqentry_exit_to_user_mode under our own copies and CRC.
         // Cooperative task running (Linux 5.19) leaves it for the thread's next kernel entry,
         // which the turn makes every pass (`wait`); a thread asleep in `wait` is still woken.
-        let coop = match want.coop_taskrun {
-            true => IoUring::builder()
+        let coop = if want.coop_taskrun {
+            IoUring::builder()
                 .setup_coop_taskrun()
                 .setup_taskrun_flag()
                 .build(RING)
-                .ok(),
-            false => None,
+                .ok()
+        } else {
+            None
         };
         let coop_taskrun = coop.is_some();
         let ring = match coop {
@@ -373,7 +369,6 @@ impl Driver {
             fatal: None,
             closed: false,
             start: Instant::now(),
-            local: None,
             wake: Arc::new(eventfd()?),
             stats: DriverStats {
                 ordered_writes,
@@ -397,15 +392,6 @@ impl Driver {
         // Into the kernel now: packets that arrive before the first turn are read.
         d.ring.submit()?;
         d.unsubmitted = d.ring.submission().len();
-        Ok(d)
-    }
-
-    /// [`open`](Self::open), for [`run`](Self::run): `local` is the stack's own address
-    /// (behind the TUN device; the kernel routes it into the device), and packets to other
-    /// addresses are dropped.
-    pub fn new(tun: TunDevice, local: Ipv4Addr) -> io::Result<Driver> {
-        let mut d = Driver::open(tun)?;
-        d.local = Some(local);
         Ok(d)
     }
 
@@ -766,11 +752,12 @@ impl PacketIo for Driver {
         }
         let now = self.now();
         let polling = now.saturating_sub(self.last_rx) < busy_poll();
-        let wait = match polling {
-            true => Duration::ZERO,
-            false => deadline
+        let wait = if polling {
+            Duration::ZERO
+        } else {
+            deadline
                 .map_or(MAX_WAIT, |d| d.saturating_sub(now))
-                .min(MAX_WAIT),
+                .min(MAX_WAIT)
         };
         let ts = types::Timespec::new()
             .sec(wait.as_secs())
