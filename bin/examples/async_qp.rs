@@ -9,7 +9,7 @@
 #[path = "async_app/mod.rs"]
 mod app;
 
-use bth_tools::topology::{self, TwoNs};
+use bth_testbed::topology::{self, TwoNs};
 use std::io;
 use std::time::Duration;
 use tcp_bth::wire::IpPair;

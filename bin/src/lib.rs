@@ -1,13 +1,8 @@
-//! Shared pieces of the command-line tools.
+//! The command-line tools' own pieces: argument parsing ([`cli`], [`perfcli`],
+//! [`relay_args`]) and the comparison against kernel TCP ([`compare`]). The perf
+//! application protocol is `bth-perf`, the namespace testbed `bth-testbed`.
 
 pub mod cli;
 pub mod compare;
-pub mod interrupt;
-pub mod perf;
 pub mod perfcli;
-pub mod pinning;
-pub mod ready;
 pub mod relay_args;
-pub mod topology;
-pub mod tunpair;
-pub mod units;

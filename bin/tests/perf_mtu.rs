@@ -66,8 +66,8 @@ fn verified_send_at(mtu: u32, path: Path) {
     let out = local(&args);
     assert!(out.status.success(), "{}", describe(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    let cpus = bth_tools::pinning::allowed_cpus().expect("this thread's CPU mask");
-    let pinned = match bth_tools::pinning::split(&cpus) {
+    let cpus = bth_testbed::pinning::allowed_cpus().expect("this thread's CPU mask");
+    let pinned = match bth_testbed::pinning::split(&cpus) {
         Some(c) => format!("pinned (--pin-relay): {}", c.describe()),
         None => "nothing pinned".into(),
     };

@@ -1,11 +1,9 @@
 //! Helpers shared by the integration tests: building connected pairs over the simulated link
 //! and driving them with a hand on every packet.
 
-pub mod dualns;
 pub mod gate;
 pub mod livelock;
 pub mod many_qps;
-pub mod netns;
 pub mod qpwork;
 pub mod rss;
 pub mod tunpair;
@@ -36,6 +34,8 @@ pub fn established(a: Config, b: Config, link: LinkConfig) -> Pair {
     p
 }
 
+/// The namespaces of the tests, from the testbed the tools share.
+pub use bth_testbed::{dualns, netns};
 /// Two connections back to back with a per-segment filter (the core's driver).
 pub use tcp_bth::pair::BackToBack;
 

@@ -17,9 +17,8 @@
 //!   message has it.
 
 use bth_capture::{analyze_file, stream_offset, Analysis, Icrc, PcapWriter};
+use bth_testbed::topology::{self, TwoNs, A_STACK, B_STACK};
 use bth_tests::pattern;
-use bth_tools::compare::path_ceiling::payload_per_packet;
-use bth_tools::topology::{self, TwoNs, A_STACK, B_STACK};
 use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -52,7 +51,9 @@ fn ips() -> IpPair {
 /// Payload bytes per full segment: IPv4 and TCP headers with the 40-byte option area and
 /// this fit the MTU (1,420 at MTU 1500, what the stack sends).
 fn gso_size() -> usize {
-    payload_per_packet(MTU) as usize
+    // The MTU less the IPv4 and TCP headers (40) and the tcp_bth option area (40): what our
+    // stack puts in one full segment (bth-compare's `path_ceiling::payload_per_packet`).
+    (MTU - 40) as usize - tcp_bth::wire::MAX_OPTIONS_LEN
 }
 
 /// The message's bytes.

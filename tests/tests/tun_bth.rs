@@ -4,9 +4,9 @@
 //! immediate: the server checks its whole target region when the client says it is done),
 //! every byte verified.
 
+use bth_perf::{PerfConfig, PerfOp, PerfReport, MAX_VERIFIED_WRITE_REGION};
+use bth_testbed::topology::TwoNs;
 use bth_tests::tunpair::{impaired_link, run_perf};
-use bth_tools::perf::{PerfConfig, PerfOp, PerfReport, MAX_VERIFIED_WRITE_REGION};
-use bth_tools::topology::TwoNs;
 use std::sync::atomic::{AtomicU32, Ordering};
 use tcp_bth_io::sim::LinkConfig;
 

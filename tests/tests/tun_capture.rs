@@ -8,10 +8,10 @@
 //! option each (issue #36).
 
 use bth_capture::{analyze_file, Icrc};
+use bth_perf::ctrl::{Ctrl, Regions};
+use bth_perf::{PerfConfig, PerfOp};
+use bth_testbed::topology::{self, TwoNs};
 use bth_tests::tunpair::run_perf;
-use bth_tools::perf::ctrl::{Ctrl, Regions};
-use bth_tools::perf::{PerfConfig, PerfOp};
-use bth_tools::topology::{self, TwoNs};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use tcp_bth::wire::MsgClass;

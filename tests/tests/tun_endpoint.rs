@@ -261,7 +261,7 @@ fn run_qps(
     let ns = DualNs::create_mtu(tag, mtu).expect("namespaces");
     // The tools' MSS for the MTU (an IPv6 connection takes 20 more off itself).
     let conn_cfg = || Config {
-        mss: bth_tools::perf::drive::mss_for_mtu(mtu),
+        mss: bth_perf::drive::mss_for_mtu(mtu),
         ..conn_cfg()
     };
     let qps = |first: u32, me: &Addrs, peer: &Addrs| -> Vec<(u32, IpPair)> {

@@ -1,17 +1,17 @@
 //! Verbs over the io_uring TUN data path, between two namespaces this test creates (our stack
-//! in each, `bth_tools::topology::TwoNs`): zero-length SEND and RDMA WRITE with immediate run by
+//! in each, `bth_testbed::topology::TwoNs`): zero-length SEND and RDMA WRITE with immediate run by
 //! the perf apps (every immediate checked, in order), over veth and through the impairment
 //! relay; and the error completions an IB RC user relies on (a SEND longer than the receive, a
 //! WRITE with a bad rkey, a SEND that finds no receive within the RNR timeout), each on both
-//! sides, by small scripted apps (`bth_tools::tunpair::run_apps`). The same rules on the
+//! sides, by small scripted apps (`bth_perf::tunpair::run_apps`). The same rules on the
 //! simulated link: tests/tests/verbs_status.rs.
 
+use bth_perf::tunpair::{client_config, run_apps, server_config, App, Side};
+use bth_perf::{PerfConfig, PerfOp};
 use bth_placement::{Access, WcStatus};
+use bth_testbed::topology::TwoNs;
 use bth_tests::tunpair::{impaired_link, run_perf};
 use bth_tests::{assert_peer_nak, pattern, send_wr, write_wr};
-use bth_tools::perf::{PerfConfig, PerfOp};
-use bth_tools::topology::TwoNs;
-use bth_tools::tunpair::{client_config, run_apps, server_config, App, Side};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tcp_bth::wire::{MsgClass, NakCode};

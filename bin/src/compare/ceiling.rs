@@ -15,9 +15,9 @@
 //! measure it).
 
 use super::{median, run_kernel, Cell, Link, RunRecord, Stack, Workload};
-use crate::pinning::Pinned;
 use crate::relay_args::{clean_relay_link, describe_link};
-use crate::topology::TwoNs;
+use bth_testbed::pinning::Pinned;
+use bth_testbed::topology::TwoNs;
 use std::io;
 use tcp_bth_io::sim::LinkConfig;
 

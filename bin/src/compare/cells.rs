@@ -2,10 +2,10 @@
 //! full and a quick run ([`plan`]).
 
 use super::path_ceiling::CeilingSpec;
-use crate::perf::{PerfConfig, PerfOp};
 use crate::relay_args::{clean_relay_link, DEFAULT_REORDER_DEPTH};
-use crate::topology::DEFAULT_MTU;
-use crate::units::human_size;
+use bth_perf::units::human_size;
+use bth_perf::{PerfConfig, PerfOp};
+use bth_testbed::topology::DEFAULT_MTU;
 use serde::Serialize;
 use std::time::Duration;
 use tcp_bth_io::sim::{LinkConfig, LinkConfigError, Spray, SprayMode};
@@ -277,7 +277,7 @@ pub struct Cell {
     pub csum_offload: bool,
     /// Through the relay: the relay thread on a core of its own and both stacks' threads
     /// (and the ceiling's) on the others, for kernel TCP and ours alike (`--pin-relay`,
-    /// [`crate::pinning`]); off by default, the scheduler places every thread.
+    /// [`bth_testbed::pinning`]); off by default, the scheduler places every thread.
     pub pin_relay: bool,
     /// Kernel TCP's congestion control, set on every socket of the cell (`TCP_CONGESTION`),
     /// whatever the machine's default: [`DEFAULT_KERNEL_CC`] unless `--kernel-cc` says

@@ -9,8 +9,8 @@ use super::{
     CellResult, Link, Stack, Summary, Workload, RELAY_REORDER_DEPTH_US, REORDER_DEPTH_SWEEP_RATE,
     SPRAY_SPREAD_US,
 };
-use crate::topology::DEFAULT_MTU;
-use crate::units::{human_size, human_size_f64};
+use bth_perf::units::{human_size, human_size_f64};
+use bth_testbed::topology::DEFAULT_MTU;
 use plotters::drawing::DrawingAreaErrorKind;
 use plotters::prelude::*;
 use std::io;

@@ -36,8 +36,8 @@ use super::path_ceiling::{
     MEASURING, STOP,
 };
 use super::AckClock;
-use crate::topology::{TwoNs, A_STACK, B_STACK};
-use crate::tunpair::thread_cpu;
+use bth_perf::tunpair::thread_cpu;
+use bth_testbed::topology::{TwoNs, A_STACK, B_STACK};
 use etherparse::{IpNumber, Ipv4Header};
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};

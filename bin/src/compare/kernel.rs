@@ -6,9 +6,9 @@
 //! client's port.
 
 use super::{Cell, Workload};
-use crate::perf::REPLY_LEN;
-use crate::topology::{TwoNs, A_LINK};
-use crate::tunpair::thread_cpu;
+use bth_perf::tunpair::thread_cpu;
+use bth_perf::REPLY_LEN;
+use bth_testbed::topology::{TwoNs, A_LINK};
 use nix::sys::socket::{getsockopt, setsockopt, sockopt::TcpCongestion};
 use std::ffi::OsString;
 use std::io;

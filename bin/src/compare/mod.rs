@@ -38,9 +38,9 @@ pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use only::Only;
 pub use path_ceiling::{AckClock, CeilingSpec, PathCeiling};
 
-use crate::perf::{PathSummary, Recovery};
-use crate::pinning::{Pinned, PinnedCpus};
-use crate::topology::{RelayShare, TwoNs};
+use bth_perf::{PathSummary, Recovery};
+use bth_testbed::pinning::{Pinned, PinnedCpus};
+use bth_testbed::topology::{RelayShare, TwoNs};
 use serde::Serialize;
 use std::io;
 use std::time::Duration;
@@ -155,8 +155,8 @@ pub struct RunRecord {
     /// Ours only: each side's thread's minor page faults and voluntary and involuntary
     /// context switches over the run (`getrusage(RUSAGE_THREAD)`), to tell a run whose CPU per
     /// byte stands out from the others.
-    pub client_thread: Option<crate::tunpair::ThreadCounters>,
-    pub server_thread: Option<crate::tunpair::ThreadCounters>,
+    pub client_thread: Option<bth_perf::tunpair::ThreadCounters>,
+    pub server_thread: Option<bth_perf::tunpair::ThreadCounters>,
     /// Retransmitted segments, both directions: `client_retrans + server_retrans`.
     pub retrans: u64,
     /// Retransmitted segments of each side's connection, i.e. of what that side sent (kernel:
@@ -173,7 +173,7 @@ pub struct RunRecord {
     pub server_recovery: Option<Recovery>,
     /// Ours only: each side's smoothed RTT, congestion window and bytes in flight, sampled at
     /// least a millisecond apart while it had data in flight and weighted by time
-    /// ([`crate::perf::PathSamples`]; the receiver of a bulk run has little: its control messages).
+    /// ([`bth_perf::PathSamples`]; the receiver of a bulk run has little: its control messages).
     pub client_path: Option<PathSummary>,
     pub server_path: Option<PathSummary>,
     /// Receive-side bytes held outside posted buffers (max over the run). Ours: the receiving
@@ -328,7 +328,7 @@ impl RunRecord {
 }
 
 /// Value at quantile `q` of sorted `v` (the perf reports' definition).
-pub use crate::perf::percentile;
+pub use bth_perf::percentile;
 
 fn run_kernel(ns: &TwoNs, cell: &Cell, run: usize, port: u16) -> io::Result<RunRecord> {
     let k = kernel::run(ns, cell, port)?;
@@ -527,7 +527,7 @@ pub struct Summary {
     /// Median over runs of the relay thread's share of a core ([`RunRecord::relay_busy`]).
     pub relay_busy: Option<f64>,
     /// Ours: what held the sender back, each state's median share of its busy time over the
-    /// runs ([`crate::perf::LimitsSummary::STATES`]; per run the busier side, the one that
+    /// runs ([`bth_perf::LimitsSummary::STATES`]; per run the busier side, the one that
     /// sent the data); None for the other stacks.
     pub sender_held: Option<[f64; 6]>,
     /// Median over runs of the packets the network devices dropped.

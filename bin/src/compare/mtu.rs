@@ -7,7 +7,7 @@
 
 use super::path_ceiling::{measure, payload_per_packet, CeilingSpec};
 use super::{Cell, Link, Plan, RunRecord, Stack, Workload};
-use crate::topology::TwoNs;
+use bth_testbed::topology::TwoNs;
 use std::io;
 
 /// The MTUs of the full plan: Ethernet's, RoCE's 4096, jumbo frames, and 65000 (near the

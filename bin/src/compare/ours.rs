@@ -5,9 +5,9 @@
 //! for S framing (its devices have TSO: `Cell::offload_for`, set by `run_cell`).
 
 use super::{Cell, RunRecord, Stack, Workload};
-use crate::perf::{aggregate, PerfConfig, PerfReport};
-use crate::topology::TwoNs;
-use crate::tunpair::{Admission, PairRun, QpsRun};
+use bth_perf::tunpair::{Admission, PairRun, QpsRun};
+use bth_perf::{aggregate, PerfConfig, PerfReport};
+use bth_testbed::topology::TwoNs;
 use std::io;
 use std::time::{Duration, Instant};
 

@@ -37,10 +37,10 @@
 //! that no stack obeying that policy gets back: the bare ceiling less that share is what such
 //! a stack can reach.
 
-use crate::perf::drive::IPV4_TCP_HEADERS;
-use crate::ready::spawn_set_up;
-use crate::topology::{TwoNs, A_STACK, B_STACK};
-use crate::tunpair::{stack_tun_mtu, thread_cpu};
+use bth_perf::drive::IPV4_TCP_HEADERS;
+use bth_perf::tunpair::{stack_tun_mtu, thread_cpu};
+use bth_testbed::ready::spawn_set_up;
+use bth_testbed::topology::{TwoNs, A_STACK, B_STACK};
 use etherparse::{IpNumber, Ipv4Header};
 use serde::Serialize;
 use std::io;

@@ -5,7 +5,7 @@
 
 pub use super::charts::charts;
 use super::{path_ceiling, CellResult, Plan, RunRecord, Stack, Summary, Workload};
-use crate::units::{bytes, human_size, micros};
+use bth_perf::units::{bytes, human_size, micros};
 use serde::Serialize;
 
 fn opt_us(v: Option<f64>) -> String {
@@ -172,7 +172,7 @@ pub fn limits_markdown(results: &[CellResult]) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let names = crate::perf::LimitsSummary::STATES;
+    let names = bth_perf::LimitsSummary::STATES;
     let mut s = format!(
         "| cell | stack | {} |\n|---|---|{}\n",
         names.join(" | "),

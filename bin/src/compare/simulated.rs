@@ -21,7 +21,7 @@
 //! (`docs/stack.md`, "The simulator's driver model").
 
 use super::{Cell, CellResult, Link, Workload};
-use crate::topology::DEFAULT_MTU;
+use bth_testbed::topology::DEFAULT_MTU;
 use std::fmt::Write as _;
 use std::time::Duration;
 use tcp_bth_io::sim::pair::DriverModel;

@@ -236,7 +236,7 @@ fn the_paths_chart_has_the_relays_ceiling_and_the_mtu_chart_only_veths() {
         .collect();
     let relayed = cells
         .iter()
-        .filter(|c| c.link != Link::Veth && c.mtu == crate::topology::DEFAULT_MTU)
+        .filter(|c| c.link != Link::Veth && c.mtu == bth_testbed::topology::DEFAULT_MTU)
         .count();
     assert_eq!(relayed, 1 + SPRAY_PATHS.len());
     let (plan, runs) = with_ceiling_runs(cells);
@@ -457,7 +457,7 @@ fn the_table_shows_the_relays_median_share_of_a_core_and_a_dash_without_a_relay(
 /// a table row per cell that has them (none for kernel TCP).
 #[test]
 fn the_senders_limits_are_medians_of_the_busier_side() {
-    use crate::perf::{LimitsSummary, PathSummary};
+    use bth_perf::{LimitsSummary, PathSummary};
     let path = |busy: u64, cwnd: u64| PathSummary {
         limits: LimitsSummary {
             busy_us: busy,
@@ -533,7 +533,7 @@ fn the_ratio_column_gives_the_single_runs_range() {
 /// spend about as long in setup and teardown as in the transfer, when the relay idles.
 #[test]
 fn relay_busy_is_over_the_transfer_for_the_stacks_and_over_the_run_for_the_ceiling() {
-    let share = crate::topology::RelayShare {
+    let share = bth_testbed::topology::RelayShare {
         cpu: std::time::Duration::from_millis(450),
         wall: std::time::Duration::from_millis(1100),
     };

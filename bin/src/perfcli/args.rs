@@ -2,8 +2,8 @@
 //! [`PerfConfig`] per table row ([`Plan`]), checked before anything is set up.
 
 use super::sweep::{sweep_iters, sweep_sizes};
-use crate::perf::{PerfConfig, PerfError, PerfOp};
-use crate::topology::{check_mtu, parse_mtu, DEFAULT_MTU};
+use bth_perf::{PerfConfig, PerfError, PerfOp};
+use bth_testbed::topology::{check_mtu, parse_mtu, DEFAULT_MTU};
 use clap::Args;
 use std::time::Duration;
 use tcp_bth_io::tun::Offload;

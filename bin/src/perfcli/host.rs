@@ -5,7 +5,7 @@
 //! that prefix are forwarded into it too. That host needs a route for the prefix via this
 //! one (see `bth-perf --help`).
 
-use crate::interrupt::{on_interrupt, Registered, Undo};
+use bth_testbed::interrupt::{on_interrupt, Registered, Undo};
 use std::fmt;
 use std::io;
 use std::net::Ipv4Addr;
@@ -121,7 +121,7 @@ pub fn host_tun(
 /// IPv4 forwarding turned on for the run, and back off when dropped if it was off.
 pub struct IpForward {
     was_on: bool,
-    /// Turns forwarding back off on an interrupt too ([`crate::interrupt`]).
+    /// Turns forwarding back off on an interrupt too ([`bth_testbed::interrupt`]).
     _on_interrupt: Option<Registered>,
 }
 

@@ -7,7 +7,7 @@ use super::output::{all_ok, Printer};
 use super::progress;
 use super::run::{SideRun, Who};
 use super::table::Banner;
-use crate::perf::drive::Port;
+use bth_perf::drive::Port;
 use clap::Args;
 use std::net::{Ipv4Addr, SocketAddrV4};
 

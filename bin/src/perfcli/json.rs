@@ -1,7 +1,7 @@
 //! `--json`: the run as one JSON object on stdout, for scripts.
 
 use super::table::bw;
-use crate::perf::{ConnCounters, LatencyStats, PathSummary, PeerSummary, PerfConfig, PerfReport};
+use bth_perf::{ConnCounters, LatencyStats, PathSummary, PeerSummary, PerfConfig, PerfReport};
 use serde::Serialize;
 
 /// One row (one message size): what this side measured, and what the peer reported.

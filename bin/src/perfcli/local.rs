@@ -1,17 +1,17 @@
 //! `bth-perf local`: both sides on this machine, in two network namespaces joined by a veth
 //! pair or the impairment relay (`--relay-*`), the server's thread in the first and the
-//! client's in the second, as `bth_tools::tunpair` runs them.
+//! client's in the second, as `bth_perf::tunpair` runs them.
 
 use super::args::{PerfArgs, Plan};
 use super::output::{all_ok, json_side, Printer};
 use super::progress;
 use super::run::{servers_closed, Row, SideRun, Who};
 use super::table::Banner;
-use crate::perf::drive::Port;
-use crate::perf::ServersClosed;
 use crate::relay_args::{describe_link, RelayArgs};
-use crate::topology::{self, TwoNs};
-use crate::tunpair::stack_tun_mtu;
+use bth_perf::drive::Port;
+use bth_perf::tunpair::stack_tun_mtu;
+use bth_perf::ServersClosed;
+use bth_testbed::topology::{self, TwoNs};
 use std::net::SocketAddrV4;
 use tcp_bth_io::tun::devstats;
 

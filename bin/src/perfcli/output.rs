@@ -5,7 +5,7 @@ use super::args::PerfArgs;
 use super::json::{JsonRow, JsonSide};
 use super::run::Row;
 use super::table::{self, Banner};
-use crate::perf::{aggregate, PerfReport};
+use bth_perf::{aggregate, PerfReport};
 
 /// How rows are printed.
 #[derive(Debug, Clone, Copy)]
@@ -80,7 +80,7 @@ pub fn footer(role: &str, peer: &str, rows: &[Row]) -> Vec<String> {
     // that only answers READs counts no message.
     let reads_only = rows
         .iter()
-        .all(|r| r.cfg.op == crate::perf::PerfOp::Read && !r.cfg.bidir);
+        .all(|r| r.cfg.op == bth_perf::PerfOp::Read && !r.cfg.bidir);
     let mut out = own(role, rows.len(), &sum);
     if reads_only && sum.messages == 0 {
         if let Some(first) = out.first_mut() {

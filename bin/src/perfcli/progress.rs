@@ -2,8 +2,8 @@
 //! (short rows print nothing extra), never with `--json` or when stderr is not a terminal
 //! (logs and pipes stay clean), and cleared before the row's line is printed.
 
-use crate::perf::drive::App;
-use crate::perf::{PerfApp, Role};
+use bth_perf::drive::App;
+use bth_perf::{PerfApp, Role};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};

@@ -4,8 +4,8 @@
 
 use super::args::Plan;
 use super::progress::Bar;
-use crate::perf::drive::{run_many, Port, Role};
-use crate::perf::{
+use bth_perf::drive::{run_many, Port, Role};
+use bth_perf::{
     aggregate, Client, PerfApp, PerfConfig, PerfReport, Role as Role2, Server, ServersClosed,
 };
 use std::net::SocketAddrV4;

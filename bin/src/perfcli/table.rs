@@ -2,7 +2,7 @@
 //! bandwidth (`#bytes #iterations BW peak BW average MsgRate`) or latency (`#bytes
 //! #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%`).
 
-use crate::perf::{PerfConfig, PerfOp, PerfReport};
+use bth_perf::{PerfConfig, PerfOp, PerfReport};
 
 pub const RULE: &str =
     "---------------------------------------------------------------------------------------";

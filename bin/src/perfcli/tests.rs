@@ -6,7 +6,7 @@ use super::host::{HostError, TunAddr};
 use super::json::JsonRow;
 use super::sweep::{sweep_iters, sweep_sizes, SWEEP_MIN_ITERS};
 use super::table::{bw_row, header, lat_row, title, Banner};
-use crate::perf::{PerfConfig, PerfError, PerfOp, PerfReport};
+use bth_perf::{PerfConfig, PerfError, PerfOp, PerfReport};
 use clap::Parser;
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -373,7 +373,7 @@ fn tun_addresses_parse_and_leave_room_for_the_kernel_side() {
 fn a_read_runs_footers_say_where_the_reads_are_counted() {
     use super::output::footer;
     use super::run::Row;
-    use crate::perf::PeerSummary;
+    use bth_perf::PeerSummary;
     let row = |op: PerfOp, messages: u64, peer_messages: u64| Row {
         cfg: PerfConfig {
             op,

@@ -2,8 +2,8 @@
 //! TUN path) between two network namespaces, interleaved runs, a Markdown table, a JSON file of
 //! every run and SVG charts.
 
+use bth_testbed::topology::parse_mtu;
 use bth_tools::compare::{self, render, RunRecord};
-use bth_tools::topology::parse_mtu;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -161,7 +161,7 @@ fn main() -> ExitCode {
     let cli: Cli = bth_tools::cli::parse();
     // Before any thread: an interrupted run still aborts its connections with RST, then
     // deletes its namespaces (and turns forwarding back off).
-    if let Err(e) = bth_tools::interrupt::install("bth-compare") {
+    if let Err(e) = bth_testbed::interrupt::install("bth-compare") {
         eprintln!("bth-compare: warning: Ctrl-C will not clean up after the run ({e})");
     }
     if cli.qps.contains(&0) {

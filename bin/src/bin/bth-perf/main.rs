@@ -135,7 +135,7 @@ fn main() -> ExitCode {
     let cli: Cli = bth_tools::cli::parse();
     // Before any thread: an interrupted run still aborts its connections with RST, then
     // deletes its namespaces (and turns forwarding back off).
-    if let Err(e) = bth_tools::interrupt::install("bth-perf") {
+    if let Err(e) = bth_testbed::interrupt::install("bth-perf") {
         eprintln!("bth-perf: warning: Ctrl-C will not clean up after the run ({e})");
     }
     let r = match &cli.cmd {

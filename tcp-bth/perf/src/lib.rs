@@ -48,6 +48,8 @@ mod responder;
 mod rq;
 mod server;
 mod side;
+pub mod tunpair;
+pub mod units;
 
 pub use aggregate::aggregate;
 pub use app::{PerfApp, Role};

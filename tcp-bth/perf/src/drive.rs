@@ -2,7 +2,7 @@
 //! at once (`-q`) on a [`Port`] (a TUN device, its driver and the endpoint it serves), in the
 //! shared driver turn (`tcp_bth_io::turn`); [`run_one`] is the one-connection case.
 
-use crate::interrupt::{self, DriverLoop};
+use bth_testbed::interrupt::{self, DriverLoop};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -132,7 +132,7 @@ pub fn run_one(
 /// port's ([`mss_for_mtu`] of its device). Returns each app's connection as the driver left it
 /// (None: it never opened). `each_turn` sees the apps after every turn (progress).
 ///
-/// An interrupted process (`crate::interrupt`) asks the loop to stop: at its next turn every
+/// An interrupted process (`bth_testbed::interrupt`) asks the loop to stop: at its next turn every
 /// connection on the port is aborted with RST, the RSTs are written into the device, and the
 /// thread then waits for the signal thread to end the process ([`DriverLoop::answer`]): this
 /// does not return.

@@ -4,8 +4,8 @@
 //! paired afterwards so one-way latencies compare the right clocks and messages.
 
 use super::{check_mode, client_config, run_apps_many, server_config, PairRun, Watched};
-use crate::perf::{Client, PerfConfig, Server, ServersClosed};
-use crate::topology::TwoNs;
+use crate::{Client, PerfConfig, Server, ServersClosed};
+use bth_testbed::topology::TwoNs;
 use std::io;
 use std::time::Duration;
 use tcp_bth::Config;

@@ -4,12 +4,12 @@
 //! per segment), and the relay's ceiling as `bth-compare` can measure it (kernel TCP over veth
 //! and through the relay).
 
+use bth_perf::tunpair::run_pair;
+use bth_perf::{PerfConfig, PerfOp};
+use bth_testbed::topology::{TwoNs, A_LINK};
 use bth_tests::netns::accept_within;
 use bth_tests::pattern;
 use bth_tools::compare::{ceiling_cell, relay_ceiling};
-use bth_tools::perf::{PerfConfig, PerfOp};
-use bth_tools::topology::{TwoNs, A_LINK};
-use bth_tools::tunpair::run_pair;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -201,7 +201,7 @@ fn the_topologys_tun_devices_have_no_qdisc() {
         // The stack's device lives as long as its descriptor: hold it while asking. Made on a
         // thread of its own, which enters the namespace.
         let inside = name.clone();
-        let tun = std::thread::spawn(move || bth_tools::topology::stack_tun(&inside, side_a))
+        let tun = std::thread::spawn(move || bth_testbed::topology::stack_tun(&inside, side_a))
             .join()
             .expect("thread")
             .expect("stack TUN device");

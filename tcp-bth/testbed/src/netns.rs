@@ -15,7 +15,7 @@ impl Netns {
     pub fn new(tag: &str) -> std::io::Result<Netns> {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let name = format!("bth-{tag}-{}-{n}", std::process::id());
-        run(&["ip", "netns", "add", &name])?;
+        crate::topology::ip(&["netns", "add", &name])?;
         let ns = Netns { name };
         ns.exec(&["ip", "link", "set", "lo", "up"])?;
         Ok(ns)
@@ -23,9 +23,7 @@ impl Netns {
 
     /// Run a command inside the namespace.
     pub fn exec(&self, args: &[&str]) -> std::io::Result<()> {
-        let mut full = vec!["ip", "netns", "exec", &self.name];
-        full.extend_from_slice(args);
-        run(&full)
+        crate::topology::in_ns(&self.name, args)
     }
 }
 
@@ -35,19 +33,6 @@ impl Drop for Netns {
             .args(["netns", "del", &self.name])
             .status();
     }
-}
-
-/// Run a command; its stderr in the error when it fails.
-pub fn run(args: &[&str]) -> std::io::Result<()> {
-    let out = Command::new(args[0]).args(&args[1..]).output()?;
-    if !out.status.success() {
-        return Err(std::io::Error::other(format!(
-            "{}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
 }
 
 /// Accepts one connection on `l` within `limit`: a peer that never connects fails the test

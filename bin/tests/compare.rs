@@ -2,10 +2,10 @@
 //! CAP_NET_ADMIN) one small real cell end to end over every stack: kernel TCP, ours
 //! (per-segment framing) and ours S (S framing with segmentation offload).
 
+use bth_perf::Recovery;
 use bth_tools::compare::{
     self, render, AckClock, CeilingSpec, Cell, Link, RunRecord, Stack, Workload,
 };
-use bth_tools::perf::Recovery;
 use std::time::Duration;
 
 fn quick_plan_is_small_and_interleaves_every_stack() {
@@ -424,15 +424,15 @@ fn one_small_spray_cell_runs_both_stacks() {
     // The GSO ceiling's segments arrive too, cut by the relay or whole.
     let gso = runs[2].path.as_ref().expect("the GSO ceiling's figures");
     assert!(gso.packets > 0 && gso.gso_size == Some(1420), "{gso:?}");
-    let cpus = bth_tools::pinning::allowed_cpus().expect("this thread's CPU mask");
-    if let Some(want) = bth_tools::pinning::split(&cpus) {
+    let cpus = bth_testbed::pinning::allowed_cpus().expect("this thread's CPU mask");
+    if let Some(want) = bth_testbed::pinning::split(&cpus) {
         for r in &runs {
             assert_eq!(r.relay_pinned.as_ref(), Some(&want), "{:?}", r.stack);
         }
         assert!(render::pinning_line(&runs).contains("relay cells pinned"));
     }
     // The guard gave this thread its mask back.
-    assert_eq!(bth_tools::pinning::allowed_cpus().unwrap(), cpus);
+    assert_eq!(bth_testbed::pinning::allowed_cpus().unwrap(), cpus);
     let results = compare::summarize(&plan, &runs);
     assert!(render::markdown(&results).contains("bulk-1MiB-relay-spray4-200us"));
     let t = render::mtu_markdown(&results);

@@ -2,10 +2,10 @@
 //! ([`TwoNs`]): server in namespace A, client in B, one thread each. Shared by the integration
 //! tests (`bth_tests::tunpair`) and `bth-compare`.
 
-use crate::perf::drive::{run_many, Port, Role};
-use crate::perf::{PerfConfig, PerfReport};
-use crate::ready::spawn_set_up;
-use crate::topology::{self, TwoNs};
+use crate::drive::{run_many, Port, Role};
+use crate::{PerfConfig, PerfReport};
+use bth_testbed::ready::spawn_set_up;
+use bth_testbed::topology::{self, TwoNs};
 use std::io;
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
@@ -32,7 +32,7 @@ pub struct SideRun {
     /// Segments placed while an earlier hole was open (direct out-of-order placement).
     pub ooo_placed: u64,
     /// The connection's MSS as the core kept it (`Config::mss` after its clamps: the port's
-    /// MTU − 40, [`crate::perf::drive::mss_for_mtu`]); a `tcp_bth` data segment carries
+    /// MTU − 40, [`crate::drive::mss_for_mtu`]); a `tcp_bth` data segment carries
     /// its 40 option bytes less.
     pub mss: u16,
 }
@@ -158,8 +158,8 @@ fn check_mode(c: &Connection, cfg: &PerfConfig, side: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// An application on one side of a [`run_apps`] run (see [`crate::perf::drive::App`]).
-pub use crate::perf::drive::App;
+/// An application on one side of a [`run_apps`] run (see [`crate::drive::App`]).
+pub use crate::drive::App;
 
 /// One side of a [`run_apps`] run, once its app is done.
 pub struct Side<A> {

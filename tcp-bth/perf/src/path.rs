@@ -300,8 +300,8 @@ impl PathSamples {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::tests::{cfg, run_sim};
-    use crate::perf::PerfOp;
+    use crate::tests::{cfg, run_sim};
+    use crate::PerfOp;
     use tcp_bth_io::sim::LinkConfig;
 
     /// A SEND run over the simulated link at two delays: the sender's samples follow the

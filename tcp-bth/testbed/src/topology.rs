@@ -62,6 +62,7 @@ pub fn parse_mtu(s: &str) -> Result<u32, String> {
     check_mtu(mtu)
 }
 
+/// `ip args…`, its error naming the command and what it printed (or that iproute2 is missing).
 pub fn ip(args: &[&str]) -> io::Result<()> {
     let out = Command::new("ip").args(args).output().map_err(|e| {
         io::Error::new(
@@ -103,7 +104,8 @@ fn netns_exists(ns: &str) -> bool {
     std::path::Path::new(&format!("/run/netns/{ns}")).exists()
 }
 
-fn in_ns(ns: &str, args: &[&str]) -> io::Result<()> {
+/// `ip netns exec ns args…`, its error naming the command and what it printed.
+pub fn in_ns(ns: &str, args: &[&str]) -> io::Result<()> {
     let mut full = vec!["netns", "exec", ns];
     full.extend_from_slice(args);
     ip(&full)

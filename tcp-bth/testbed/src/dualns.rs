@@ -117,9 +117,9 @@ impl DualNs {
                  echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad",
             ])?;
         }
-        crate::netns::run(&[
-            "ip", "link", "add", "tepv0", "netns", &ns.a.name, "type", "veth", "peer", "name",
-            "tepv1", "netns", &ns.b.name,
+        crate::topology::ip(&[
+            "link", "add", "tepv0", "netns", &ns.a.name, "type", "veth", "peer", "name", "tepv1",
+            "netns", &ns.b.name,
         ])?;
         for (n, peer, e) in [(&ns.a, B, END_A), (&ns.b, A, END_B)] {
             let peer4 = format!("{}/24", Ipv4Addr::from(u32::from(peer.stack4) & !0xff));
