@@ -9,14 +9,14 @@
 #[path = "async_app/mod.rs"]
 mod app;
 
+use bth_io::api::{sim_endpoints, tun_endpoint, AsyncEndpoint};
+use bth_io::sim::LinkConfig;
+use bth_io::tun::Driver;
 use bth_testbed::topology::{self, TwoNs};
 use std::io;
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Endpoint, EndpointConfig};
-use tcp_bth_io::api::{sim_endpoints, tun_endpoint, AsyncEndpoint};
-use tcp_bth_io::sim::LinkConfig;
-use tcp_bth_io::tun::Driver;
 
 const MESSAGES: u64 = 64;
 const LEN: usize = 100_000;

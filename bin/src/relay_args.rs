@@ -3,9 +3,9 @@
 //! has always had (10 µs one way, no rate limit, reordered packets held back up to 100 µs, the
 //! same as `bth-compare`'s relay cells), checked before any namespace is created.
 
+use bth_io::sim::{LinkConfig, LinkConfigError, Spray, SprayMode, MAX_PATHS};
 use clap::{Args, ValueEnum};
 use std::time::Duration;
-use tcp_bth_io::sim::{LinkConfig, LinkConfigError, Spray, SprayMode, MAX_PATHS};
 
 /// One-way delay of the relay when `--relay-delay` is not given.
 pub const DEFAULT_DELAY: Duration = Duration::from_micros(10);

@@ -4,6 +4,8 @@
 //! per segment), and the relay's ceiling as `bth-compare` can measure it (kernel TCP over veth
 //! and through the relay).
 
+use bth_io::sim::{LinkConfig, Spray, SprayMode};
+use bth_io::tun::{enter_netns, RelayStats};
 use bth_perf::tunpair::run_pair;
 use bth_perf::{PerfConfig, PerfOp};
 use bth_testbed::topology::{TwoNs, A_LINK};
@@ -14,8 +16,6 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tcp_bth_io::sim::{LinkConfig, Spray, SprayMode};
-use tcp_bth_io::tun::{enter_netns, RelayStats};
 
 static N: AtomicU32 = AtomicU32::new(0);
 

@@ -2,10 +2,10 @@
 //! segment), and a re-cut at an arbitrary mid-message offset as a retransmission does.
 
 use bth_framer::{Framer, FramerConfig, WorkRequest, WrOp};
+use bth_wire::MAX_MESSAGE_LEN;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
-use tcp_bth_wire::MAX_MESSAGE_LEN;
 
 const MSS: u32 = 1448;
 

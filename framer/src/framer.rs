@@ -4,9 +4,9 @@
 use crate::message::{Kind, Message, MessageInfo};
 use crate::request::{FramerConfig, WorkRequest, WrError, WrOp};
 use crate::segment::SegmentDesc;
+use bth_wire::{MsgClass, ReadRequest, MAX_MESSAGE_LEN};
 use bytes::Bytes;
 use std::collections::VecDeque;
-use tcp_bth_wire::{MsgClass, ReadRequest, MAX_MESSAGE_LEN};
 
 /// Most messages of one class that may be posted and not yet released: with more, the oldest
 /// and newest MSN would be 2^15 or more apart and serial comparison (`msn_lt`) would invert.

@@ -5,7 +5,7 @@
 //!
 //! The framer keeps every message until the cumulative ACK has passed its end, because a
 //! retransmission may re-cut the stream at boundaries different from the first transmission.
-//! The receive direction is [`tcp_bth_wire::Inbound::from_bth`]; every [`SegmentDesc`] this crate
+//! The receive direction is [`bth_wire::Inbound::from_bth`]; every [`SegmentDesc`] this crate
 //! produces is accepted by it and means the same message, offset, immediate and RETH.
 //!
 //! Sans-IO: no sockets, clocks or threads; nothing here panics on caller input.

@@ -1,8 +1,8 @@
 //! A posted message as the framer keeps it until it is acknowledged: where it sits in the stream,
 //! what it is, and its bytes as the caller's slices (never copied).
 
+use bth_wire::MsgClass;
 use bytes::Bytes;
-use tcp_bth_wire::MsgClass;
 
 /// Where a message sits in the stream and what it is; what the stack asks about a stream offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

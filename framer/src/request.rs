@@ -1,8 +1,8 @@
 //! What the stack hands the framer: work requests, the connection's framing parameters, and the
 //! reasons a post is refused.
 
+use bth_wire::MsgClass;
 use bytes::Bytes;
-use tcp_bth_wire::MsgClass;
 use thiserror::Error;
 
 /// The operation of a work request, with the remote-side parameters it needs.
@@ -36,6 +36,52 @@ pub struct WorkRequest {
     pub sg_list: Vec<Bytes>,
 }
 
+impl WorkRequest {
+    /// A SEND of `data` into the peer's next posted receive buffer, with or without immediate
+    /// (empty `data`: a zero-length message).
+    pub fn send(wr_id: u64, data: impl Into<Bytes>, imm: Option<u32>) -> WorkRequest {
+        WorkRequest {
+            wr_id,
+            op: WrOp::Send { imm },
+            sg_list: vec![data.into()],
+        }
+    }
+
+    /// An RDMA WRITE of `data` to the peer's region `rkey` at `remote_addr`, with or without
+    /// immediate.
+    pub fn write(
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        data: impl Into<Bytes>,
+        imm: Option<u32>,
+    ) -> WorkRequest {
+        WorkRequest {
+            wr_id,
+            op: WrOp::RdmaWrite {
+                rkey,
+                remote_addr,
+                imm,
+            },
+            sg_list: vec![data.into()],
+        }
+    }
+
+    /// An RDMA READ of `len` bytes of the peer's region `rkey` at `remote_addr` (the local
+    /// sink is posted with the placement side).
+    pub fn read(wr_id: u64, rkey: u32, remote_addr: u64, len: u32) -> WorkRequest {
+        WorkRequest {
+            wr_id,
+            op: WrOp::RdmaRead {
+                rkey,
+                remote_addr,
+                len,
+            },
+            sg_list: Vec::new(),
+        }
+    }
+}
+
 /// Framing parameters fixed when the connection is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FramerConfig {
@@ -48,7 +94,7 @@ pub struct FramerConfig {
     /// First MSN of every class counter (the MSN this side announces in its hello).
     pub first_msn: u16,
     /// Largest message the peer accepts (from its hello); values above
-    /// [`MAX_MESSAGE_LEN`](tcp_bth_wire::MAX_MESSAGE_LEN) are clamped to it, because the 24-bit
+    /// [`MAX_MESSAGE_LEN`](bth_wire::MAX_MESSAGE_LEN) are clamped to it, because the 24-bit
     /// offset field could not address the bytes beyond.
     pub max_message_len: u32,
 }

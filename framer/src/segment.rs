@@ -2,12 +2,10 @@
 //! payload as zero-copy slices of the posted buffers.
 
 use crate::message::{Kind, Message};
+use bth_wire::copy::copy_payload;
+use bth_wire::{Bth, Extension, MessageKind, MsgClass, Opcode, Position, Reth, ZERO_LENGTH_MBO};
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
-use tcp_bth_wire::copy::copy_payload;
-use tcp_bth_wire::{
-    Bth, Extension, MessageKind, MsgClass, Opcode, Position, Reth, ZERO_LENGTH_MBO,
-};
 
 /// One data segment ready for the stack: it adds timestamps and flags, seals the ICRC over the
 /// payload and maps `stream_offset` to a sequence number.

@@ -1,8 +1,8 @@
 //! What `post` accepts and refuses, and how MSNs are assigned.
 
 use bth_framer::{Framer, FramerConfig, Posted, WorkRequest, WrError, WrOp, MAX_IN_FLIGHT};
+use bth_wire::{MsgClass, MAX_MESSAGE_LEN};
 use bytes::Bytes;
-use tcp_bth_wire::{MsgClass, MAX_MESSAGE_LEN};
 
 fn framer(first_msn: u16, max_message_len: u32) -> Framer {
     Framer::new(FramerConfig {
@@ -119,8 +119,8 @@ fn zero_length_send_takes_one_pad_byte_of_stream() {
     assert_eq!((p.stream_start, p.len), (0, 1));
     let seg = f.segment_at(0, 1000).expect("one segment");
     assert_eq!(seg.len, 1);
-    assert_eq!(seg.bth.mbo, tcp_bth_wire::ZERO_LENGTH_MBO);
-    assert_eq!(seg.bth.opcode, tcp_bth_wire::Opcode::SendOnly);
+    assert_eq!(seg.bth.mbo, bth_wire::ZERO_LENGTH_MBO);
+    assert_eq!(seg.bth.opcode, bth_wire::Opcode::SendOnly);
     let released = f.release(1);
     assert_eq!(released.len(), 1);
     assert_eq!(released[0].len, 0, "the application posted no bytes");

@@ -7,11 +7,11 @@
 //! near multiples of 2^24 and near 2^32 by posting and releasing filler messages first.
 
 use bth_framer::{Framer, FramerConfig, SegmentDesc, WorkRequest, WrOp};
-use bytes::Bytes;
-use proptest::prelude::*;
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, Extension, Inbound, MsgClass, Opcode, ReadRequest, Reth, Timestamps, MAX_MESSAGE_LEN,
 };
+use bytes::Bytes;
+use proptest::prelude::*;
 
 fn framer(first_msn: u16) -> Framer {
     let mut f = Framer::new(FramerConfig {

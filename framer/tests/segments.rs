@@ -1,8 +1,8 @@
 //! Segment lookup, READ request framing, release, and the edge cases the stack relies on.
 
 use bth_framer::{Framer, FramerConfig, Released, WorkRequest, WrOp};
+use bth_wire::{Extension, Inbound, MsgClass, Opcode, ReadRequest, Reth, MAX_MESSAGE_LEN};
 use bytes::Bytes;
-use tcp_bth_wire::{Extension, Inbound, MsgClass, Opcode, ReadRequest, Reth, MAX_MESSAGE_LEN};
 
 fn framer(mss: u32) -> Framer {
     Framer::new(FramerConfig {

@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    tcp_bth_fuzz::check_bth_option(data);
+    bth_fuzz::check_bth_option(data);
 });

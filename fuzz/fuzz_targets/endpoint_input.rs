@@ -1,8 +1,8 @@
 //! Whatever arrives at an endpoint from the network: raw packets and segments from fields to a
-//! listening endpoint with an established connection (see `tcp_bth_fuzz::endpoint`).
+//! listening endpoint with an established connection (see `bth_fuzz::endpoint`).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    tcp_bth_fuzz::endpoint::run(data);
+    bth_fuzz::endpoint::run(data);
 });

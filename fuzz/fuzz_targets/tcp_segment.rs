@@ -4,5 +4,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    tcp_bth_fuzz::check_tcp_segment(data);
+    bth_fuzz::check_tcp_segment(data);
 });

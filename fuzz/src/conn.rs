@@ -1,6 +1,6 @@
 //! `conn_receive`: the receive path of an established tcp_bth connection.
 //!
-//! B is built with [`tcp_bth_io::sim::Pair`] over a quiet link and `establish`ed, then given
+//! B is built with [`bth_io::sim::Pair`] over a quiet link and `establish`ed, then given
 //! registered regions (a writable target, a read-only source, and a **canary** registered
 //! without REMOTE_WRITE) and posted receive buffers. The fuzz input is decoded op by op (a tiny
 //! fixed-width format, so the corpus generator can write meaningful seeds) into segments built
@@ -19,7 +19,7 @@ use tcp_bth::wire::{
     SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps,
 };
 use tcp_bth::{Connection, ConnectionError, State};
-use tcp_bth_io::sim::{pair_configs, LinkConfig, Pair};
+use bth_io::sim::{pair_configs, LinkConfig, Pair};
 
 /// Payload bytes per segment A would send (MSS 1460 − 40 bytes of options).
 pub const CHUNK: u32 = 1420;
@@ -170,8 +170,8 @@ impl Harness {
     fn base_repr<'p>(&self, seq: u32, payload: &'p [u8], bth: Option<Bth>) -> TcpRepr<'p> {
         let (una, _, _) = self.b.seq_state();
         TcpRepr {
-            src_port: tcp_bth_io::sim::pair::A_PORT,
-            dst_port: tcp_bth_io::sim::pair::B_PORT,
+            src_port: bth_io::sim::pair::A_PORT,
+            dst_port: bth_io::sim::pair::B_PORT,
             seq,
             ack: una,
             flags: TcpFlags::ACK,

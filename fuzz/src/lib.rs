@@ -6,7 +6,7 @@
 pub mod conn;
 pub mod endpoint;
 
-use tcp_bth_wire::{Bth, Inbound, IpPair, SegmentError, TcpOptions, TcpRepr};
+use bth_wire::{Bth, Inbound, IpPair, SegmentError, TcpOptions, TcpRepr};
 
 /// Addresses the segments of the parser targets are checksummed for.
 pub const IP: IpPair = IpPair::V4 {

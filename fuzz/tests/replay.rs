@@ -67,17 +67,17 @@ fn single_file() -> Option<PathBuf> {
 // `cargo test --test replay replay_conn_receive_corpus` runs only the single-file replay.
 #[test]
 fn replay_bth_option_corpus() {
-    replay("bth_option", tcp_bth_fuzz::check_bth_option);
+    replay("bth_option", bth_fuzz::check_bth_option);
 }
 
 #[test]
 fn replay_tcp_segment_corpus() {
-    replay("tcp_segment", tcp_bth_fuzz::check_tcp_segment);
+    replay("tcp_segment", bth_fuzz::check_tcp_segment);
 }
 
 #[test]
 fn replay_endpoint_input_corpus() {
-    replay("endpoint_input", tcp_bth_fuzz::endpoint::run);
+    replay("endpoint_input", bth_fuzz::endpoint::run);
 }
 
 #[test]
@@ -86,8 +86,8 @@ fn replay_conn_receive_corpus() {
         eprintln!("conn_receive: replaying {}", f.display());
         let data = std::fs::read(&f)
             .unwrap_or_else(|e| panic!("CONN_FUZZ_REPLAY={}: cannot read it: {e}", f.display()));
-        tcp_bth_fuzz::conn::run(&data);
+        bth_fuzz::conn::run(&data);
         return;
     }
-    replay("conn_receive", tcp_bth_fuzz::conn::run);
+    replay("conn_receive", bth_fuzz::conn::run);
 }

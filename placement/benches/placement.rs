@@ -15,9 +15,9 @@
 //! the cache that footprint alone moves the ratio (`docs/placement.md`, "Measured").
 
 use bth_placement::{Access, PlaceOutcome, Placement, PlacementConfig};
+use bth_wire::{Bth, Extension, Inbound, MessageKind, Opcode, Position, Reth, MAX_MESSAGE_LEN};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
-use tcp_bth_wire::{Bth, Extension, Inbound, MessageKind, Opcode, Position, Reth, MAX_MESSAGE_LEN};
 
 const MSS: u32 = 1448;
 

@@ -7,7 +7,7 @@
 
 use crate::cqe::{Cqe, WcOp, WcStatus};
 use crate::placer::Placement;
-use tcp_bth_wire::MsgClass;
+use bth_wire::MsgClass;
 
 impl Placement {
     /// The next completion, in MSN order within each class.

@@ -1,6 +1,6 @@
 //! Completion queue entries, as verbs reports them (`ibv_wc`), trimmed to what this side sees.
 
-use tcp_bth_wire::MsgClass;
+use bth_wire::MsgClass;
 
 /// What completed. Placement produces the receive-side ones; the stack uses the same type for
 /// the requester's SEND and RDMA WRITE completions, so a connection has one completion type.

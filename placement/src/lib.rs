@@ -8,7 +8,7 @@
 //! MSN order within each class.
 //!
 //! Sans-IO: no sockets, threads or clocks. Inputs are validated segments
-//! ([`tcp_bth_wire::Inbound`]) and work requests; outputs are [`PlaceOutcome`]s and [`Cqe`]s.
+//! ([`bth_wire::Inbound`]) and work requests; outputs are [`PlaceOutcome`]s and [`Cqe`]s.
 
 #![forbid(unsafe_code)]
 

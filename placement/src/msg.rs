@@ -7,8 +7,8 @@ use crate::coverage::Coverage;
 use crate::cqe::WcStatus;
 use crate::mr::MemoryRegions;
 use crate::outcome::{Counters, DropReason, PlaceOutcome};
-use tcp_bth_wire::copy::copy_payload;
-use tcp_bth_wire::{Inbound, MsgClass, Reth};
+use bth_wire::copy::copy_payload;
+use bth_wire::{Inbound, MsgClass, Reth};
 
 /// What one message has received so far.
 #[derive(Debug, Default)]
@@ -322,8 +322,8 @@ pub(crate) fn place_any(
 mod tests {
     use super::*;
     use crate::mr::Access;
+    use bth_wire::{Bth, MessageKind, Opcode, Position};
     use proptest::prelude::*;
-    use tcp_bth_wire::{Bth, MessageKind, Opcode, Position};
 
     const UNIT: u32 = 256;
 
@@ -364,7 +364,7 @@ mod tests {
         let pos = Position::of(offset, n, total);
         let mut b = Bth::new(Opcode::for_data(MessageKind::RdmaWrite, pos, false).unwrap());
         b.mbo = offset;
-        b.ext = tcp_bth_wire::Extension::Reth(Reth {
+        b.ext = bth_wire::Extension::Reth(Reth {
             rkey,
             addr: addr.wrapping_add(u64::from(offset)),
         });

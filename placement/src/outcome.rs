@@ -2,7 +2,7 @@
 //! keeps.
 
 use crate::mr::MrError;
-use tcp_bth_wire::ReadRequest;
+use bth_wire::ReadRequest;
 
 /// The result of placing one segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

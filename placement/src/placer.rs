@@ -6,8 +6,8 @@ use crate::msg::{place_any, place_new_unit, place_segment, Books, Dest, MsgTrack
 use crate::outcome::{Counters, DropReason, PlaceOutcome};
 use crate::unfilled::Unfilled;
 use crate::window::{Locate, MsnWindow, MAX_WINDOW};
+use bth_wire::{Inbound, MsgClass, ReadRequest, MAX_MESSAGE_LEN};
 use std::collections::VecDeque;
-use tcp_bth_wire::{Inbound, MsgClass, ReadRequest, MAX_MESSAGE_LEN};
 
 /// What a connection's receive side needs to know from the handshake and the application.
 #[derive(Debug, Clone, PartialEq, Eq)]

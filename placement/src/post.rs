@@ -3,7 +3,7 @@
 
 use crate::msg::MsgTrack;
 use crate::placer::{PendingRead, Placement, PostedRecv};
-use tcp_bth_wire::MAX_MESSAGE_LEN;
+use bth_wire::MAX_MESSAGE_LEN;
 use thiserror::Error;
 
 /// Why a post was refused.

@@ -7,8 +7,8 @@ use bth_placement::{
     Access, Cqe, DropReason, MrError, MrHandle, PlaceOutcome, Placement, PlacementConfig,
     PlacementLimits, WcOp, WcStatus,
 };
+use bth_wire::{MessageKind, MsgClass, Reth};
 use common::{cut, only, read_request, rr_bytes, seg, write_at, CANARY};
-use tcp_bth_wire::{MessageKind, MsgClass, Reth};
 
 const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 const F: u16 = 0xFFFE; // every test crosses the MSN wrap

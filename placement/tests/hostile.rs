@@ -4,9 +4,9 @@
 mod common;
 
 use bth_placement::{Access, PlaceOutcome, Placement, PlacementConfig, PlacementLimits};
+use bth_wire::{Bth, Extension, ExtensionKind, Inbound, Opcode, Reth, MAX_MESSAGE_LEN};
 use common::CANARY;
 use proptest::prelude::*;
-use tcp_bth_wire::{Bth, Extension, ExtensionKind, Inbound, Opcode, Reth, MAX_MESSAGE_LEN};
 
 #[derive(Debug, Clone)]
 struct Raw {

@@ -7,8 +7,8 @@
 mod common;
 
 use bth_placement::{Access, PlaceOutcome, Placement, PlacementConfig};
+use bth_wire::{MessageKind, Reth};
 use common::{cut, seg, Rng, CANARY};
-use tcp_bth_wire::{MessageKind, Reth};
 
 const F: u16 = 7;
 

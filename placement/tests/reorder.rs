@@ -7,9 +7,9 @@ mod common;
 use bth_placement::{
     Access, Cqe, PlaceOutcome, Placement, PlacementConfig, PlacementLimits, WcOp, WcStatus,
 };
+use bth_wire::{MessageKind, MsgClass, Reth, MAX_MESSAGE_LEN};
 use common::{cut, seg, Rng, CANARY};
 use proptest::prelude::*;
-use tcp_bth_wire::{MessageKind, MsgClass, Reth, MAX_MESSAGE_LEN};
 
 #[derive(Debug, Clone)]
 struct MsgSpec {

@@ -14,12 +14,12 @@ use bth_placement::{
     Access, Cqe, MrHandle, PlaceOutcome, Placement, PlacementConfig, PlacementLimits, WcOp,
     WcStatus,
 };
-use common::{Rng, CANARY};
-use proptest::prelude::*;
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, Extension, Inbound, MessageKind, MsgClass, Opcode, Position, Reth, Timestamps,
     MAX_MESSAGE_LEN,
 };
+use common::{Rng, CANARY};
+use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 struct Spec {

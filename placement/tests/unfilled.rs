@@ -5,8 +5,8 @@
 mod common;
 
 use bth_placement::{Placement, PlacementConfig};
+use bth_wire::MessageKind;
 use common::{only, seg};
-use tcp_bth_wire::MessageKind;
 
 const F: u16 = 0xFFFE; // crosses the MSN wrap
 

@@ -63,7 +63,7 @@ pub struct Config {
     /// Receiver-driven admission, receiving side: the most bytes we admit beyond RCV.NXT at
     /// once, whatever is posted. A receiver that keeps receives posted deep (so SENDs never
     /// wait for credit) can still bound the bytes in flight toward it, finer than whole
-    /// messages: what an incast needs (`tcp_bth_io::sim::incast`). At least one 4 KiB unit,
+    /// messages: what an incast needs (`bth_io::sim::incast`). At least one 4 KiB unit,
     /// so a grant never closes for good. `None`: no cap.
     pub admission_cap: Option<u32>,
     /// Keepalive (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6): after `idle` without a segment from

@@ -5,16 +5,16 @@
 //! ISNs and RTT estimation, and [`pair::BackToBack`], two connections back to back on a virtual clock. Inputs are segments, calls and the current time; outputs are
 //! segments, timers and completions. It opens no socket or file, reads no clock and starts no
 //! thread. The drivers that do (the io_uring TUN data path, the impairment relay, the simulated
-//! link and its pair driver, the tokio API) are in the `tcp-bth-io` crate (`tcp-bth/io/`);
+//! link and its pair driver, the tokio API) are in the `bth-io` crate (`tcp-bth/io/`);
 //! packet captures are in `bth-capture` (`tcp-bth/capture/`).
 //!
-//! The option and segment codec live in the `tcp-bth-wire` crate (under `tcp-bth/wire/`) so that
+//! The option and segment codec live in the `bth-wire` crate (under `tcp-bth/wire/`) so that
 //! `framer` and `placement`, which this crate's stack builds on, can use the same types without a
 //! dependency cycle; it is re-exported here as [`wire`].
 
 #![forbid(unsafe_code)]
 
-pub use tcp_bth_wire as wire;
+pub use bth_wire as wire;
 
 pub mod config;
 pub mod conn;

@@ -2,7 +2,7 @@
 //! passes a filter that may drop or change it. The smallest driver there is, on a virtual
 //! clock: the core's own unit tests and the integration tests use it to exercise the state
 //! machine segment by segment (the simulated link with loss, reordering and bandwidth is
-//! `tcp_bth_io::sim`).
+//! `bth_io::sim`).
 
 use crate::{Config, Connection};
 use std::fmt;

@@ -41,7 +41,7 @@ impl Need {
     /// Why this need is not met here, or `None` when it is.
     pub fn missing(self) -> Option<String> {
         match self {
-            Need::NetAdmin => tcp_bth_io::tun::net_admin_missing().or_else(|| {
+            Need::NetAdmin => bth_io::tun::net_admin_missing().or_else(|| {
                 (!command_works("ip", "-V")).then(|| "needs the ip command (iproute2)".into())
             }),
             Need::Tcpdump => (!command_works("tcpdump", "--version"))

@@ -8,12 +8,10 @@ pub mod qpwork;
 pub mod rss;
 pub mod tunpair;
 
-use bth_framer::{WorkRequest, WrOp};
-use bytes::Bytes;
+use bth_io::sim::{pair_configs, LinkConfig, Pair};
 use std::time::Duration;
 use tcp_bth::wire::{MsgClass, NakCode};
 use tcp_bth::{Config, Connection, ConnectionError};
-use tcp_bth_io::sim::{pair_configs, LinkConfig, Pair};
 
 /// A quiet link: 50 µs one way, 10 Gbit/s, no impairments.
 pub fn quiet_link() -> LinkConfig {
@@ -52,7 +50,7 @@ pub fn describe_output(o: &std::process::Output) -> String {
 /// Deterministic bytes for tests.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
-    tcp_bth_io::sim::workload::fill(seed, 7, &mut v);
+    bth_io::sim::workload::fill(seed, 7, &mut v);
     v
 }
 
@@ -66,32 +64,6 @@ pub fn drain_bytes(c: &mut Connection, out: &mut Vec<u8>) {
         }
         out.extend_from_slice(&buf[..n]);
     }
-}
-
-/// A work request of `op` carrying `data`; an empty `data` is a zero-length message (empty
-/// scatter list).
-fn work_request(wr_id: u64, op: WrOp, data: &[u8]) -> WorkRequest {
-    let sg_list = if data.is_empty() {
-        Vec::new()
-    } else {
-        vec![Bytes::copy_from_slice(data)]
-    };
-    WorkRequest { wr_id, op, sg_list }
-}
-
-/// A SEND of `data` (empty: zero-length), with or without immediate.
-pub fn send_wr(wr_id: u64, data: &[u8], imm: Option<u32>) -> WorkRequest {
-    work_request(wr_id, WrOp::Send { imm }, data)
-}
-
-/// An RDMA WRITE of `data` (empty: zero-length) to `rkey` at `addr`, with or without immediate.
-pub fn write_wr(wr_id: u64, rkey: u32, addr: u64, data: &[u8], imm: Option<u32>) -> WorkRequest {
-    let op = WrOp::RdmaWrite {
-        rkey,
-        remote_addr: addr,
-        imm,
-    };
-    work_request(wr_id, op, data)
 }
 
 /// `c` failed because its peer refused one of its requests: a NAK with this code, naming the

@@ -1,5 +1,5 @@
 //! A verified mixed workload over many queue pairs between two endpoints, as two
-//! [`turn::App`](tcp_bth_io::turn::App)s: A connects every QP, B accepts them, registers a
+//! [`turn::App`](bth_io::turn::App)s: A connects every QP, B accepts them, registers a
 //! WRITE target and a READ source for each and posts its receives; A then posts the QP's
 //! SENDs, RDMA WRITEs with immediate and RDMA READs. Every byte is checked where it lands:
 //! SEND and WRITE payloads at B, READ responses at A.
@@ -8,15 +8,15 @@
 //! an RDMA application does (which QP is which, and the remote keys): B learns a QP's number
 //! from A's port, A learns B's regions when B has them.
 
-use crate::{send_wr, write_wr};
+use bth_framer::WorkRequest;
+use bth_io::sim::workload::fill;
+use bth_io::turn::App;
 use bth_placement::{Access, MrHandle, WcStatus};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 use tcp_bth::{Completion, ConnectionHandle, Endpoint, Mode, WcOp};
-use tcp_bth_io::sim::workload::fill;
-use tcp_bth_io::turn::App;
 
 /// Messages per QP: one SEND, one WRITE with immediate, one READ, and a fourth SEND or WRITE.
 pub const PER_QP: usize = 4;
@@ -203,13 +203,13 @@ impl Client {
             let wr_id = id(q, i);
             let r = match m.kind {
                 Kind::Send => c
-                    .post_send(send_wr(wr_id, &payload(seed, q, i, m.size), None))
+                    .post_send(WorkRequest::send(wr_id, payload(seed, q, i, m.size), None))
                     .map(drop)
                     .map_err(|e| e.kind.to_string()),
                 Kind::WriteImm => {
                     let data = payload(seed, q, i, m.size);
                     let addr = target.addr + m.offset as u64;
-                    let wr = write_wr(wr_id, target.rkey, addr, &data, Some(wr_id as u32));
+                    let wr = WorkRequest::write(wr_id, target.rkey, addr, data, Some(wr_id as u32));
                     c.post_send(wr).map(drop).map_err(|e| e.kind.to_string())
                 }
                 Kind::Read => {

@@ -1,7 +1,7 @@
 //! A SEND workload over many QPs (connections) of one `tcp_bth::Endpoint`, every byte
 //! verified: each side opens its own QPs to the peer's [`PORT`] and SENDs on them, and checks
 //! every message its accepted QPs receive. One [`Side`] is the application of one driver
-//! (`tcp_bth_io::turn::App`). The endpoint must listen on [`PORT`] before its driver starts
+//! (`bth_io::turn::App`). The endpoint must listen on [`PORT`] before its driver starts
 //! (not in the app's first turn: the peer's first SYN may arrive before it).
 //!
 //! Message `i` of QP `q` is `size(q, i)` bytes: `q` and `i` (little-endian u32 each), then a
@@ -11,11 +11,11 @@
 //! it has every message and the sender's FIN).
 
 use bth_framer::{WorkRequest, WrOp};
+use bth_io::turn::App;
 use bytes::Bytes;
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, ConnectionHandle, Endpoint, Event, State, WcOp};
-use tcp_bth_io::turn::App;
 
 pub const PORT: u16 = 4791;
 
@@ -45,7 +45,7 @@ impl Plan {
         let mut v = vec![0u8; self.size(q, i)];
         v[..4].copy_from_slice(&q.to_le_bytes());
         v[4..8].copy_from_slice(&i.to_le_bytes());
-        tcp_bth_io::sim::workload::fill(mix(q, i), 7, &mut v[8..]);
+        bth_io::sim::workload::fill(mix(q, i), 7, &mut v[8..]);
         v
     }
 }

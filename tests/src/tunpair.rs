@@ -2,10 +2,10 @@
 //! (`bth_testbed::topology::TwoNs`): server in namespace A, client in B. The runner itself is
 //! `bth_perf::tunpair::run_pair`, shared with `bth-compare`.
 
+use bth_io::sim::LinkConfig;
 use bth_perf::{PerfConfig, PerfReport};
 use bth_testbed::topology::TwoNs;
 use std::time::Duration;
-use tcp_bth_io::sim::LinkConfig;
 
 /// Run one perf exchange; returns (client report, server report). Panics on set-up failures.
 pub fn run_perf(ns: &TwoNs, cfg: &PerfConfig) -> (PerfReport, PerfReport) {

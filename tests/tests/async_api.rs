@@ -1,10 +1,10 @@
 //! The tokio message API over the simulated link: send/recv, WRITE with immediate, READ.
 
+use bth_io::api::sim_pair;
+use bth_io::sim::LinkConfig;
 use bth_placement::Access;
 use bth_tests::pattern;
 use std::time::Duration;
-use tcp_bth_io::api::sim_pair;
-use tcp_bth_io::sim::LinkConfig;
 
 /// Each test's whole body, bounded: the simulated link runs in virtual time, so a transfer
 /// that stops making progress (a connection retransmitting forever) would hang the suite
@@ -80,7 +80,7 @@ async fn the_example_application_runs_over_the_simulated_link() {
             .with_loss(0.01)
             .with_reorder(0.1, Duration::from_micros(50))
             .with_seed(11);
-        let (a, b, cfg) = tcp_bth_io::api::sim_endpoints(link, 11);
+        let (a, b, cfg) = bth_io::api::sim_endpoints(link, 11);
         let server = tokio::spawn(app::server(b, 32, 50_000));
         let client = app::client(a, cfg, 32, 50_000).await.expect("client");
         let server = server.await.unwrap().expect("server");
@@ -95,7 +95,7 @@ async fn the_example_application_runs_over_the_simulated_link() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_qps_share_one_endpoint() {
     within(async {
-        let (a, b, cfg) = tcp_bth_io::api::sim_endpoints(LinkConfig::default().with_seed(3), 3);
+        let (a, b, cfg) = bth_io::api::sim_endpoints(LinkConfig::default().with_seed(3), 3);
         const N: u64 = 50;
         let server = tokio::spawn(async move {
             let mut tasks = Vec::new();
@@ -166,7 +166,7 @@ async fn waiters_learn_of_an_orderly_close_and_notices_survive_a_dropped_waiter(
             .await
             .expect("the receive resolves")
             .unwrap();
-        assert_eq!(r, Err(tcp_bth_io::api::ApiError::Closed));
+        assert_eq!(r, Err(bth_io::api::ApiError::Closed));
     })
     .await
 }

@@ -3,6 +3,9 @@
 //! sends, `Endpoint` half-open expiry, and ISN unpredictability. See docs/reliability.md. (The SYN
 //! flood against the `Endpoint` is in syn_flood_memory.rs: it measures RSS, so it runs alone.)
 
+use bth_framer::WorkRequest;
+use bth_io::sim::pair::{A_PORT, B_PORT};
+use bth_io::sim::{pair_configs, Pair};
 use bth_placement::{Access, MrHandle, WcStatus};
 use bth_tests::*;
 use std::time::Duration;
@@ -13,8 +16,6 @@ use tcp_bth::wire::{
 use tcp_bth::{
     Completion, Connection, ConnectionError, Endpoint, EndpointConfig, Mode, State, WcOp,
 };
-use tcp_bth_io::sim::pair::{A_PORT, B_PORT};
-use tcp_bth_io::sim::{pair_configs, Pair};
 
 const SEC: Duration = Duration::from_secs(1);
 const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
@@ -62,9 +63,16 @@ fn setup(seed: u64) -> Setup {
     }
     let first_msg = pattern(seed, 5000);
     let first_write = pattern(seed + 1, 10_000);
-    p.a.post_send(send_wr(1, &first_msg, None)).unwrap();
-    p.a.post_send(write_wr(2, good.rkey, good.addr, &first_write, Some(77)))
+    p.a.post_send(WorkRequest::send(1, first_msg.to_vec(), None))
         .unwrap();
+    p.a.post_send(WorkRequest::write(
+        2,
+        good.rkey,
+        good.addr,
+        first_write.to_vec(),
+        Some(77),
+    ))
+    .unwrap();
     let mut got = Vec::new();
     assert!(p.run_until(5 * SEC, |p| {
         got.extend(completions(p.b()));
@@ -148,10 +156,18 @@ fn write_with_wrong_rkey_is_a_remote_access_error() {
     let bad_rkey = s.good.rkey ^ 0x01; // same slot, wrong key byte
     let data = pattern(9, 3000);
     s.p.a
-        .post_send(write_wr(3, bad_rkey, s.good.addr + 20_000, &data, None))
+        .post_send(WorkRequest::write(
+            3,
+            bad_rkey,
+            s.good.addr + 20_000,
+            data.to_vec(),
+            None,
+        ))
         .unwrap();
     // A SEND behind it must not land either.
-    s.p.a.post_send(send_wr(4, &data, None)).unwrap();
+    s.p.a
+        .post_send(WorkRequest::send(4, data.to_vec(), None))
+        .unwrap();
     assert_access_error(&mut s, 3);
     let _ = (&s.first_msg, s.canary);
 }
@@ -162,7 +178,7 @@ fn write_to_region_without_remote_write_is_refused() {
     let data = pattern(9, 3000);
     let (rkey, addr) = (s.canary.rkey, s.canary.addr);
     s.p.a
-        .post_send(write_wr(3, rkey, addr, &data, None))
+        .post_send(WorkRequest::write(3, rkey, addr, data.to_vec(), None))
         .unwrap();
     assert_access_error(&mut s, 3);
 }
@@ -180,7 +196,13 @@ fn write_out_of_bounds_is_refused() {
         let data = pattern(9, 3000);
         let addr = s.good.addr + off;
         s.p.a
-            .post_send(write_wr(3, s.good.rkey, addr, &data, None))
+            .post_send(WorkRequest::write(
+                3,
+                s.good.rkey,
+                addr,
+                data.to_vec(),
+                None,
+            ))
             .unwrap();
         assert_access_error(&mut s, 3);
     }
@@ -199,7 +221,13 @@ fn write_below_region_and_address_overflow_are_refused() {
         let addr = addr.unwrap_or(s.good.addr - 1);
         let data = pattern(9, 100);
         s.p.a
-            .post_send(write_wr(3, s.good.rkey, addr, &data, None))
+            .post_send(WorkRequest::write(
+                3,
+                s.good.rkey,
+                addr,
+                data.to_vec(),
+                None,
+            ))
             .unwrap();
         assert_access_error(&mut s, 3);
     }
@@ -212,7 +240,13 @@ fn write_whose_address_range_wraps_is_refused() {
     let data = pattern(9, 100);
     let err =
         s.p.a
-            .post_send(write_wr(3, s.good.rkey, u64::MAX - 10, &data, None))
+            .post_send(WorkRequest::write(
+                3,
+                s.good.rkey,
+                u64::MAX - 10,
+                data.to_vec(),
+                None,
+            ))
             .unwrap_err();
     assert!(format!("{err}").contains("wrap") || format!("{err:?}").contains("Wraps"));
     // ...so a hostile peer forges it: RETH addr = 2^64 - 11, 100 bytes (addr + len overflows).
@@ -308,7 +342,13 @@ fn deregistered_region_is_never_written_after_deregistration() {
     let victim = s.p.b().register_mr(vec![0u8; 1 << 20], RW).unwrap();
     let data = pattern(31, 1 << 20);
     s.p.a
-        .post_send(write_wr(3, victim.rkey, victim.addr, &data, None))
+        .post_send(WorkRequest::write(
+            3,
+            victim.rkey,
+            victim.addr,
+            data.to_vec(),
+            None,
+        ))
         .unwrap();
     let started = s.p.run_until(5 * SEC, |p| {
         p.link.in_flight() > 4 && p.b.as_ref().unwrap().placement_counters().bytes_placed > 0
@@ -526,7 +566,8 @@ fn blind_syn_with_any_sequence_number_never_resets() {
         p.now = now;
         if bth {
             p.b().post_recv(1, vec![0u8; 100]).unwrap();
-            p.a.post_send(send_wr(1, &[7u8; 100], None)).unwrap();
+            p.a.post_send(WorkRequest::send(1, [7u8; 100].to_vec(), None))
+                .unwrap();
             assert!(p.run_until(5 * SEC, |p| p.b().poll_completion().is_some()));
         }
     }
@@ -538,7 +579,13 @@ fn ack_of_unsent_data_and_too_old_ack_do_not_move_snd_una() {
     // Give B data in flight towards A so that SND.UNA < SND.NXT.
     let h = p.a.register_mr(vec![0u8; 1 << 16], RW).unwrap();
     p.b()
-        .post_send(write_wr(1, h.rkey, h.addr, &pattern(1, 40_000), None))
+        .post_send(WorkRequest::write(
+            1,
+            h.rkey,
+            h.addr,
+            pattern(1, 40_000).to_vec(),
+            None,
+        ))
         .unwrap();
     let now = p.now;
     while p.b().poll_transmit(now).is_some() {}
@@ -724,7 +771,13 @@ fn hammering_acks_with_sacks_and_credit_keeps_the_sender_bounded() {
     let mut p = bth_pair(52);
     let h = p.a.register_mr(vec![0u8; 1 << 20], RW).unwrap();
     p.b()
-        .post_send(write_wr(1, h.rkey, h.addr, &pattern(2, 1 << 20), None))
+        .post_send(WorkRequest::write(
+            1,
+            h.rkey,
+            h.addr,
+            pattern(2, 1 << 20).to_vec(),
+            None,
+        ))
         .unwrap();
     let mut now = p.now;
     while p.b().poll_transmit(now).is_some() {}

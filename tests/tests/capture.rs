@@ -9,6 +9,9 @@ use bth_capture::{
     analyze_file, Analysis, CaptureReader, Checksum, Icrc, MessageInfo, MessageKey, Outcome,
     PcapWriter, Segment,
 };
+use bth_io::sim::pair::{A_IP, A_PORT, B_IP, B_PORT};
+use bth_io::sim::workload::{self, Kind, Report, WorkloadConfig};
+use bth_io::sim::LinkConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,9 +22,6 @@ use tcp_bth::wire::{
     Reth, TcpFlags, TcpOptions, TcpRepr, Timestamps, ZERO_LENGTH_MBO,
 };
 use tcp_bth::Framing;
-use tcp_bth_io::sim::pair::{A_IP, A_PORT, B_IP, B_PORT};
-use tcp_bth_io::sim::workload::{self, Kind, Report, WorkloadConfig};
-use tcp_bth_io::sim::LinkConfig;
 
 /// A file in the temporary directory, removed when dropped (also when a test fails).
 struct TempFile(PathBuf);

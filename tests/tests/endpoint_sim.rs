@@ -3,11 +3,11 @@
 //! immediate / RDMA READ workload with every byte verified where it lands; then every QP
 //! closes in order.
 
+use bth_io::sim::pair::{DriverModel, B_PORT};
+use bth_io::sim::{net_configs, net_conn_configs, Direction, LinkConfig, Net};
 use bth_tests::many_qps::{plan, Client, Control, Server, PER_QP};
 use std::time::{Duration, Instant};
 use tcp_bth::{ConnectionHandle, EndpointConfig, State};
-use tcp_bth_io::sim::pair::{DriverModel, B_PORT};
-use tcp_bth_io::sim::{net_configs, net_conn_configs, Direction, LinkConfig, Net};
 
 const QPS: usize = 1000;
 const SEED: u64 = 13;

@@ -2,13 +2,13 @@
 //! seeds; spurious retransmissions under pure reordering; credit waits with no posted buffers;
 //! a segment whose payload was altered under a valid TCP checksum is caught by the ICRC.
 
+use bth_framer::WorkRequest;
+use bth_io::sim::workload::{self, WorkloadConfig};
+use bth_io::sim::{Direction, LinkConfig};
 use bth_tests::*;
-use bytes::Bytes;
 use std::time::Duration;
 use tcp_bth::wire::TcpRepr;
 use tcp_bth::{Connection, WcOp};
-use tcp_bth_io::sim::workload::{self, WorkloadConfig};
-use tcp_bth_io::sim::{Direction, LinkConfig};
 
 fn impaired(seed: u64, loss: f64, reorder: f64) -> LinkConfig {
     LinkConfig::default()
@@ -102,21 +102,14 @@ fn pure_reordering_causes_under_one_percent_spurious_retransmissions() {
     }
 }
 
-fn send_wr(wr_id: u64, data: Vec<u8>) -> bth_framer::WorkRequest {
-    bth_framer::WorkRequest {
-        wr_id,
-        op: bth_framer::WrOp::Send { imm: None },
-        sg_list: vec![Bytes::from(data)],
-    }
-}
-
 #[test]
 fn sender_waits_for_credit_then_resumes_when_buffers_are_posted() {
     let (a, b) = configs(20, |_, _| {});
     let mut p = established(a, b, quiet_link());
     let msgs: Vec<Vec<u8>> = (0..5).map(|i| pattern(i, 10_000 + i as usize)).collect();
     for (i, m) in msgs.iter().enumerate() {
-        p.a.post_send(send_wr(i as u64, m.clone())).unwrap();
+        p.a.post_send(WorkRequest::send(i as u64, m.clone(), None))
+            .unwrap();
     }
     // No receive posted: nothing may start, nothing is dropped, the connection stays up.
     p.run_until(Duration::from_secs(3), |_| false);
@@ -147,14 +140,15 @@ fn sender_waits_for_credit_then_resumes_when_buffers_are_posted() {
 #[test]
 fn payload_altered_under_a_valid_checksum_is_caught_by_icrc_and_never_placed() {
     let (a_cfg, b_cfg) = configs(21, |_, _| {});
-    let mut pair = tcp_bth_io::sim::Pair::new(a_cfg.clone(), b_cfg.clone(), quiet_link());
+    let mut pair = bth_io::sim::Pair::new(a_cfg.clone(), b_cfg.clone(), quiet_link());
     assert!(pair.establish(Duration::from_secs(1)));
-    let tcp_bth_io::sim::Pair { a, b, now, .. } = pair;
+    let bth_io::sim::Pair { a, b, now, .. } = pair;
     let mut w = BackToBack::new(a, b.unwrap(), now);
     let msg = pattern(9, 3000);
     w.b.post_recv(1, vec![0; 3000]).unwrap();
     w.run(Duration::from_millis(10), |_, _, p| Some(p), |_| false);
-    w.a.post_send(send_wr(1, msg.clone())).unwrap();
+    w.a.post_send(WorkRequest::send(1, msg.clone(), None))
+        .unwrap();
     let mut tampered = 0;
     let ok = w.run(
         Duration::from_secs(2),
@@ -241,11 +235,14 @@ fn new_credit_reaches_the_sender_even_while_the_receiver_sends_data() {
     let mut p = established(a, b, quiet_link());
     p.a.post_recv(1, vec![0; 1 << 20]).unwrap();
     p.run_until(Duration::from_millis(5), |_| false);
-    p.a.post_send(send_wr(7, pattern(1, 4000))).unwrap();
+    p.a.post_send(WorkRequest::send(7, pattern(1, 4000), None))
+        .unwrap();
     p.run_until(Duration::from_millis(5), |_| false);
     assert_eq!(p.a.stats().bytes_sent, 0, "no credit yet");
     let start = p.now;
-    p.b().post_send(send_wr(8, pattern(2, 1 << 20))).unwrap();
+    p.b()
+        .post_send(WorkRequest::send(8, pattern(2, 1 << 20), None))
+        .unwrap();
     p.b().post_recv(2, vec![0; 4000]).unwrap();
     let mut done = false;
     p.run_until(Duration::from_secs(2), |p| {

@@ -17,6 +17,8 @@
 //!   message has it.
 
 use bth_capture::{analyze_file, stream_offset, Analysis, Icrc, PcapWriter};
+use bth_io::tun::gso::{VnetHdr, GSO_TCPV4};
+use bth_io::tun::{Offload, TunDevice};
 use bth_testbed::topology::{self, TwoNs, A_STACK, B_STACK};
 use bth_tests::pattern;
 use std::io;
@@ -27,8 +29,6 @@ use tcp_bth::wire::{
     Bth, ChecksumFill, Inbound, IpPair, Opcode, TcpFlags, TcpOptions, TcpRepr, Timestamps,
     MAX_MESSAGE_LEN,
 };
-use tcp_bth_io::tun::gso::{VnetHdr, GSO_TCPV4};
-use tcp_bth_io::tun::{Offload, TunDevice};
 
 const MTU: u32 = topology::DEFAULT_MTU;
 /// Full segments in the one message (and the one super-packet): about 64 KiB of payload.

@@ -4,10 +4,10 @@
 //! these tests hold the fixes to what kernel TCP keeps through the same loss on the real path
 //! (0.9 × its clean throughput, `docs/results.md`).
 
+use bth_io::sim::pair::DriverModel;
+use bth_io::sim::workload::{self, Report, WorkloadConfig};
+use bth_io::sim::{LinkConfig, Spray, SprayMode};
 use std::time::Duration;
-use tcp_bth_io::sim::pair::DriverModel;
-use tcp_bth_io::sim::workload::{self, Report, WorkloadConfig};
-use tcp_bth_io::sim::{LinkConfig, Spray, SprayMode};
 
 /// The relay's link: 10 µs one way, no bandwidth limit.
 fn relay_link(seed: u64) -> LinkConfig {

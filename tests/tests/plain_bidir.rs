@@ -3,9 +3,9 @@
 //! shrinking and out-of-window answers were rate-limited, each side sent millions of ACKs
 //! answering the other's and the data stopped for good (the lockup this guards against).
 
+use bth_io::sim::{Direction, Pair};
 use bth_tests::*;
 use std::time::Duration;
-use tcp_bth_io::sim::{Direction, Pair};
 
 const SEC: Duration = Duration::from_secs(1);
 const LEN: usize = 8 << 20;

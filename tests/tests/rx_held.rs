@@ -5,12 +5,12 @@
 //! buffer, so nothing is held, though segments were placed out of order).
 
 use bth_framer::{WorkRequest, WrOp};
+use bth_io::sim::{Direction, Pair};
 use bth_tests::*;
 use bytes::Bytes;
 use std::time::Duration;
 use tcp_bth::wire::TcpRepr;
 use tcp_bth::{Mode, RxHeld};
-use tcp_bth_io::sim::{Direction, Pair};
 
 const LEN: usize = 20_000;
 

@@ -14,6 +14,7 @@
 //! which means nothing while other tests allocate in the same process.
 
 use bth_framer::{WorkRequest, WrOp};
+use bth_io::sim::{LinkConfig, Pair};
 use bth_placement::{Access, MrHandle, WcStatus};
 use bth_tests::rss::rss_bytes;
 use bth_tests::*;
@@ -21,7 +22,6 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use tcp_bth::{State, WcOp};
-use tcp_bth_io::sim::{LinkConfig, Pair};
 
 const PAIRS: usize = 32;
 const DEPTH: usize = 6;

@@ -2,11 +2,11 @@
 //! either side, simultaneous open, FIN in every order, RST handling, TIME-WAIT, zero window, RTO
 //! backoff.
 
+use bth_io::sim::{LinkConfig, SimLink};
 use bth_tests::*;
 use std::time::Duration;
 use tcp_bth::wire::{TcpFlags, TcpRepr};
 use tcp_bth::{CallError, Connection, ConnectionError, Mode, State};
-use tcp_bth_io::sim::{LinkConfig, SimLink};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -141,12 +141,12 @@ fn time_wait_lasts_its_period_then_closes() {
 }
 
 /// A segment from A to B with the given flags at `seq` (checksummed for B).
-fn forged(p: &mut tcp_bth_io::sim::Pair, flags: TcpFlags, seq: u32) -> Vec<u8> {
-    let (a_ip, _) = (tcp_bth_io::sim::pair_configs(0).0.ip, ());
+fn forged(p: &mut bth_io::sim::Pair, flags: TcpFlags, seq: u32) -> Vec<u8> {
+    let (a_ip, _) = (bth_io::sim::pair_configs(0).0.ip, ());
     let (_, _, ack) = p.a.seq_state();
     TcpRepr {
-        src_port: tcp_bth_io::sim::pair::A_PORT,
-        dst_port: tcp_bth_io::sim::pair::B_PORT,
+        src_port: bth_io::sim::pair::A_PORT,
+        dst_port: bth_io::sim::pair::B_PORT,
         seq,
         ack,
         flags,
@@ -303,15 +303,15 @@ fn paws_drops_a_segment_with_an_old_timestamp() {
     p.a.send_bytes(b"hello").unwrap();
     assert!(p.run_until(SEC, |p| p.b().readable_bytes() == 5));
     let (_, nxt, ack) = p.a.seq_state();
-    let a_ip = tcp_bth_io::sim::pair_configs(0).0.ip;
+    let a_ip = bth_io::sim::pair_configs(0).0.ip;
     let seg = |tsval: u32| {
         let options = tcp_bth::wire::TcpOptions {
             timestamps: Some(tcp_bth::wire::Timestamps { tsval, tsecr: 0 }),
             ..Default::default()
         };
         TcpRepr {
-            src_port: tcp_bth_io::sim::pair::A_PORT,
-            dst_port: tcp_bth_io::sim::pair::B_PORT,
+            src_port: bth_io::sim::pair::A_PORT,
+            dst_port: bth_io::sim::pair::B_PORT,
             seq: nxt,
             ack,
             flags: TcpFlags::ACK | TcpFlags::PSH,

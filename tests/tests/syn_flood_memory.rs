@@ -8,27 +8,18 @@
 //! This is the only test in this binary on purpose: it measures the process's resident set size,
 //! which means nothing while other tests allocate in the same process.
 
-use bth_framer::{WorkRequest, WrOp};
+use bth_framer::WorkRequest;
+use bth_io::sim::pair::B_PORT;
+use bth_io::sim::pair_configs;
 use bth_placement::WcStatus;
 use bth_tests::pattern;
 use bth_tests::rss::rss_bytes;
-use bytes::Bytes;
 use std::time::Duration;
 use tcp_bth::wire::{IpPair, TcpFlags, TcpOptions, TcpRepr};
 use tcp_bth::{Endpoint, EndpointConfig, Mode, State};
-use tcp_bth_io::sim::pair::B_PORT;
-use tcp_bth_io::sim::pair_configs;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
-
-fn send_wr(wr_id: u64, data: &[u8]) -> WorkRequest {
-    WorkRequest {
-        wr_id,
-        op: WrOp::Send { imm: None },
-        sg_list: vec![Bytes::copy_from_slice(data)],
-    }
-}
 
 fn rss() -> u64 {
     rss_bytes().expect("measuring RSS (the flood's memory bound cannot be checked without it)")
@@ -153,7 +144,7 @@ fn syn_flood_keeps_the_endpoint_bounded_and_a_real_client_connects_through_a_coo
     client_ep
         .conn_mut(client)
         .unwrap()
-        .post_send(send_wr(9, &pattern(5, 3000)))
+        .post_send(WorkRequest::send(9, pattern(5, 3000).to_vec(), None))
         .unwrap();
     let mut got = None;
     for _ in 0..10_000 {

@@ -5,11 +5,11 @@
 #[path = "../../bin/examples/async_app/mod.rs"]
 mod app;
 
+use bth_io::api::tun_endpoint;
+use bth_io::tun::Driver;
 use bth_tests::dualns::{open_driver, DualNs, A, B};
 use std::time::{Duration, Instant};
 use tcp_bth::{Config, Endpoint, EndpointConfig};
-use tcp_bth_io::api::tun_endpoint;
-use tcp_bth_io::tun::Driver;
 
 const PORT: u16 = 4791;
 

@@ -4,11 +4,11 @@
 //! immediate: the server checks its whole target region when the client says it is done),
 //! every byte verified.
 
+use bth_io::sim::LinkConfig;
 use bth_perf::{PerfConfig, PerfOp, PerfReport, MAX_VERIFIED_WRITE_REGION};
 use bth_testbed::topology::TwoNs;
 use bth_tests::tunpair::{impaired_link, run_perf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use tcp_bth_io::sim::LinkConfig;
 
 static N: AtomicU32 = AtomicU32::new(0);
 
@@ -32,7 +32,7 @@ fn run(
     op: PerfOp,
     relay: Option<LinkConfig>,
     total: u64,
-) -> (PerfReport, PerfReport, Option<tcp_bth_io::tun::RelayStats>) {
+) -> (PerfReport, PerfReport, Option<bth_io::tun::RelayStats>) {
     let cfg = PerfConfig {
         op,
         size: SIZE,

@@ -8,6 +8,7 @@
 //! option each (issue #36).
 
 use bth_capture::{analyze_file, Icrc};
+use bth_io::tun::Offload;
 use bth_perf::ctrl::{Ctrl, Regions};
 use bth_perf::{PerfConfig, PerfOp};
 use bth_testbed::topology::{self, TwoNs};
@@ -16,7 +17,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use tcp_bth::wire::MsgClass;
 use tcp_bth::Framing;
-use tcp_bth_io::tun::Offload;
 
 struct Cleanup(std::path::PathBuf);
 impl Drop for Cleanup {

@@ -4,6 +4,8 @@
 //! flood against a server with an established QP; the driver's end (every read and write
 //! cancelled and reaped before its buffers are freed); and the fallbacks an older kernel gets.
 
+use bth_io::tun::{DriverStats, Features, Shutdown};
+use bth_io::turn::{App, PacketIo, TurnStats};
 use bth_tests::dualns::{
     open_driver, open_driver_mtu, open_driver_with, DualNs, Side as Addrs, A, B,
 };
@@ -15,8 +17,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, ConnectionError, Endpoint, EndpointConfig};
-use tcp_bth_io::tun::{DriverStats, Features, Shutdown};
-use tcp_bth_io::turn::{App, PacketIo, TurnStats};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -466,7 +466,7 @@ impl App for Watched {
 /// namespace, from once the QP is up until `stop`. Returns how many were sent.
 fn flood(ns: String, qp_up: Arc<AtomicBool>, stop: Arc<AtomicBool>) -> JoinHandle<u64> {
     std::thread::spawn(move || {
-        tcp_bth_io::tun::enter_netns(&ns).expect("enter B");
+        bth_io::tun::enter_netns(&ns).expect("enter B");
         // SAFETY: socket(2) with constant arguments; the descriptor is closed below.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
         assert!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());

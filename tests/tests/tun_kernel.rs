@@ -3,6 +3,7 @@
 //! ignores our BTH SYN option, so both connections fall back to plain TCP; bulk data both ways
 //! is checked byte for byte and both close in order.
 
+use bth_io::tun::{enter_netns, Driver, Offload, TunConfig, TunDevice};
 use bth_tests::netns::{accept_within, Netns};
 use bth_tests::{drain_bytes, pattern};
 use std::io::{Read, Write};
@@ -11,7 +12,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, ConnectionHandle, Endpoint, EndpointConfig, Mode, State};
-use tcp_bth_io::tun::{enter_netns, Driver, Offload, TunConfig, TunDevice};
 
 const TUN_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 const STACK_ADDR: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);

@@ -6,17 +6,18 @@
 //! sides, by small scripted apps (`bth_perf::tunpair::run_apps`). The same rules on the
 //! simulated link: tests/tests/verbs_status.rs.
 
+use bth_framer::WorkRequest;
+use bth_io::sim::LinkConfig;
 use bth_perf::tunpair::{client_config, run_apps, server_config, App, Side};
 use bth_perf::{PerfConfig, PerfOp};
 use bth_placement::{Access, WcStatus};
 use bth_testbed::topology::TwoNs;
 use bth_tests::tunpair::{impaired_link, run_perf};
-use bth_tests::{assert_peer_nak, pattern, send_wr, write_wr};
+use bth_tests::{assert_peer_nak, pattern};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tcp_bth::wire::{MsgClass, NakCode};
 use tcp_bth::{Completion, Config, Connection, ConnectionError, Mode, WcOp};
-use tcp_bth_io::sim::LinkConfig;
 
 static N: AtomicU32 = AtomicU32::new(0);
 
@@ -160,7 +161,8 @@ fn summary(c: &[Completion]) -> Vec<(u64, WcOp, WcStatus)> {
 /// handed back.
 fn posts_complete_flushed(c: &mut Connection) {
     while c.poll_completion().is_some() {}
-    c.post_send(send_wr(90, b"late", Some(9))).unwrap();
+    c.post_send(WorkRequest::send(90, b"late".to_vec(), Some(9)))
+        .unwrap();
     c.post_recv(91, vec![1; 33]).unwrap();
     c.post_read(92, 0x100, 0x1000, vec![2; 44]).unwrap();
     let got: Vec<_> = std::iter::from_fn(|| c.poll_completion())
@@ -197,9 +199,12 @@ fn send_longer_than_the_receive_over_tun() {
     let mut posted = false;
     let client = script(move |c: &mut Connection, done: &[Completion]| {
         if !posted {
-            c.post_send(send_wr(1, &pattern(1, 1000), None)).unwrap();
-            c.post_send(send_wr(2, &pattern(2, 5000), None)).unwrap();
-            c.post_send(send_wr(3, &pattern(3, 10), None)).unwrap();
+            c.post_send(WorkRequest::send(1, pattern(1, 1000).to_vec(), None))
+                .unwrap();
+            c.post_send(WorkRequest::send(2, pattern(2, 5000).to_vec(), None))
+                .unwrap();
+            c.post_send(WorkRequest::send(3, pattern(3, 10).to_vec(), None))
+                .unwrap();
             posted = true;
         }
         c.error().is_some() && done.len() >= 3
@@ -252,7 +257,8 @@ fn write_with_a_bad_rkey_over_tun() {
             let mr = mr.unwrap();
             let mut hello = mr.rkey.to_be_bytes().to_vec();
             hello.extend_from_slice(&mr.addr.to_be_bytes());
-            c.post_send(send_wr(1, &hello, None)).unwrap();
+            c.post_send(WorkRequest::send(1, hello.to_vec(), None))
+                .unwrap();
             region = Some(mr);
         }
         c.error().is_some()
@@ -269,11 +275,18 @@ fn write_with_a_bad_rkey_over_tun() {
             let b = h.buf.as_ref().expect("hello buffer");
             let rkey = u32::from_be_bytes(b[..4].try_into().unwrap());
             let addr = u64::from_be_bytes(b[4..12].try_into().unwrap());
-            c.post_send(write_wr(1, rkey, addr, &good, Some(77)))
+            c.post_send(WorkRequest::write(1, rkey, addr, good.to_vec(), Some(77)))
                 .unwrap();
-            c.post_send(write_wr(2, rkey ^ 1, addr, &pattern(5, 3000), None))
+            c.post_send(WorkRequest::write(
+                2,
+                rkey ^ 1,
+                addr,
+                pattern(5, 3000).to_vec(),
+                None,
+            ))
+            .unwrap();
+            c.post_send(WorkRequest::send(3, b"after".to_vec(), None))
                 .unwrap();
-            c.post_send(send_wr(3, b"after", None)).unwrap();
             posted = true;
         }
         c.error().is_some() && done.len() >= 4
@@ -323,8 +336,12 @@ fn send_without_a_receive_ends_in_rnr_retry_exceeded_over_tun() {
     let mut msn = None;
     let client = script(move |c: &mut Connection, done: &[Completion]| {
         if msn.is_none() {
-            msn = Some(c.post_send(send_wr(1, &pattern(6, 100), None)).unwrap());
-            c.post_send(send_wr(2, &pattern(7, 100), None)).unwrap();
+            msn = Some(
+                c.post_send(WorkRequest::send(1, pattern(6, 100).to_vec(), None))
+                    .unwrap(),
+            );
+            c.post_send(WorkRequest::send(2, pattern(7, 100).to_vec(), None))
+                .unwrap();
         }
         c.error().is_some() && done.len() >= 2
     });

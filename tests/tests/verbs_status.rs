@@ -6,12 +6,13 @@
 //! (tcp-bth/src/conn/tests/verbs.rs) pin each rule on a back-to-back pair; here several messages
 //! are in flight on a link that drops and reorders them when the error happens.
 
+use bth_framer::WorkRequest;
+use bth_io::sim::{Direction, LinkConfig, Pair};
 use bth_placement::{Access, WcStatus};
 use bth_tests::*;
 use std::time::Duration;
 use tcp_bth::wire::{MsgClass, NakCode};
 use tcp_bth::{Completion, ConnectionError, State, WcOp};
-use tcp_bth_io::sim::{Direction, LinkConfig, Pair};
 
 const SEC: Duration = Duration::from_secs(1);
 const RW: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
@@ -29,7 +30,7 @@ fn pair(seed: u64, rnr_timeout: Option<Duration>) -> Pair {
     let (a, b) = configs(seed, |a, _| a.rnr_timeout = rnr_timeout);
     // The handshake on a quiet link, so every seed starts established; then the lossy one.
     let mut p = established(a, b, quiet_link());
-    p.link = tcp_bth_io::sim::SimLink::new(lossy(seed));
+    p.link = bth_io::sim::SimLink::new(lossy(seed));
     p
 }
 
@@ -231,23 +232,37 @@ fn length_error_through_loss(strict: bool) {
         let mut posted = Vec::new();
         for (i, m) in msgs.iter().enumerate() {
             let id = 1 + i as u64;
-            p.a.post_send(send_wr(id, m, Some(id as u32))).unwrap();
+            p.a.post_send(WorkRequest::send(id, m.to_vec(), Some(id as u32)))
+                .unwrap();
             posted.push((id, WcOp::Send));
             if i == 3 {
-                p.a.post_send(write_wr(20, region.rkey, region.addr, &w[0], Some(20)))
-                    .unwrap();
+                p.a.post_send(WorkRequest::write(
+                    20,
+                    region.rkey,
+                    region.addr,
+                    w[0].to_vec(),
+                    Some(20),
+                ))
+                .unwrap();
                 let at = region.addr + 8192;
-                p.a.post_send(write_wr(21, region.rkey, at, &w[1], Some(21)))
-                    .unwrap();
+                p.a.post_send(WorkRequest::write(
+                    21,
+                    region.rkey,
+                    at,
+                    w[1].to_vec(),
+                    Some(21),
+                ))
+                .unwrap();
                 posted.extend([(20, WcOp::RdmaWrite), (21, WcOp::RdmaWrite)]);
             }
         }
         let long_msn =
-            p.a.post_send(send_wr(9, &pattern(9, 5000), Some(9)))
+            p.a.post_send(WorkRequest::send(9, pattern(9, 5000).to_vec(), Some(9)))
                 .unwrap();
-        p.a.post_send(send_wr(10, &pattern(10, 50), Some(10)))
+        p.a.post_send(WorkRequest::send(10, pattern(10, 50).to_vec(), Some(10)))
             .unwrap();
-        p.a.post_send(send_wr(11, &[], Some(11))).unwrap();
+        p.a.post_send(WorkRequest::send(11, [].to_vec(), Some(11)))
+            .unwrap();
         posted.extend([(9, WcOp::Send), (10, WcOp::Send), (11, WcOp::Send)]);
         let (_, b) = fail_and_check(&mut p, run, &posted, (9, WcStatus::RemoteInvalidRequest));
 
@@ -360,8 +375,14 @@ fn bad_rkey_write_through_loss(strict: bool) {
         let mut posted = Vec::new();
         for (i, d) in data.iter().enumerate() {
             let at = t.write.addr + (i * 16 * 1024) as u64;
-            p.a.post_send(write_wr(i as u64, t.write.rkey, at, d, Some(i as u32)))
-                .unwrap();
+            p.a.post_send(WorkRequest::write(
+                i as u64,
+                t.write.rkey,
+                at,
+                d.to_vec(),
+                Some(i as u32),
+            ))
+            .unwrap();
             posted.push((i as u64, WcOp::RdmaWrite));
             if i % 2 == 1 {
                 let id = 100 + i as u64 / 2;
@@ -372,13 +393,19 @@ fn bad_rkey_write_through_loss(strict: bool) {
         }
         let bad = t.write.rkey ^ 1;
         let bad_msn =
-            p.a.post_send(write_wr(6, bad, t.write.addr, &pattern(1, 4000), Some(6)))
-                .unwrap();
-        p.a.post_send(write_wr(
+            p.a.post_send(WorkRequest::write(
+                6,
+                bad,
+                t.write.addr,
+                pattern(1, 4000).to_vec(),
+                Some(6),
+            ))
+            .unwrap();
+        p.a.post_send(WorkRequest::write(
             7,
             t.write.rkey,
             t.write.addr,
-            &pattern(2, 100),
+            pattern(2, 100).to_vec(),
             Some(7),
         ))
         .unwrap();
@@ -437,7 +464,8 @@ fn bad_read_through_loss(strict: bool) {
         let past_end = t.read.addr + 64 * 1024 - 100;
         let bad_msn = p.a.post_read(102, t.read.rkey, past_end, vec![0u8; 4096]);
         let bad_msn = bad_msn.unwrap();
-        p.a.post_send(send_wr(5, b"after", Some(5))).unwrap();
+        p.a.post_send(WorkRequest::send(5, b"after".to_vec(), Some(5)))
+            .unwrap();
         p.a.post_read(103, t.read.rkey, t.read.addr, vec![0u8; 64])
             .unwrap();
         let posted = [
@@ -496,7 +524,10 @@ fn send_without_a_receive_ends_in_rnr_retry_exceeded_through_loss() {
         let msgs: Vec<Vec<u8>> = (0..5).map(|i| pattern(seed + i, 1500)).collect();
         let mut msns = Vec::new();
         for (i, m) in msgs.iter().enumerate() {
-            msns.push(p.a.post_send(send_wr(i as u64 + 1, m, None)).unwrap());
+            msns.push(
+                p.a.post_send(WorkRequest::send(i as u64 + 1, m.to_vec(), None))
+                    .unwrap(),
+            );
         }
         let start = p.now;
         let mut a = Vec::new();
@@ -515,7 +546,9 @@ fn send_without_a_receive_ends_in_rnr_retry_exceeded_through_loss() {
         let failed_at = p.now;
         // B may already have its RST; if the RST was lost, B learns from its next segment.
         if p.b().error().is_none() {
-            p.b().post_send(send_wr(77, b"anyone?", None)).unwrap();
+            p.b()
+                .post_send(WorkRequest::send(77, b"anyone?".to_vec(), None))
+                .unwrap();
         }
         assert!(
             p.run_until(5 * SEC, |p| p.b().error().is_some()),
@@ -564,7 +597,8 @@ fn send_without_a_receive_ends_in_rnr_retry_exceeded_through_loss() {
 fn posts_after_a_failure_complete_flushed_on_both_sides() {
     let mut p = pair(31, None);
     p.b().post_recv(1, vec![0u8; 100]).unwrap();
-    p.a.post_send(send_wr(1, &pattern(1, 5000), None)).unwrap();
+    p.a.post_send(WorkRequest::send(1, pattern(1, 5000).to_vec(), None))
+        .unwrap();
     let (a, b) = run_to_failure(&mut p, 10 * SEC);
     assert_eq!(statuses(&a), [(1, WcStatus::RemoteInvalidRequest)]);
     assert_eq!(statuses(&b), [(1, WcStatus::LocalLengthError)]);
@@ -573,11 +607,19 @@ fn posts_after_a_failure_complete_flushed_on_both_sides() {
     let out_before = [p.a.stats().segments_out, p.b().stats().segments_out];
     for side in 0..2 {
         let c = if side == 0 { &mut p.a } else { p.b() };
-        c.post_send(send_wr(10, &pattern(2, 300), Some(1))).unwrap();
-        c.post_send(send_wr(11, &[], Some(2))).unwrap();
-        c.post_send(write_wr(12, 0x100, 0x1000, &pattern(3, 30), Some(3)))
+        c.post_send(WorkRequest::send(10, pattern(2, 300).to_vec(), Some(1)))
             .unwrap();
-        c.post_send(write_wr(13, 0x100, 0x1000, &[], Some(4)))
+        c.post_send(WorkRequest::send(11, [].to_vec(), Some(2)))
+            .unwrap();
+        c.post_send(WorkRequest::write(
+            12,
+            0x100,
+            0x1000,
+            pattern(3, 30).to_vec(),
+            Some(3),
+        ))
+        .unwrap();
+        c.post_send(WorkRequest::write(13, 0x100, 0x1000, [].to_vec(), Some(4)))
             .unwrap();
         c.post_recv(14, vec![5; 77]).unwrap();
         c.post_read(15, 0x100, 0x1000, vec![6; 88]).unwrap();
@@ -695,10 +737,18 @@ fn zero_length_immediates_mixed_with_data_through_loss_and_reordering() {
             // A keeps DEPTH messages outstanding.
             while posted < N && posted < a_done + DEPTH {
                 let w = match &plan[posted] {
-                    Posted::Send { data, imm } => send_wr(posted as u64, data, *imm),
+                    Posted::Send { data, imm } => {
+                        WorkRequest::send(posted as u64, data.to_vec(), *imm)
+                    }
                     Posted::Write { data, at, imm } => {
                         let addr = region.addr + *at as u64;
-                        write_wr(posted as u64, region.rkey, addr, data, Some(*imm))
+                        WorkRequest::write(
+                            posted as u64,
+                            region.rkey,
+                            addr,
+                            data.to_vec(),
+                            Some(*imm),
+                        )
                     }
                 };
                 p.a.post_send(w).unwrap();
@@ -856,8 +906,10 @@ fn a_failing_message_behind_a_hole_leaves_the_messages_before_it_delivered() {
     w.b.post_recv(11, vec![0u8; 100]).unwrap();
     w.settle(Duration::from_millis(10));
     let first = pattern(1, 4000);
-    w.a.post_send(send_wr(1, &first, None)).unwrap();
-    w.a.post_send(send_wr(2, &pattern(2, 5000), None)).unwrap();
+    w.a.post_send(WorkRequest::send(1, first.to_vec(), None))
+        .unwrap();
+    w.a.post_send(WorkRequest::send(2, pattern(2, 5000).to_vec(), None))
+        .unwrap();
     let (a, b) = wire_to_failure(&mut w, drop_nth_data(1));
     assert_eq!(
         statuses(&b),
@@ -893,7 +945,7 @@ fn a_message_behind_the_failing_one_is_not_delivered() {
     w.settle(Duration::from_millis(10));
     w.a.post_read(1, src.rkey, src.addr + 4000, vec![0u8; 1000])
         .unwrap();
-    w.a.post_send(send_wr(2, b"behind the bad READ", None))
+    w.a.post_send(WorkRequest::send(2, b"behind the bad READ".to_vec(), None))
         .unwrap();
     let (a, b) = wire_to_failure(&mut w, drop_nth_data(0));
     let mut got = statuses(&a);

@@ -7,9 +7,9 @@
 //! immediate into the region, and READs the region back; every byte is checked on the side
 //! that receives it.
 
+use bth_io::api::{ApiError, AsyncEndpoint};
 use bth_placement::Access;
 use tcp_bth::Config;
-use tcp_bth_io::api::{ApiError, AsyncEndpoint};
 
 /// The region the server exposes.
 pub const REGION: usize = 1 << 20;

@@ -16,10 +16,10 @@
 
 use super::{median, run_kernel, Cell, Link, RunRecord, Stack, Workload};
 use crate::relay_args::{clean_relay_link, describe_link};
+use bth_io::sim::LinkConfig;
 use bth_testbed::pinning::Pinned;
 use bth_testbed::topology::TwoNs;
 use std::io;
-use tcp_bth_io::sim::LinkConfig;
 
 /// Kernel TCP over veth and through the relay, run by run.
 #[derive(Debug, Clone)]

@@ -3,12 +3,12 @@
 
 use super::path_ceiling::CeilingSpec;
 use crate::relay_args::{clean_relay_link, DEFAULT_REORDER_DEPTH};
+use bth_io::sim::{LinkConfig, LinkConfigError, Spray, SprayMode};
 use bth_perf::units::human_size;
 use bth_perf::{PerfConfig, PerfOp};
 use bth_testbed::topology::DEFAULT_MTU;
 use serde::Serialize;
 use std::time::Duration;
-use tcp_bth_io::sim::{LinkConfig, LinkConfigError, Spray, SprayMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -327,8 +327,8 @@ impl Cell {
     }
 
     /// What the stack's TUN devices offload: checksums (`--no-csum-offload`: nothing).
-    pub fn offload(&self) -> tcp_bth_io::tun::Offload {
-        tcp_bth_io::tun::Offload::checksum_if(self.csum_offload)
+    pub fn offload(&self) -> bth_io::tun::Offload {
+        bth_io::tun::Offload::checksum_if(self.csum_offload)
     }
 
     /// What the stack TUN devices of a run of `stack` offload: for ours in S framing and the
@@ -340,8 +340,8 @@ impl Cell {
     /// options differ segment by segment, so it never writes a super-segment and the kernel
     /// never merges its segments into one, and so keeps the receive buffers of an MTU (TSO
     /// would make them 64 KiB each) and its figures comparable with earlier runs.
-    pub fn offload_for(&self, stack: super::Stack) -> tcp_bth_io::tun::Offload {
-        use tcp_bth_io::tun::Offload;
+    pub fn offload_for(&self, stack: super::Stack) -> bth_io::tun::Offload {
+        use bth_io::tun::Offload;
         match (stack, self.offload()) {
             (super::Stack::OursSeq | super::Stack::CeilingGso, Offload::Checksum) => {
                 Offload::Segmentation

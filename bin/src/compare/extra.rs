@@ -4,8 +4,8 @@
 //! into one receiver through one shared bottleneck queue; over TUN it needs the Endpoint).
 
 use super::{ceiling_cell, relay_ceiling};
+use bth_io::sim::incast::{self, IncastConfig, IncastError, IncastOp};
 use std::fmt::Write as _;
-use tcp_bth_io::sim::incast::{self, IncastConfig, IncastError, IncastOp};
 
 /// The relay ceiling row: kernel TCP (on `kernel_cc`), 1 MiB messages, the bulk relay cells'
 /// byte count, over veth and through the clean relay (pinned with `pin_relay`), `runs` times

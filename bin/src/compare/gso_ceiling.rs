@@ -36,6 +36,8 @@ use super::path_ceiling::{
     MEASURING, STOP,
 };
 use super::AckClock;
+use bth_io::tun::gso::{VnetHdr, F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN};
+use bth_io::tun::{Offload, MAX_MTU};
 use bth_perf::tunpair::thread_cpu;
 use bth_testbed::topology::{TwoNs, A_STACK, B_STACK};
 use etherparse::{IpNumber, Ipv4Header};
@@ -43,8 +45,6 @@ use std::io;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 use tcp_bth::wire::{checksum, IpPair};
-use tcp_bth_io::tun::gso::{VnetHdr, F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN};
-use tcp_bth_io::tun::{Offload, MAX_MTU};
 
 /// The probe's TCP header: 20 bytes and a 40-byte option area of NOPs.
 pub const TCP_HEADER: usize = 60;
@@ -209,7 +209,7 @@ pub fn measure_gso(ns: &TwoNs, spec: &CeilingSpec) -> io::Result<PathCeiling> {
 /// Write super-packets to `tun` while at most [`in_flight`] segments ahead of the receiver,
 /// until it says stop (or `limit` passes); the thread's CPU over the measured window.
 fn send(
-    tun: &tcp_bth_io::tun::TunDevice,
+    tun: &bth_io::tun::TunDevice,
     mtu: u32,
     phase: &AtomicU8,
     arrived: &AtomicU64,
@@ -271,7 +271,7 @@ fn segments_of(mtu: u32, ip: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcp_bth_io::tun::gso::GsoPacket;
+    use bth_io::tun::gso::GsoPacket;
 
     /// The super-packet parses as the kernel's own GSO TCPv4 packets do (the relay's parser:
     /// lengths, partial checksum at the TCP checksum), stands for whole segments of ours'
@@ -308,7 +308,7 @@ mod tests {
             let h = VnetHdr::parse(&one).expect("header");
             let mut done = one.clone();
             if h.needs_csum() {
-                tcp_bth_io::tun::gso::complete_checksum(&mut done).expect("finished");
+                bth_io::tun::gso::complete_checksum(&mut done).expect("finished");
             }
             let ips = IpPair::V4 {
                 src: A_STACK.octets(),

@@ -6,6 +6,8 @@
 //! client's port.
 
 use super::{Cell, Workload};
+use bth_io::sim::workload::{fill, matches_fill};
+use bth_io::tun::enter_netns;
 use bth_perf::tunpair::thread_cpu;
 use bth_perf::REPLY_LEN;
 use bth_testbed::topology::{TwoNs, A_LINK};
@@ -14,8 +16,6 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
-use tcp_bth_io::sim::workload::{fill, matches_fill};
-use tcp_bth_io::tun::enter_netns;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 

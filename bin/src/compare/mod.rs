@@ -38,13 +38,13 @@ pub use mtu::{count_at, mtu_plan, sweep_cells, FULL_MTUS, MTU_SWEEP_SIZE};
 pub use only::Only;
 pub use path_ceiling::{AckClock, CeilingSpec, PathCeiling};
 
+use bth_io::tun::devstats;
 use bth_perf::{PathSummary, Recovery};
 use bth_testbed::pinning::{Pinned, PinnedCpus};
 use bth_testbed::topology::{RelayShare, TwoNs};
 use serde::Serialize;
 use std::io;
 use std::time::Duration;
-use tcp_bth_io::tun::devstats;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -153,11 +153,11 @@ mod tests {
         assert_eq!(no_csum.ceiling_runs(), 3 * 3 * 2);
         assert_eq!(
             p.cells[0].offload_for(Stack::CeilingGso),
-            tcp_bth_io::tun::Offload::Segmentation
+            bth_io::tun::Offload::Segmentation
         );
         assert_eq!(
             p.cells[0].offload_for(Stack::Ours),
-            tcp_bth_io::tun::Offload::Checksum
+            bth_io::tun::Offload::Checksum
         );
         let d = p.describe();
         assert!(

@@ -37,6 +37,8 @@
 //! that no stack obeying that policy gets back: the bare ceiling less that share is what such
 //! a stack can reach.
 
+use bth_io::tun::{Driver, TunDevice};
+use bth_io::turn::PacketIo;
 use bth_perf::drive::IPV4_TCP_HEADERS;
 use bth_perf::tunpair::{stack_tun_mtu, thread_cpu};
 use bth_testbed::ready::spawn_set_up;
@@ -48,8 +50,6 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tcp_bth_io::tun::{Driver, TunDevice};
-use tcp_bth_io::turn::PacketIo;
 
 /// IP protocol number of the ceiling's packets (RFC 3692: experimentation and testing).
 pub const PROTOCOL: u8 = 253;

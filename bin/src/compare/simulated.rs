@@ -21,11 +21,11 @@
 //! (`docs/stack.md`, "The simulator's driver model").
 
 use super::{Cell, CellResult, Link, Workload};
+use bth_io::sim::pair::DriverModel;
+use bth_io::sim::workload::{self, Report, WorkloadConfig};
 use bth_testbed::topology::DEFAULT_MTU;
 use std::fmt::Write as _;
 use std::time::Duration;
-use tcp_bth_io::sim::pair::DriverModel;
-use tcp_bth_io::sim::workload::{self, Report, WorkloadConfig};
 
 /// The cells the simulator can stand beside.
 pub fn comparable(cell: &Cell) -> bool {

@@ -2,11 +2,11 @@
 //! [`PerfConfig`] per table row ([`Plan`]), checked before anything is set up.
 
 use super::sweep::{sweep_iters, sweep_sizes};
+use bth_io::tun::Offload;
 use bth_perf::{PerfConfig, PerfError, PerfOp};
 use bth_testbed::topology::{check_mtu, parse_mtu, DEFAULT_MTU};
 use clap::Args;
 use std::time::Duration;
-use tcp_bth_io::tun::Offload;
 use thiserror::Error;
 
 /// Messages per row in bandwidth mode when `-n` is not given (perftest's default).

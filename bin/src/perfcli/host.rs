@@ -5,12 +5,12 @@
 //! that prefix are forwarded into it too. That host needs a route for the prefix via this
 //! one (see `bth-perf --help`).
 
+use bth_io::tun::{Offload, TunConfig, TunDevice};
 use bth_testbed::interrupt::{on_interrupt, Registered, Undo};
 use std::fmt;
 use std::io;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
-use tcp_bth_io::tun::{Offload, TunConfig, TunDevice};
 use thiserror::Error;
 
 const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";

@@ -8,12 +8,12 @@ use super::progress;
 use super::run::{servers_closed, Row, SideRun, Who};
 use super::table::Banner;
 use crate::relay_args::{describe_link, RelayArgs};
+use bth_io::tun::devstats;
 use bth_perf::drive::Port;
 use bth_perf::tunpair::stack_tun_mtu;
 use bth_perf::ServersClosed;
 use bth_testbed::topology::{self, TwoNs};
 use std::net::SocketAddrV4;
-use tcp_bth_io::tun::devstats;
 
 /// What one side's thread returns: its rows, and the packets its own TUN device dropped
 /// (None if they could not be read).

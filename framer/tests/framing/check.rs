@@ -1,12 +1,12 @@
 //! The reference model of posted messages and the check every segment descriptor must pass.
 
 use bth_framer::SegmentDesc;
-use bytes::Bytes;
-use std::sync::OnceLock;
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, BthOption, Extension, Inbound, MessageKind, MsgClass, Opcode, Position, ReadRequest, Reth,
     MAX_MESSAGE_LEN,
 };
+use bytes::Bytes;
+use std::sync::OnceLock;
 
 /// Room for a maximal message starting anywhere in the first `PATTERN_SLACK` bytes.
 pub const PATTERN_SLACK: usize = 1 << 16;

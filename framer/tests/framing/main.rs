@@ -4,10 +4,10 @@
 mod check;
 
 use bth_framer::{Framer, FramerConfig, Posted, Released, WorkRequest, WrOp};
+use bth_wire::{MsgClass, ReadRequest, Reth, MAX_MESSAGE_LEN};
 use bytes::Bytes;
 use check::{check_segment, pattern, Expected, PATTERN_SLACK};
 use proptest::prelude::*;
-use tcp_bth_wire::{MsgClass, ReadRequest, Reth, MAX_MESSAGE_LEN};
 
 #[derive(Debug, Clone)]
 enum Op {

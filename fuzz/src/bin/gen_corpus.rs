@@ -10,8 +10,8 @@ use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tcp_bth::wire::TcpRepr;
-use tcp_bth_fuzz::conn::{tag, Seed};
-use tcp_bth_io::sim::{pair_configs, LinkConfig, Pair};
+use bth_fuzz::conn::{tag, Seed};
+use bth_io::sim::{pair_configs, LinkConfig, Pair};
 
 fn capture() -> Vec<Vec<u8>> {
     let (a, b) = pair_configs(3);

@@ -2,7 +2,7 @@
 //! small deterministic PRNG.
 #![allow(dead_code)]
 
-use tcp_bth_wire::{Bth, Extension, Inbound, MessageKind, Opcode, Position, ReadRequest, Reth};
+use bth_wire::{Bth, Extension, Inbound, MessageKind, Opcode, Position, ReadRequest, Reth};
 
 pub const CANARY: u8 = 0xC5;
 

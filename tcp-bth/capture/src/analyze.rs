@@ -4,11 +4,11 @@
 use super::{
     decode_with, CaptureReader, Decoded, Format, Outcome, RawPacket, ReadError, SeqFraming,
 };
+use bth_wire::{MsgClass, Opcode};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::Path;
-use tcp_bth_wire::{MsgClass, Opcode};
 
 /// A direction of a TCP connection: (source, destination).
 pub type FlowKey = (SocketAddr, SocketAddr);
@@ -383,7 +383,7 @@ mod tests {
     use super::*;
     use crate::test_util::{ip_packet, raw, segment, send, V4};
     use crate::{decode, LINKTYPE_RAW};
-    use tcp_bth_wire::{Extension, Reth};
+    use bth_wire::{Extension, Reth};
 
     fn decoded(frame: u64, seg: Vec<u8>) -> Decoded {
         decode(frame, &raw(LINKTYPE_RAW, ip_packet(&seg)))

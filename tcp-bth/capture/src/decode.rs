@@ -6,12 +6,12 @@ use super::error::{Malformed, NotTcp, Problem, Stop, Truncated};
 use super::ip::{ip_layer, ip_pair, pseudo_header_sum, IpPart};
 use super::link::link_payload;
 use super::{FlowKey, RawPacket};
-use std::net::SocketAddr;
-use std::time::Duration;
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, Inbound, InboundError, MsgClass, Opcode, ReadRequest, SegmentError, TcpFlags,
     TcpOptionError, TcpOptions, TcpRepr, MAX_MESSAGE_LEN, ZERO_LENGTH_MBO,
 };
+use std::net::SocketAddr;
+use std::time::Duration;
 
 /// TCP checksum verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -415,7 +415,7 @@ mod tests {
     use super::*;
     use crate::test_util::{ip_packet, raw, segment, send, write, V4, V6};
     use crate::{analyze, Analyzer, CaptureReader, LINKTYPE_RAW};
-    use tcp_bth_wire::InboundError;
+    use bth_wire::InboundError;
 
     #[test]
     fn ipv6_round_trip_decodes_and_verifies() {
@@ -531,7 +531,7 @@ mod tests {
 
     #[test]
     fn zero_length_message_is_data_of_no_bytes_not_a_problem() {
-        use tcp_bth_wire::{Extension, ZERO_LENGTH_MBO};
+        use bth_wire::{Extension, ZERO_LENGTH_MBO};
         let mut b = send(5, Opcode::SendOnlyWithImmediate, ZERO_LENGTH_MBO);
         b.ext = Extension::Immediate(0x42);
         let zl = segment(V4, 1, Some(b), &[0]);
@@ -562,7 +562,7 @@ mod tests {
         b
     }
 
-    fn syn(ip: tcp_bth_wire::IpPair, isn: u32) -> Vec<u8> {
+    fn syn(ip: bth_wire::IpPair, isn: u32) -> Vec<u8> {
         TcpRepr {
             src_port: 1000,
             dst_port: 2000,
@@ -699,7 +699,7 @@ mod tests {
         // 0xFFFFFF (placement 0) is fine; the offset field is an anchor, not the marker.
         let mut z = s_send(2, ZERO_LENGTH_MBO, 0);
         z.opcode = Opcode::SendOnlyWithImmediate;
-        z.ext = tcp_bth_wire::Extension::Immediate(3);
+        z.ext = bth_wire::Extension::Immediate(3);
         let d = add(isn + 1 + ZERO_LENGTH_MBO, Some(z), &[0]);
         let s = d.segment().unwrap();
         assert_eq!(s.problem, None);
@@ -718,7 +718,7 @@ mod tests {
 
     #[test]
     fn zero_length_offset_elsewhere_is_a_problem() {
-        use tcp_bth_wire::ZERO_LENGTH_MBO;
+        use bth_wire::ZERO_LENGTH_MBO;
         for (op, payload) in [
             (Opcode::SendFirst, &[0][..]),
             (Opcode::RdmaReadResponseOnly, &[0][..]),

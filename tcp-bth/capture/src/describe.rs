@@ -1,7 +1,7 @@
 //! Human-readable renderings of wire values, shared by the tools (`bth decode`, `bth-dump`).
 
+use bth_wire::{Bth, Extension, Inbound, Nak, Opcode, TcpOptions, TcpRepr, ZERO_LENGTH_MBO};
 use std::fmt::Write;
-use tcp_bth_wire::{Bth, Extension, Inbound, Nak, Opcode, TcpOptions, TcpRepr, ZERO_LENGTH_MBO};
 
 /// One field per line. An S-framed data option (amendment 3) shows its offset field as the
 /// anchor and its bytes 8-11 as the message length, by name; where its bytes go also needs the
@@ -141,7 +141,7 @@ pub fn segment(t: &TcpRepr<'_>) -> String {
         (f.ack(), "ACK"),
         (f.fin(), "FIN"),
         (f.rst(), "RST"),
-        (f.contains(tcp_bth_wire::TcpFlags::PSH), "PSH"),
+        (f.contains(bth_wire::TcpFlags::PSH), "PSH"),
     ];
     let flags: Vec<&str> = names
         .iter()
@@ -161,7 +161,7 @@ pub fn segment(t: &TcpRepr<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcp_bth_wire::{Nak, NakCode, Timestamps};
+    use bth_wire::{Nak, NakCode, Timestamps};
 
     #[test]
     fn nak_and_zero_length_are_named() {

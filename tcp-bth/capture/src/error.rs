@@ -1,7 +1,7 @@
 //! Why a packet was not decoded into a segment, or decoded into one that breaks the protocol:
 //! the reasons an [`Outcome`](super::Outcome) and a [`Segment`](super::Segment) carry.
 
-use tcp_bth_wire::{InboundError, SegmentError};
+use bth_wire::{InboundError, SegmentError};
 
 /// Why a packet is skipped: it is not a TCP segment (or not one this crate can get at).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

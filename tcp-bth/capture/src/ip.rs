@@ -1,8 +1,8 @@
 //! The IP layer of a captured packet: addresses, the TCP bytes inside, header checksums.
 
 use super::error::{IpError, Malformed, NotTcp, Stop};
+use bth_wire::IpPair;
 use std::net::IpAddr;
-use tcp_bth_wire::IpPair;
 
 pub(super) fn ip_pair(src: IpAddr, dst: IpAddr) -> Option<IpPair> {
     match (src, dst) {
@@ -23,7 +23,7 @@ pub(super) fn ip_pair(src: IpAddr, dst: IpAddr) -> Option<IpPair> {
 pub(super) fn pseudo_header_sum(ip: IpPair, tcp_len: usize) -> u16 {
     // A length no IP packet can hold has no pseudo header: 0 matches no real field value
     // better than any other.
-    tcp_bth_wire::checksum::partial(ip, tcp_len).unwrap_or(0)
+    bth_wire::checksum::partial(ip, tcp_len).unwrap_or(0)
 }
 
 /// What the IP layer yields: addresses, TCP bytes, IPv4 header checksum verdict.

@@ -3,7 +3,7 @@
 //! * Writing: [`PcapWriter`] wraps TCP segments (as the stack emits them) in an IPv4 or IPv6
 //!   header and writes them to a libpcap file with link type RAW (101), readable by tcpdump,
 //!   Wireshark/tshark (with `docs/wireshark/tcp_bth.lua` for the option) and `bth-dump`.
-//!   [`PcapWriter::shared`] lets a packet callback write to one (`tcp_bth_io::sim::pcap_tap`
+//!   [`PcapWriter::shared`] lets a packet callback write to one (`bth_io::sim::pcap_tap`
 //!   makes it the simulated pair's tap).
 //! * Reading: [`CaptureReader`] reads pcap and pcapng files (any byte order, micro- or
 //!   nanosecond timestamps) and yields [`RawPacket`]s; [`decode`] turns one into a [`Decoded`]
@@ -23,7 +23,7 @@
 //!
 //! This crate touches the file system (`PcapWriter::create`, `CaptureReader::open`); the stack
 //! (`tcp-bth`) does not, and knows nothing of captures. It depends on the codec
-//! (`tcp-bth-wire`) only, never on the stack or its drivers.
+//! (`bth-wire`) only, never on the stack or its drivers.
 
 #![forbid(unsafe_code)]
 

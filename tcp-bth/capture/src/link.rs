@@ -90,7 +90,7 @@ mod tests {
     use super::*;
     use crate::test_util::{ip_packet, raw, segment, send, V4};
     use crate::{decode, Outcome};
-    use tcp_bth_wire::Opcode;
+    use bth_wire::Opcode;
 
     #[test]
     fn link_layers() {

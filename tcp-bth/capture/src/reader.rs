@@ -307,12 +307,12 @@ mod tests {
     use super::*;
     use crate::test_util::{ip_packet, segment, send, write, V4};
     use crate::{analyze, Checksum, Outcome, LINKTYPE_RAW};
+    use bth_wire::Opcode;
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
     use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
     use pcap_file::pcapng::PcapNgWriter;
     use pcap_file::DataLink;
     use std::borrow::Cow;
-    use tcp_bth_wire::Opcode;
 
     #[test]
     fn pcapng_with_nanosecond_interface_is_read() {

@@ -1,8 +1,8 @@
 //! Helpers shared by the unit tests of the capture modules.
 
 use super::{CaptureReader, PcapWriter, RawPacket};
+use bth_wire::{Bth, IpPair, Opcode, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 use std::time::Duration;
-use tcp_bth_wire::{Bth, IpPair, Opcode, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 
 pub(super) const V4: IpPair = IpPair::V4 {
     src: [192, 0, 2, 1],

@@ -1,12 +1,12 @@
 //! Writing: TCP segments, wrapped in IP headers, to a libpcap file.
 
 use super::LINKTYPE_RAW;
+use bth_wire::IpPair;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tcp_bth_wire::IpPair;
 
 /// Snap length written in the file header: more than any IPv4 packet or jumbo-free IPv6 one.
 pub const SNAPLEN: u32 = 262_144;
@@ -125,7 +125,7 @@ impl<W: Write> PcapWriter<W> {
     /// Share this writer between a packet callback, which cannot return errors, and whoever
     /// finishes the capture: the [`SharedWriter`] writes segments, the [`CaptureHandle`] flushes
     /// and collects the first write error once the run is over. After the first error the
-    /// shared writer stops writing. (`tcp_bth_io::sim::pcap_tap` builds the simulated pair's
+    /// shared writer stops writing. (`bth_io::sim::pcap_tap` builds the simulated pair's
     /// tap on this.)
     pub fn shared(self) -> (SharedWriter<W>, CaptureHandle<W>) {
         let shared = Arc::new(Mutex::new(Shared {
@@ -202,7 +202,7 @@ mod tests {
     use super::*;
     use crate::test_util::{segment, send, write, V4};
     use crate::{analyze, CaptureReader, RawPacket};
-    use tcp_bth_wire::Opcode;
+    use bth_wire::Opcode;
 
     #[test]
     fn writer_builds_a_correct_ipv4_header() {

@@ -1,4 +1,4 @@
-//! tcp-bth-io: the drivers of the sans-IO `tcp-bth` stack.
+//! bth-io: the drivers of the sans-IO `tcp-bth` stack.
 //!
 //! * [`tun`]: the real data path, a TUN device driven through io_uring ([`tun::Driver`], serving
 //!   a whole `tcp_bth::Endpoint` in [`turn`]s), the userspace impairment relay between two TUN

@@ -1,15 +1,15 @@
 //! Driving perf apps over the io_uring TUN data path: [`run_many`] runs one connection per app
 //! at once (`-q`) on a [`Port`] (a TUN device, its driver and the endpoint it serves), in the
-//! shared driver turn (`tcp_bth_io::turn`); [`run_one`] is the one-connection case.
+//! shared driver turn (`bth_io::turn`); [`run_one`] is the one-connection case.
 
+use bth_io::tun::{Driver, DriverStats, TunDevice};
+use bth_io::turn::{self, PacketIo, RunError};
 use bth_testbed::interrupt::{self, DriverLoop};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, ConnectionHandle, EndpointConfig, EndpointStats, State};
-use tcp_bth_io::tun::{Driver, DriverStats, TunDevice};
-use tcp_bth_io::turn::{self, PacketIo, RunError};
 
 /// An application on one connection: called once per driver turn with the connection and the
 /// driver's time (post work, poll completions there); true when it is done.
@@ -87,7 +87,7 @@ impl Port {
     }
 
     /// The TUN device's drops ([`TunDevice::drops`]); from the thread that opened the port.
-    pub fn device_drops(&self) -> io::Result<tcp_bth_io::tun::devstats::Drops> {
+    pub fn device_drops(&self) -> io::Result<bth_io::tun::devstats::Drops> {
         self.driver.device().drops()
     }
 

@@ -1,7 +1,7 @@
 //! Client and server applications for throughput/latency runs (`bth-perf`) and the data-path
 //! integrity tests. Each is a small state machine called once per driver turn with the
 //! connection and the time, so the same code runs over the TUN driver and the simulated pair
-//! (`tcp_bth_io::sim::Pair`; the tests in `perf/tests.rs` run it there). One app drives one
+//! (`bth_io::sim::Pair`; the tests in `perf/tests.rs` run it there). One app drives one
 //! connection; a run of several connections (`-q`) gives each its own app
 //! ([`Client::for_qp`]) and sums their reports ([`aggregate`]).
 //!
@@ -64,7 +64,7 @@ pub use report::{percentile, LatencyStats, PerfReport, Timeline, BUCKET, PEAK_WI
 pub use server::{Server, ServerRole};
 pub use side::ServersClosed;
 
-use tcp_bth_io::sim::workload::{filled, matches_fill};
+use bth_io::sim::workload::{filled, matches_fill};
 
 /// Length of the server's reply in [`PerfOp::SendRecv`].
 pub const REPLY_LEN: usize = 8;

@@ -302,7 +302,7 @@ mod tests {
     use super::*;
     use crate::tests::{cfg, run_sim};
     use crate::PerfOp;
-    use tcp_bth_io::sim::LinkConfig;
+    use bth_io::sim::LinkConfig;
 
     /// A SEND run over the simulated link at two delays: the sender's samples follow the
     /// path (its minimum RTT at least the link's round trip, a longer link a longer smoothed

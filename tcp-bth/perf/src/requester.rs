@@ -6,12 +6,12 @@
 use super::ctrl::{Ctrl, Regions};
 use super::{op_of, payload, MsgOp, PerfConfig, PerfError, PerfOp, PerfReport, DONE_WR};
 use bth_framer::{WorkRequest, WrOp};
+use bth_io::sim::workload::{fill, matches_fill};
 use bth_placement::WcStatus;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::time::Duration;
 use tcp_bth::{Completion, Connection, WcOp};
-use tcp_bth_io::sim::workload::{fill, matches_fill};
 
 pub(crate) struct Requester {
     cfg: PerfConfig,

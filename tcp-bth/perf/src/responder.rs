@@ -7,11 +7,11 @@
 use super::ctrl::Regions;
 use super::{is_payload, nth_of, MsgOp, PerfConfig, PerfError, PerfOp, PerfReport, REPLY_LEN};
 use bth_framer::{WorkRequest, WrOp};
+use bth_io::sim::workload::{fill, matches_fill};
 use bth_placement::Access;
 use bytes::Bytes;
 use std::time::Duration;
 use tcp_bth::{Completion, Connection, WcOp};
-use tcp_bth_io::sim::workload::{fill, matches_fill};
 
 pub(crate) struct Responder {
     cfg: PerfConfig,

@@ -1,11 +1,11 @@
-//! The perf apps over the simulated pair (`tcp_bth_io::sim::Pair`): the same `Client` and
+//! The perf apps over the simulated pair (`bth_io::sim::Pair`): the same `Client` and
 //! `Server` that `bth-perf` and the TUN tests run, on a virtual clock.
 
 use super::*;
+use bth_io::sim::{pair_configs, Direction, LinkConfig, LinkStats, Pair};
 use bth_placement::WcStatus;
 use std::time::Duration;
 use tcp_bth::{Completion, WcOp};
-use tcp_bth_io::sim::{pair_configs, Direction, LinkConfig, LinkStats, Pair};
 
 pub(super) const SIZE: u32 = 64 * 1024;
 pub(super) const COUNT: u64 = 48;

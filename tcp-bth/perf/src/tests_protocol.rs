@@ -4,8 +4,8 @@
 
 use super::tests::{cfg, run_sim, run_sim_links, COUNT, SIZE};
 use super::*;
+use bth_io::sim::LinkConfig;
 use std::time::Duration;
-use tcp_bth_io::sim::LinkConfig;
 
 fn lossy() -> LinkConfig {
     LinkConfig::default()

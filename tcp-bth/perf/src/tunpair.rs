@@ -4,6 +4,7 @@
 
 use crate::drive::{run_many, Port, Role};
 use crate::{PerfConfig, PerfReport};
+use bth_io::tun::Offload;
 use bth_testbed::ready::spawn_set_up;
 use bth_testbed::topology::{self, TwoNs};
 use std::io;
@@ -11,7 +12,6 @@ use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, Mode};
-use tcp_bth_io::tun::Offload;
 
 mod qps;
 pub use qps::{Admission, QpsReport, QpsRun};
@@ -137,7 +137,7 @@ pub fn stack_tun_mtu(
     side_a: bool,
     mtu: u32,
     offload: Offload,
-) -> io::Result<tcp_bth_io::tun::TunDevice> {
+) -> io::Result<bth_io::tun::TunDevice> {
     let until = Instant::now() + Duration::from_secs(5);
     loop {
         match topology::stack_tun_mtu(ns, side_a, mtu, offload) {

@@ -7,8 +7,8 @@
 use super::Unreachable;
 use bth_framer::WrError;
 use bth_placement::MrError;
+use bth_wire::Nak;
 use std::fmt;
-use tcp_bth_wire::Nak;
 use thiserror::Error;
 
 /// Why a connection ended abnormally. Terminal: once set it never changes.

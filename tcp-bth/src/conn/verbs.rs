@@ -257,15 +257,10 @@ impl Connection {
         rx.placement
             .expect_read_response(msn, wr_id, sink)
             .map_err(|r| Rejected::new(r.error, r.buf))?;
-        let posted = self.snd.framer.post(WorkRequest {
-            wr_id,
-            op: WrOp::RdmaRead {
-                rkey,
-                remote_addr,
-                len,
-            },
-            sg_list: Vec::new(),
-        });
+        let posted = self
+            .snd
+            .framer
+            .post(WorkRequest::read(wr_id, rkey, remote_addr, len));
         match posted {
             Ok(p) => {
                 debug_assert_eq!(p.msn, msn, "framer and placement number READs alike");

@@ -10,12 +10,12 @@
 //! ```
 
 use crate::netns::Netns;
+use bth_io::tun::{enter_netns, Driver, Features, Offload, TunConfig, TunDevice};
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::IpPair;
-use tcp_bth_io::tun::{enter_netns, Driver, Features, Offload, TunConfig, TunDevice};
 
 /// One side's addresses.
 #[derive(Debug, Clone, Copy)]

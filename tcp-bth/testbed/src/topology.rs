@@ -16,6 +16,8 @@
 
 use crate::interrupt::{on_interrupt, Registered, Undo};
 use crate::pinning::Pinned;
+use bth_io::sim::LinkConfig;
+use bth_io::tun::{devstats, enter_netns, Offload, Relay, RelayStats, TunConfig, TunDevice};
 use nix::unistd::Pid;
 use std::io;
 use std::net::Ipv4Addr;
@@ -24,8 +26,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tcp_bth_io::sim::LinkConfig;
-use tcp_bth_io::tun::{devstats, enter_netns, Offload, Relay, RelayStats, TunConfig, TunDevice};
 
 pub const A_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 pub const B_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
@@ -39,7 +39,7 @@ pub const DEFAULT_MTU: u32 = 1500;
 /// The smallest MTU a topology takes: IPv4's minimum datagram every host must accept.
 pub const MIN_MTU: u32 = 576;
 /// The largest: an IPv4 packet's total length is 16 bits (the io_uring driver's limit).
-pub use tcp_bth_io::tun::MAX_MTU;
+pub use bth_io::tun::MAX_MTU;
 
 /// `mtu` if a topology can run at it, or why not.
 pub fn check_mtu(mtu: u32) -> Result<u32, String> {

@@ -1,12 +1,12 @@
 //! Option encode and decode cost (ns per option) for the smallest and largest layouts, and a
 //! whole TCP header parse with the option inside.
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use std::hint::black_box;
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, BthOption, ChecksumFill, Extension, IpPair, Opcode, Reth, TcpFlags, TcpOptions, TcpRepr,
     Timestamps,
 };
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
 
 fn samples() -> [(&'static str, Bth); 2] {
     let mut small = Bth::new(Opcode::SendMiddle);
@@ -89,7 +89,7 @@ fn acks(c: &mut Criterion, ip: IpPair) {
     let plain = TcpOptions {
         timestamps: Some(Timestamps { tsval: 1, tsecr: 2 }),
         sack: (0..3u32)
-            .map(|i| tcp_bth_wire::SackBlock {
+            .map(|i| bth_wire::SackBlock {
                 left: 10_000 * (i + 1),
                 right: 10_000 * (i + 1) + 1448,
             })

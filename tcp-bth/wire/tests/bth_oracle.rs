@@ -3,12 +3,12 @@
 
 mod common;
 
-use common::*;
-use proptest::prelude::*;
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, BthError, BthOption, Extension, ExtensionKind, MessageKind, Opcode, Position, Reth,
     Timestamps,
 };
+use common::*;
+use proptest::prelude::*;
 
 /// The decoder as it was before the fused check: every refusal in the order the checks ran,
 /// then every field read one byte at a time from its offset.
@@ -300,7 +300,7 @@ proptest! {
             Opcode::Hello,
         ]),
         (rtr, rtr_ack, rsvd, msn) in (any::<bool>(), any::<bool>(), 0u8..2, any::<u16>()),
-        anchor in 0..=tcp_bth_wire::MAX_MESSAGE_LEN,
+        anchor in 0..=bth_wire::MAX_MESSAGE_LEN,
         len in any::<u32>(),
         (tsval, tsecr) in (any::<u32>(), any::<u32>()),
     ) {

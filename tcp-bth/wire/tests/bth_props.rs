@@ -2,9 +2,9 @@
 
 mod common;
 
+use bth_wire::{Bth, BthError, Opcode};
 use common::*;
 use proptest::prelude::*;
-use tcp_bth_wire::{Bth, BthError, Opcode};
 
 const FLAG_T: u8 = 0x04;
 const FLAG_M: u8 = 0x08;

@@ -4,11 +4,11 @@
 //! (the sequence space wraps, the u64 does not). Checked here against plain integer arithmetic
 //! on the message's start, never against the formula itself.
 
-use proptest::prelude::*;
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, Extension, Inbound, InboundError, MsgClass, Opcode, ReadRequest, Reth, Timestamps,
     MAX_MESSAGE_LEN,
 };
+use proptest::prelude::*;
 
 const TS: Timestamps = Timestamps { tsval: 5, tsecr: 6 };
 

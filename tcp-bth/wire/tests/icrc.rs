@@ -3,8 +3,8 @@
 //! implementation works on wide blocks, so short inputs, odd lengths and splits inside a
 //! block are where it could differ.
 
+use bth_wire::bth::{icrc, icrc_parts};
 use proptest::prelude::*;
-use tcp_bth_wire::bth::{icrc, icrc_parts};
 
 fn reference(bytes: impl IntoIterator<Item = u8>) -> u32 {
     let mut crc = !0u32;

@@ -4,7 +4,7 @@
 //! bitwise CRC32C (polynomial 0x82F63B78, check value crc32c("123456789") = 0xE3069283), not
 //! with this crate.
 
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, BthError, BthOption, Extension, ExtensionKind, Inbound, InboundError, MsgClass, Nak,
     NakCode, Opcode, Position, Reth, Timestamps, ZERO_LENGTH_MBO,
 };

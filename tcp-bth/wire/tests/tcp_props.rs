@@ -3,12 +3,12 @@
 
 mod common;
 
-use common::*;
-use proptest::prelude::*;
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, Extension, IpPair, Opcode, Reth, SackBlock, SegmentError, TcpFlags, TcpOptionError,
     TcpOptions, TcpRepr, Timestamps, MAX_OPTIONS_LEN,
 };
+use common::*;
+use proptest::prelude::*;
 
 const IP: IpPair = IpPair::V4 {
     src: [10, 0, 0, 1],
@@ -182,7 +182,7 @@ fn malformed_bth_inside_tcp_is_reported() {
     assert!(matches!(
         TcpOptions::parse(&opt),
         Err(TcpOptionError::Bth(
-            tcp_bth_wire::BthError::MoreBitInconsistent { .. }
+            bth_wire::BthError::MoreBitInconsistent { .. }
         ))
     ));
 }

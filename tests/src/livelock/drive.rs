@@ -2,13 +2,14 @@
 //! time, checks every byte that lands, and hands the monitor a [`Sample`] after every event.
 
 use super::{limits, Alarm, Limits, Monitor, Sample, Side, Step, Workload};
-use crate::{configs, established, quiet_link, send_wr, write_wr};
+use crate::{configs, established, quiet_link};
+use bth_framer::WorkRequest;
+use bth_io::sim::workload::filled;
+use bth_io::sim::{Direction, DriverModel, Pair, SimLink};
 use bth_placement::MrHandle;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 use tcp_bth::{Connection, Mode, WcOp};
-use tcp_bth_io::sim::workload::filled;
-use tcp_bth_io::sim::{Direction, DriverModel, Pair, SimLink};
 
 // Children of this module, so that they see the harness's state: checking what lands, and
 // describing a failure.
@@ -326,7 +327,7 @@ impl<'w> Harness<'w> {
             } => {
                 let imm = imm.then_some(id as u32);
                 let data = filled(seed, id, len as usize);
-                let r = conn(&mut self.p, from).post_send(send_wr(id, &data, imm));
+                let r = conn(&mut self.p, from).post_send(WorkRequest::send(id, data, imm));
                 r.map_err(|e| self.fail(FailureKind::Refused, format!("SEND refused: {e:?}")))?;
                 self.ends[from.index()]
                     .posted
@@ -346,7 +347,7 @@ impl<'w> Harness<'w> {
                         .insert(imm, posted(WcOp::RecvRdmaWithImm, len, offset, true));
                 }
                 let data = filled(seed, id, len as usize);
-                let wr = write_wr(id, target.rkey, target.addr + offset, &data, imm);
+                let wr = WorkRequest::write(id, target.rkey, target.addr + offset, data, imm);
                 let r = conn(&mut self.p, from).post_send(wr);
                 r.map_err(|e| self.fail(FailureKind::Refused, format!("WRITE refused: {e:?}")))?;
                 self.ends[from.index()]

@@ -1,5 +1,5 @@
 //! The livelock detector of issue #35: random workloads driven over a simulated pair
-//! (`tcp_bth_io::sim::Pair`) step by step, watched by a progress [`Monitor`].
+//! (`bth_io::sim::Pair`) step by step, watched by a progress [`Monitor`].
 //!
 //! A *workload* ([`Workload`]) is a mode (`tcp_bth` or plain TCP), link impairments, a seed,
 //! receive windows and a list of [`Step`]s: SENDs, RDMA WRITEs (with and without immediate)
@@ -31,8 +31,8 @@ pub mod monitor;
 pub use drive::{run, run_with, Failure, FailureKind, Summary};
 pub use monitor::{Alarm, Limits, Monitor, Sample};
 
+use bth_io::sim::LinkConfig;
 use std::time::Duration;
-use tcp_bth_io::sim::LinkConfig;
 
 /// One end of the pair: A opened the connection, B accepted it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! A failure's report: what went wrong, where the run was, both ends' state.
 
 use super::{conn_ref, Failure, FailureKind, Harness, Side, SIDES};
-use tcp_bth_io::sim::Direction;
+use bth_io::sim::Direction;
 
 impl Harness<'_> {
     /// A failure of `kind`: `what`, then where the run was and both ends' state.

@@ -2,10 +2,10 @@
 //! READ sinks) and the plain byte stream; and the regions those checks read.
 
 use super::{conn, conn_ref, End, Failure, FailureKind, Harness, Side, Step, Workload};
+use bth_io::sim::workload::{filled, matches_fill};
+use bth_io::sim::Pair;
 use bth_placement::{Access, WcStatus};
 use tcp_bth::{Completion, WcOp};
-use tcp_bth_io::sim::workload::{filled, matches_fill};
-use tcp_bth_io::sim::Pair;
 
 impl Harness<'_> {
     /// Plain mode: read everything readable at `side` and compare it with what was sent.

@@ -214,7 +214,7 @@ fn main() -> ExitCode {
         print!("{}", plan.describe());
         return ExitCode::SUCCESS;
     }
-    if let Some(why) = tcp_bth_io::tun::net_admin_missing() {
+    if let Some(why) = bth_io::tun::net_admin_missing() {
         eprintln!("bth-compare: {why}; try --dry-run to see the plan without root");
         return ExitCode::FAILURE;
     }

@@ -1,9 +1,9 @@
 //! `bth demo`: the verified transfer over the simulated link.
 
+use bth_io::sim::workload::{self, WorkloadConfig};
+use bth_io::sim::LinkConfig;
 use clap::Args;
 use std::time::{Duration, Instant};
-use tcp_bth_io::sim::workload::{self, WorkloadConfig};
-use tcp_bth_io::sim::LinkConfig;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {

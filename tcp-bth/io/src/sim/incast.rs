@@ -17,9 +17,8 @@
 use super::link::{Direction, LinkConfig, SimLink};
 use super::pair::{pair_configs, B_PORT};
 use super::workload::fill;
-use bth_framer::{WorkRequest, WrOp};
+use bth_framer::WorkRequest;
 use bth_placement::{Access, MrHandle, WcStatus};
-use bytes::Bytes;
 use std::time::Duration;
 use tcp_bth::{Completion, Config, Connection, State, WcOp};
 
@@ -347,16 +346,8 @@ pub(super) fn payload(seed: u64, i: usize, k: usize, len: u32) -> Vec<u8> {
 
 /// A WRITE of message `k` of `len` bytes into `mr` at `k * len`, immediate `k`.
 pub(super) fn write_wr(mr: &MrHandle, k: usize, data: Vec<u8>) -> WorkRequest {
-    let len = data.len() as u64;
-    WorkRequest {
-        wr_id: k as u64,
-        op: WrOp::RdmaWrite {
-            rkey: mr.rkey,
-            remote_addr: mr.addr + k as u64 * len,
-            imm: Some(k as u32),
-        },
-        sg_list: vec![Bytes::from(data)],
-    }
+    let addr = mr.addr + k as u64 * data.len() as u64;
+    WorkRequest::write(k as u64, mr.rkey, addr, data, Some(k as u32))
 }
 
 /// Access a sender needs on the receiver's region.

@@ -18,7 +18,7 @@ pub struct Admission {
     /// ignored: the incast cells' comparison, as in the simulator's incast.
     pub enforce: bool,
     /// Bytes the server admits per connection: its `admission_allowance` and its
-    /// `admission_cap`, as `tcp_bth_io::sim::incast` sets them, so the grant is this however
+    /// `admission_cap`, as `bth_io::sim::incast` sets them, so the grant is this however
     /// deep the receives are posted. `None`: the stack's defaults (no cap).
     pub admit: Option<u32>,
 }

@@ -23,7 +23,8 @@ fn sends(d: &mut BackToBack, n: u64, len: usize) {
     }
     d.settle(Duration::from_millis(10));
     for i in 0..n {
-        d.a.post_send(send_wr(i, pattern(i as u8, len))).unwrap();
+        d.a.post_send(WorkRequest::send(i, pattern(i as u8, len), None))
+            .unwrap();
     }
 }
 

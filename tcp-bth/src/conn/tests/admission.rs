@@ -55,15 +55,7 @@ impl Watch {
 
 /// A registered region of `len` bytes at A that B may WRITE; B's WRITE of `data` at `offset`.
 fn write_wr(mr: &bth_placement::MrHandle, wr_id: u64, offset: u64, data: Vec<u8>) -> WorkRequest {
-    WorkRequest {
-        wr_id,
-        op: WrOp::RdmaWrite {
-            rkey: mr.rkey,
-            remote_addr: mr.addr + offset,
-            imm: None,
-        },
-        sg_list: vec![Bytes::from(data)],
-    }
+    WorkRequest::write(wr_id, mr.rkey, mr.addr + offset, data, None)
 }
 
 /// Test configs with A's allowance (what A admits beyond posted buffers) and B's enforcement.
@@ -151,7 +143,8 @@ fn grant_grows_when_receives_are_posted() {
     assert_eq!(w.grants, [65536, 3 * 65536]);
     assert_eq!(d.b.snd.admission.grant(), Some(3 * 65536));
     for i in 0..3u64 {
-        d.b.post_send(send_wr(i, pattern(i as u8, 65536))).unwrap();
+        d.b.post_send(WorkRequest::send(i, pattern(i as u8, 65536), None))
+            .unwrap();
     }
     let mut done = 0;
     let ok = d.run(

@@ -9,7 +9,8 @@ use crate::wire::ChecksumFill;
 fn a_buffer_shorter_than_a_segment_ends_the_connection_with_its_reason() {
     let mut d = established(true);
     d.a.post_recv(1, vec![0; 100]).unwrap();
-    d.a.post_send(send_wr(2, pattern(2, 5000))).unwrap();
+    d.a.post_send(WorkRequest::send(2, pattern(2, 5000), None))
+        .unwrap();
     let needed = d.a.max_segment_len();
     let mut short = vec![0u8; needed - 1];
     assert_eq!(
@@ -51,7 +52,8 @@ fn a_buffer_of_exactly_the_longest_segment_is_enough() {
     let mut d = established(true);
     d.b.post_recv(1, vec![0; 100_000]).unwrap();
     d.settle(Duration::from_millis(10));
-    d.a.post_send(send_wr(2, pattern(2, 100_000))).unwrap();
+    d.a.post_send(WorkRequest::send(2, pattern(2, 100_000), None))
+        .unwrap();
     let mut exact = vec![0u8; d.a.max_segment_len()];
     let n =
         d.a.poll_transmit_into(d.now, &mut exact, ChecksumFill::Full)

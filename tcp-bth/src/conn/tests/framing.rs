@@ -85,8 +85,10 @@ fn s_only_when_both_ends_ask() {
             // the framing negotiated.
             d.b.post_recv(10, vec![0; 5000]).unwrap();
             d.a.post_recv(11, vec![0; 3000]).unwrap();
-            d.a.post_send(send_wr(1, pattern(1, 5000))).unwrap();
-            d.b.post_send(send_wr(2, pattern(2, 3000))).unwrap();
+            d.a.post_send(WorkRequest::send(1, pattern(1, 5000), None))
+                .unwrap();
+            d.b.post_send(WorkRequest::send(2, pattern(2, 3000), None))
+                .unwrap();
             let seen = RefCell::new([0usize; 2]);
             let mut got = [None, None];
             let ok = d.run(
@@ -269,7 +271,8 @@ fn send_write_with_immediate_and_read_complete_in_both_framings() {
 
             let send = pattern(1, 100_000);
             let write = pattern(2, 70_000);
-            d.a.post_send(send_wr(1, send.clone())).unwrap();
+            d.a.post_send(WorkRequest::send(1, send.clone(), None))
+                .unwrap();
             d.a.post_send(WorkRequest {
                 wr_id: 2,
                 op: WrOp::RdmaWrite {
@@ -283,7 +286,8 @@ fn send_write_with_immediate_and_read_complete_in_both_framings() {
             d.a.post_read(3, src.rkey, src.addr + 500, vec![0; 80_000])
                 .unwrap();
             let back = pattern(3, 40_000);
-            d.b.post_send(send_wr(4, back.clone())).unwrap();
+            d.b.post_send(WorkRequest::send(4, back.clone(), None))
+                .unwrap();
 
             let (mut at_a, mut at_b) = (Vec::new(), Vec::new());
             let mut seen = Seen::default();

@@ -249,7 +249,8 @@ fn an_s_connection_sends_super_segments_of_whole_segments_of_one_message() {
         d.b.post_recv(1, vec![0; len]).unwrap();
         d.settle(10 * MS);
         let data = pattern(7, len);
-        d.a.post_send(send_wr(1, data.clone())).unwrap();
+        d.a.post_send(WorkRequest::send(1, data.clone(), None))
+            .unwrap();
         let mss = d.a.payload_mss() as usize;
         let now = d.now;
         let (mut hdr, mut parts) = (vec![0u8; d.a.max_segment_len()], Vec::new());

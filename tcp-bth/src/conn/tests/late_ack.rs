@@ -17,7 +17,8 @@ fn a_sack_overtaken_by_the_peers_data_still_reports_the_hole() {
     d.b.post_recv(1, vec![0; 64 << 10]).unwrap();
     d.settle(10 * MS);
     let mss = d.a.payload_mss() as usize;
-    d.a.post_send(send_wr(1, pattern(1, 8 * mss))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 8 * mss), None))
+        .unwrap();
     let lost = Cell::new(false);
     let held = RefCell::new(Vec::new());
     let mut hold = |dir: Direction, _: Duration, p: Vec<u8>| match dir {
@@ -40,7 +41,8 @@ fn a_sack_overtaken_by_the_peers_data_still_reports_the_hole() {
     let acks = held.take();
     assert!(!acks.is_empty(), "B reported the hole");
     // B's data leaves now and reaches A first; B's SACKs follow it.
-    d.b.post_send(send_wr(7, pattern(7, 1000))).unwrap();
+    d.b.post_send(WorkRequest::send(7, pattern(7, 1000), None))
+        .unwrap();
     let late = d.now + d.delay + Duration::from_micros(10);
     for p in acks {
         d.inject(late, Direction::BtoA, p);
@@ -75,10 +77,12 @@ fn a_pure_ack_below_rcv_nxt_that_acknowledges_new_data_is_refused() {
     d.b.post_recv(1, vec![0; 4096]).unwrap();
     d.settle(10 * MS);
     // B's data moves A's RCV.NXT; A's data to B is then held, so B's ACK of it is new.
-    d.b.post_send(send_wr(7, pattern(7, 1000))).unwrap();
+    d.b.post_send(WorkRequest::send(7, pattern(7, 1000), None))
+        .unwrap();
     d.settle(10 * MS);
     let before = d.a.stats();
-    d.a.post_send(send_wr(1, pattern(1, 1000))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 1000), None))
+        .unwrap();
     // Every ACK of B's held, so A's SND.UNA stays where it was.
     let mut acks = Vec::new();
     d.run(
@@ -120,7 +124,8 @@ fn a_pure_ack_below_rcv_nxt_that_acknowledges_new_data_is_refused() {
 #[test]
 fn a_credit_update_from_far_outside_the_window_is_ignored() {
     let mut d = established(true);
-    d.a.post_send(send_wr(1, pattern(1, 500))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 500), None))
+        .unwrap();
     d.settle(10 * MS);
     assert_eq!(d.a.stats().bytes_sent, 0, "no credit yet");
     d.b.post_recv(9, vec![0; 500]).unwrap();

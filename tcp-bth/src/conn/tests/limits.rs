@@ -7,7 +7,8 @@ use super::*;
 fn start_bulk(d: &mut BackToBack, len: usize) -> Duration {
     d.b.post_recv(1, vec![0; len]).unwrap();
     d.settle(Duration::from_millis(10));
-    d.a.post_send(send_wr(1, pattern(1, len))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, len), None))
+        .unwrap();
     d.now
 }
 
@@ -45,7 +46,8 @@ fn a_bulk_sender_is_busy_until_acknowledged_and_a_receiver_never() {
 fn waiting_for_the_peers_receive_is_charged_to_credit() {
     let mut d = established(true);
     d.settle(Duration::from_millis(10));
-    d.a.post_send(send_wr(1, pattern(1, 1000))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 1000), None))
+        .unwrap();
     d.settle(Duration::from_millis(20));
     let a = d.a.send_limits(d.now);
     assert!(a.credit >= Duration::from_millis(15), "{a:?}");

@@ -84,14 +84,6 @@ pub(super) fn drain(c: &mut Connection, out: &mut Vec<u8>) {
     }
 }
 
-pub(super) fn send_wr(wr_id: u64, data: Vec<u8>) -> WorkRequest {
-    WorkRequest {
-        wr_id,
-        op: WrOp::Send { imm: None },
-        sg_list: vec![Bytes::from(data)],
-    }
-}
-
 impl Connection {
     /// The BTH receive path's placement (panics in plain mode: tests ask only in BTH mode).
     pub(super) fn test_placement(&self) -> &bth_placement::Placement {

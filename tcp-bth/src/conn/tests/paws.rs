@@ -34,7 +34,8 @@ fn transfer(d: &mut BackToBack, bth: bool, id: u64, data: &[u8]) {
     let mut got = Vec::new();
     if bth {
         d.b.post_recv(id, vec![0; data.len()]).unwrap();
-        d.a.post_send(send_wr(id, data.to_vec())).unwrap();
+        d.a.post_send(WorkRequest::send(id, data.to_vec(), None))
+            .unwrap();
     } else {
         d.a.send_bytes(data).unwrap();
     }
@@ -90,7 +91,8 @@ fn stale_segments_are_still_dropped_and_their_acks_limited() {
     // B sends to A; keep the last pure ACK A sends for it.
     let mut captured = None;
     d.a.post_recv(1, vec![0; 1000]).unwrap();
-    d.b.post_send(send_wr(1, pattern(3, 1000))).unwrap();
+    d.b.post_send(WorkRequest::send(1, pattern(3, 1000), None))
+        .unwrap();
     let keep = |dir: Direction, _: Duration, p: Vec<u8>| {
         if dir == Direction::AtoB {
             captured = Some(p.clone());
@@ -105,7 +107,8 @@ fn stale_segments_are_still_dropped_and_their_acks_limited() {
     // More traffic from B: A's newer ACKs move B's ts_recent past the captured one's TSval.
     d.now += Duration::from_millis(5);
     d.a.post_recv(2, vec![0; 500]).unwrap();
-    d.b.post_send(send_wr(2, pattern(4, 500))).unwrap();
+    d.b.post_send(WorkRequest::send(2, pattern(4, 500), None))
+        .unwrap();
     d.run(Duration::from_secs(1), pass, |d| {
         d.a.poll_completion().is_some()
     });
@@ -168,8 +171,10 @@ fn a_reordered_credit_update_is_not_lost_to_paws() {
     d.b.post_recv(0, vec![0; 1000]).unwrap();
     d.settle(Duration::from_millis(10));
     // Message 0 has credit, message 1 waits for B's next receive.
-    d.a.post_send(send_wr(0, pattern(0, 1000))).unwrap();
-    d.a.post_send(send_wr(1, pattern(1, 1000))).unwrap();
+    d.a.post_send(WorkRequest::send(0, pattern(0, 1000), None))
+        .unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 1000), None))
+        .unwrap();
     d.b.post_recv(1, vec![0; 1000]).unwrap();
     // This instant: A sends message 0, B its credit update, which the network holds back
     // until B's ACK of message 0 (sent later, newer TSval) has arrived.
@@ -227,7 +232,8 @@ fn a_credit_update_behind_the_peers_data_keeps_its_credit() {
     // B may send to A; A's SEND to B waits for credit.
     d.a.post_recv(100, vec![0; 2000]).unwrap();
     d.settle(Duration::from_millis(10));
-    d.a.post_send(send_wr(1, pattern(1, 1000))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 1000), None))
+        .unwrap();
     d.settle(Duration::from_millis(10));
     assert_eq!(d.a.stats().bytes_sent, 0, "no credit yet");
     // B posts a receive (its credit update is held back) and sends data right after.
@@ -241,7 +247,8 @@ fn a_credit_update_behind_the_peers_data_keeps_its_credit() {
         Some(p)
     });
     assert!(held.borrow().is_some(), "B sent its credit update");
-    d.b.post_send(send_wr(7, pattern(7, 500))).unwrap();
+    d.b.post_send(WorkRequest::send(7, pattern(7, 500), None))
+        .unwrap();
     let start = d.now;
     let mut done = false;
     let ok = d.run(Duration::from_secs(1), pass, |d| {

@@ -28,7 +28,8 @@ fn altered(d: &BackToBack, seg: &[u8], f: impl FnOnce(&mut Bth, &[u8])) -> Vec<u
 fn held_send(d: &mut BackToBack, len: usize) -> Vec<Vec<u8>> {
     d.b.post_recv(1, vec![0; len]).unwrap();
     d.settle(10 * MS);
-    d.a.post_send(send_wr(1, pattern(1, len))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, len), None))
+        .unwrap();
     let held = RefCell::new(Vec::new());
     d.step(&mut |dir, _, p| {
         if dir == Direction::AtoB && !TcpRepr::parse(&p, None).unwrap().payload.is_empty() {

@@ -220,7 +220,8 @@ fn nak_on_rst_completes_the_named_work_request() {
         sg_list: vec![Bytes::from_static(b"0123456789")],
     };
     assert_eq!(c.post_send(write).unwrap(), 0);
-    c.post_send(send_wr(2, vec![1; 10])).unwrap();
+    c.post_send(WorkRequest::send(2, vec![1; 10], None))
+        .unwrap();
     let w = p.recv(&mut c);
     assert_eq!(w.bth.map(|b| b.opcode), Some(Opcode::RdmaWriteOnly));
     let nak = Nak {

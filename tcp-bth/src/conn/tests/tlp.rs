@@ -16,7 +16,8 @@ fn a_lost_ack_with_data_queued_is_repaired_by_the_probe_not_the_rto() {
     }
     d.settle(Duration::from_millis(10));
     for i in 0..n {
-        d.a.post_send(send_wr(i, pattern(i as u8, 16384))).unwrap();
+        d.a.post_send(WorkRequest::send(i, pattern(i as u8, 16384), None))
+            .unwrap();
     }
     // Every ACK B sends for the first flight (all sent at one instant of the virtual clock:
     // B acknowledges every second segment of the flight, and all of them are lost).
@@ -60,7 +61,8 @@ fn the_probe_leaves_room_for_rtt_variance_and_the_peers_ack_delay() {
     let srtt = d.a.srtt().expect("the handshake gave an RTT sample");
     let rttvar = d.a.snd.rtt.rttvar();
     let ack_delay = d.a.config().ack_delay;
-    d.a.post_send(send_wr(1, pattern(1, 4000))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 4000), None))
+        .unwrap();
     let now = d.now;
     while d.a.poll_transmit(now).is_some() {}
     let probe_at = d.a.timers.get(Timer::Tlp).expect("a probe is armed");

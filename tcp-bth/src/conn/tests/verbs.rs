@@ -41,9 +41,12 @@ fn send_longer_than_the_receive_fails_on_both_sides() {
     let mut d = established(true);
     d.b.post_recv(10, vec![0; 100]).unwrap();
     d.b.post_recv(11, vec![0; 100]).unwrap();
-    d.a.post_send(send_wr(1, pattern(1, 100))).unwrap();
-    d.a.post_send(send_wr(2, pattern(2, 5000))).unwrap();
-    d.a.post_send(send_wr(3, pattern(3, 10))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 100), None))
+        .unwrap();
+    d.a.post_send(WorkRequest::send(2, pattern(2, 5000), None))
+        .unwrap();
+    d.a.post_send(WorkRequest::send(3, pattern(3, 10), None))
+        .unwrap();
     let a = collect(&mut d, true, 3);
     let status = |id: u64| a.iter().find(|c| c.wr_id == id).map(|c| c.status);
     assert_eq!(status(1), Some(WcStatus::Success));
@@ -72,7 +75,8 @@ fn a_lost_nak_is_sent_again_when_the_requester_retransmits() {
     let mut d = established(true);
     d.b.post_recv(10, vec![0; 10]).unwrap();
     d.settle(Duration::from_millis(10));
-    d.a.post_send(send_wr(1, pattern(1, 500))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 500), None))
+        .unwrap();
     let mut dropped = 0;
     let ok = d.run(
         Duration::from_secs(5),
@@ -98,8 +102,11 @@ fn send_without_a_receive_ends_in_rnr_retry_exceeded() {
     let (mut ac, bc) = configs(true);
     ac.rnr_timeout = Some(Duration::from_millis(300));
     let mut d = BackToBack::established(ac, bc, MS);
-    let msn = d.a.post_send(send_wr(1, pattern(1, 64))).unwrap();
-    d.a.post_send(send_wr(2, pattern(2, 64))).unwrap();
+    let msn =
+        d.a.post_send(WorkRequest::send(1, pattern(1, 64), None))
+            .unwrap();
+    d.a.post_send(WorkRequest::send(2, pattern(2, 64), None))
+        .unwrap();
     let start = d.now;
     let c = collect(&mut d, true, 2);
     assert_eq!((c[0].wr_id, c[0].status), (1, WcStatus::RnrRetryExceeded));
@@ -120,11 +127,13 @@ fn credit_in_time_stops_the_rnr_clock() {
     let (mut ac, bc) = configs(true);
     ac.rnr_timeout = Some(Duration::from_secs(1));
     let mut d = BackToBack::established(ac, bc, MS);
-    d.a.post_send(send_wr(1, pattern(1, 64))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 64), None))
+        .unwrap();
     d.run(Duration::from_millis(200), pass, |_| false);
     d.b.post_recv(10, vec![0; 64]).unwrap();
     assert_eq!(collect(&mut d, true, 1)[0].status, WcStatus::Success);
-    d.a.post_send(send_wr(2, pattern(2, 64))).unwrap();
+    d.a.post_send(WorkRequest::send(2, pattern(2, 64), None))
+        .unwrap();
     d.run(Duration::from_millis(250), pass, |_| false);
     d.b.post_recv(11, vec![0; 64]).unwrap();
     assert_eq!(collect(&mut d, true, 1)[0].status, WcStatus::Success);
@@ -139,7 +148,8 @@ fn posts_to_a_failed_qp_complete_flushed() {
     d.a.abort();
     d.settle(Duration::from_millis(10));
     while d.a.poll_completion().is_some() {}
-    d.a.post_send(send_wr(1, pattern(1, 10))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 10), None))
+        .unwrap();
     d.a.post_recv(2, vec![7; 33]).unwrap();
     d.a.post_read(3, 1, 0x1000, vec![0; 44]).unwrap();
     let c: Vec<_> = std::iter::from_fn(|| d.a.poll_completion()).collect();
@@ -240,7 +250,8 @@ fn pure_acks_carry_credit_only_when_it_changed() {
     let mut acks = Vec::new();
     d.b.post_recv(10, vec![0; 8]).unwrap();
     d.b.post_recv(11, vec![0; 8]).unwrap();
-    d.a.post_send(send_wr(1, pattern(1, 8))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 8), None))
+        .unwrap();
     d.run(
         Duration::from_millis(50),
         |dir, _, p| {
@@ -269,7 +280,8 @@ fn pure_acks_carry_credit_only_when_it_changed() {
 #[test]
 fn a_lost_credit_update_is_repeated() {
     let mut d = established(true);
-    d.a.post_send(send_wr(1, pattern(1, 8))).unwrap();
+    d.a.post_send(WorkRequest::send(1, pattern(1, 8), None))
+        .unwrap();
     d.settle(Duration::from_millis(10));
     d.b.post_recv(10, vec![0; 8]).unwrap();
     let mut dropped = 0;

@@ -100,7 +100,7 @@ fn bth_mode_window_never_shrinks() {
         |d| {
             for i in 0..4 {
                 d.b.post_recv(i, vec![0; 100_000]).unwrap();
-                d.a.post_send(send_wr(i, pattern(i as u8, 100_000)))
+                d.a.post_send(WorkRequest::send(i, pattern(i as u8, 100_000), None))
                     .unwrap();
             }
         },

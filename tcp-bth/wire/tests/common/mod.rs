@@ -1,11 +1,11 @@
 //! Proptest strategies shared by the codec property tests.
 #![allow(dead_code)]
 
-use proptest::prelude::*;
-use tcp_bth_wire::{
+use bth_wire::{
     Bth, Extension, ExtensionKind, MessageKind, Opcode, Position, Reth, SackBlock, TcpFlags,
     TcpOptions, TcpRepr, Timestamps, MAX_MESSAGE_LEN,
 };
+use proptest::prelude::*;
 
 pub fn opcode() -> impl Strategy<Value = Opcode> {
     prop::sample::select(Opcode::ALL)
