@@ -142,9 +142,8 @@ impl Connection {
         }
         self.rcv.irs = seg.seq;
         self.negotiate(now, &seg.options, !self.cfg.bth && self.cfg.timestamps);
-        self.snd.wnd = u64::from(seg.window);
-        self.snd.wl1 = seg.seq;
-        self.snd.wl2 = seg.ack;
+        self.snd
+            .take_window(u64::from(seg.window), seg.seq, seg.ack);
         if f.ack() {
             self.on_syn_acked(now);
             self.state = State::Established;

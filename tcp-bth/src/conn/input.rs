@@ -201,9 +201,8 @@ impl Connection {
                 self.on_syn_acked(now);
                 self.state = State::Established;
                 // Window fields in SYN segments are never scaled (RFC 7323 §2.2).
-                self.snd.wnd = u64::from(seg.window);
-                self.snd.wl1 = seg.seq;
-                self.snd.wl2 = seg.ack;
+                self.snd
+                    .take_window(u64::from(seg.window), seg.seq, seg.ack);
                 self.owed.ack = true;
             }
             return;
@@ -332,9 +331,8 @@ impl Connection {
             } else {
                 State::Established
             };
-            self.snd.wnd = u64::from(seg.window) << self.neg.peer_wscale;
-            self.snd.wl1 = seg.seq;
-            self.snd.wl2 = seg.ack;
+            let wnd = u64::from(seg.window) << self.neg.peer_wscale;
+            self.snd.take_window(wnd, seg.seq, seg.ack);
             // Our first grant (R=1, owed since the hello) goes out now: the peer's data is
             // unlimited by admission until it has one (conn/admission.rs).
             self.owed.ack |= self.owed.credit;
@@ -571,10 +569,8 @@ impl Connection {
             || wl1_off < seq_off
             || (wl1_off == seq_off && self.snd.off_of(self.snd.wl2) <= ack_off);
         if may_update_window && newer {
-            self.snd.wnd = u64::from(seg.window) << self.neg.peer_wscale;
-            self.snd.max_wnd = self.snd.max_wnd.max(self.snd.wnd);
-            self.snd.wl1 = seg.seq;
-            self.snd.wl2 = seg.ack;
+            let wnd = u64::from(seg.window) << self.neg.peer_wscale;
+            self.snd.take_window(wnd, seg.seq, seg.ack);
         }
         if self.snd.recovery_point.is_some_and(|p| self.snd.una >= p) {
             self.snd.recovery_point = None;

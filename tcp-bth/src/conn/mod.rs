@@ -55,7 +55,7 @@ use recovery::RecoveryStats;
 use recv::RecvState;
 use rx_bth::BthRx;
 use rx_plain::PlainRx;
-use send::SendState;
+use send::{SendState, TlpProbe};
 use std::time::Duration;
 use timer_table::{Timer, TimerTable};
 pub use verbs::Sge;

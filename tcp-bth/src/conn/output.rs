@@ -218,7 +218,13 @@ impl Connection {
         let cwnd = self.snd.cc.cwnd();
         let mss = u64::from(self.payload_mss());
         // 1. A tail loss probe (not held by cwnd), 2. segments marked lost, in order.
-        let probe = self.snd.tlp_probe.take();
+        let probe = match self.snd.tlp {
+            Some(TlpProbe::Resend(start, end)) => {
+                self.snd.tlp = None;
+                Some((start, end))
+            }
+            _ => None,
+        };
         let resend = probe.or_else(|| self.snd.rec.next_lost());
         let mut resend_held = false;
         if let Some((start, end)) = resend {
@@ -237,7 +243,11 @@ impl Connection {
             }
         }
         // 3. New data. A probe of new data is one segment, whatever cwnd says.
-        let probe_new = std::mem::take(&mut self.snd.tlp_new);
+        // (A probe of new data waits here while lost segments go first.)
+        let probe_new = self.snd.tlp == Some(TlpProbe::NewData);
+        if probe_new {
+            self.snd.tlp = None;
+        }
         let end = self.snd.framer.stream_end();
         if self.snd.nxt >= end {
             // Nothing new: lost segments waiting for cwnd, or the application's turn (idle

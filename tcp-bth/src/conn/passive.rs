@@ -100,8 +100,7 @@ impl Connection {
         };
         c.rcv.irs = seg.seq;
         c.negotiate(now, &seg.options, offer_ts);
-        c.snd.wnd = u64::from(seg.window);
-        c.snd.wl1 = seg.seq;
+        c.snd.take_window(u64::from(seg.window), seg.seq, seg.ack);
         c.stats.segments_in += 1;
         Some(c)
     }

@@ -10,6 +10,15 @@ use crate::wire::NakCode;
 use bth_cc::CongestionControl;
 use bth_framer::{Framer, FramerConfig};
 
+/// A tail loss probe due (RFC 8985 §7.3): a retransmission of the last segment sent, or one
+/// segment of new data where the peer's window, grant and credit allow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TlpProbe {
+    /// Resend stream offsets `[start, end)`.
+    Resend(u64, u64),
+    NewData,
+}
+
 pub(super) struct SendState {
     pub iss: u32,
     /// Stream offsets: 0 is the first data byte (sequence ISS + 1).
@@ -26,10 +35,9 @@ pub(super) struct SendState {
     pub rtt: RttEstimator,
     pub cc: Box<dyn CongestionControl>,
     pub recovery_point: Option<u64>,
-    /// The tail loss probe to send: a retransmission of this range, or (`tlp_new`) one new
-    /// segment. Either goes out whatever cwnd says (RFC 8985 §7.3).
-    pub tlp_probe: Option<(u64, u64)>,
-    pub tlp_new: bool,
+    /// The tail loss probe to send, if one is due: it goes out whatever cwnd says (RFC 8985
+    /// §7.3).
+    pub tlp: Option<TlpProbe>,
     /// The last SEND MSN the peer has a receive posted for (its R=1 credit).
     pub peer_credit: Option<u16>,
     /// New credit arrived: echo it with A=1 on the next segment.
@@ -47,6 +55,16 @@ pub(super) struct SendState {
 }
 
 impl SendState {
+    /// The peer's window from a segment that may update it (RFC 9293 §3.10.7.4): SND.WND
+    /// (`wnd`, in bytes, already scaled), SND.WL1 and SND.WL2 from its sequence and
+    /// acknowledgement numbers, and the largest window seen (RFC 5961's ACK range check).
+    pub fn take_window(&mut self, wnd: u64, seq: u32, ack: u32) {
+        self.wnd = wnd;
+        self.max_wnd = self.max_wnd.max(wnd);
+        self.wl1 = seq;
+        self.wl2 = ack;
+    }
+
     pub fn new(cfg: &Config, iss: u32) -> SendState {
         SendState {
             iss,
@@ -66,8 +84,7 @@ impl SendState {
             rtt: RttEstimator::new(cfg.min_rto, cfg.max_rto),
             cc: cfg.congestion.build(u32::from(cfg.mss)),
             recovery_point: None,
-            tlp_probe: None,
-            tlp_new: false,
+            tlp: None,
             peer_credit: None,
             credit_news: false,
             rnr_since: None,

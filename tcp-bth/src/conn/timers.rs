@@ -112,11 +112,11 @@ impl Connection {
             && self.snd.window_room() > 0
             && self.admission_room() > 0
             && (!bth || self.snd.credit_allows(self.snd.nxt));
-        if new_data {
-            self.snd.tlp_new = true;
+        self.snd.tlp = if new_data {
+            Some(TlpProbe::NewData)
         } else {
-            self.snd.tlp_probe = self.snd.rec.last();
-        }
+            self.snd.rec.last().map(|(s, e)| TlpProbe::Resend(s, e))
+        };
         let _ = now;
     }
 
