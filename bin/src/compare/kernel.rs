@@ -10,6 +10,7 @@ use bth_io::sim::workload::{fill, matches_fill};
 use bth_io::tun::enter_netns;
 use bth_perf::tunpair::thread_cpu;
 use bth_perf::REPLY_LEN;
+use bth_testbed::ready::join_both;
 use bth_testbed::topology::{TwoNs, A_LINK};
 use nix::sys::socket::{getsockopt, setsockopt, sockopt::TcpCongestion};
 use std::ffi::OsString;
@@ -374,21 +375,10 @@ pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
             })
         })
     };
-    let c = client
-        .join()
-        .map_err(|_| io::Error::other("kernel client panicked"))?;
-    let s = server
-        .join()
-        .map_err(|_| io::Error::other("kernel server panicked"))?;
-    let ((clients, client_cpu), (servers, server_cpu)) = match (c, s) {
-        (Ok(c), Ok(s)) => (c, s),
-        // Both failed: the server's error first. A connection the server refuses (its socket
-        // runs another congestion control than asked) reaches the client as a reset.
-        (Err(ce), Err(se)) => {
-            return Err(io::Error::new(se.kind(), format!("{se} (client: {ce})")));
-        }
-        (Err(e), _) | (_, Err(e)) => return Err(e),
-    };
+    // Both failed: the server's error first. A connection the server refuses (its socket runs
+    // another congestion control than asked) reaches the client as a reset.
+    let ((servers, server_cpu), (clients, client_cpu)) =
+        join_both((server, "kernel server"), (client, "kernel client"))?;
     let mut out = KernelRun {
         client_cpu,
         server_cpu,

@@ -41,7 +41,7 @@ use bth_io::tun::{Driver, TunDevice};
 use bth_io::turn::PacketIo;
 use bth_perf::drive::IPV4_TCP_HEADERS;
 use bth_perf::tunpair::{stack_tun_mtu, thread_cpu};
-use bth_testbed::ready::spawn_set_up;
+use bth_testbed::ready::{join_both, spawn_set_up};
 use bth_testbed::topology::{TwoNs, A_STACK, B_STACK};
 use etherparse::{IpNumber, Ipv4Header};
 use serde::Serialize;
@@ -402,14 +402,10 @@ impl Probe {
                     r
                 })?
         };
-        let s = sender
-            .join()
-            .map_err(|_| io::Error::other(format!("{what} sender panicked")))?;
-        let r = receiver
-            .join()
-            .map_err(|_| io::Error::other(format!("{what} receiver panicked")))?;
-        let sent = s.map_err(|e| io::Error::new(e.kind(), format!("{what} sender: {e}")))?;
-        let out = r.map_err(|e| io::Error::new(e.kind(), format!("{what} receiver: {e}")))?;
+        let (out, sent) = join_both(
+            (receiver, &format!("{what} receiver")),
+            (sender, &format!("{what} sender")),
+        )?;
         Ok((sent, out))
     }
 }

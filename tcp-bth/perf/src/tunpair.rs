@@ -271,13 +271,7 @@ pub fn run_apps_many<S: App + Send + 'static, C: App + Send + 'static>(
             drive(&mut port, Role::Connect(server), client_cfg, client, limit)
         })
     };
-    let c = client
-        .join()
-        .map_err(|_| io::Error::other("client thread panicked"))?;
-    let s = server
-        .join()
-        .map_err(|_| io::Error::other("server thread panicked"))?;
-    Ok((s?, c?))
+    bth_testbed::ready::join_both((server, "server"), (client, "client"))
 }
 
 fn drive<A: App>(

@@ -34,6 +34,29 @@ pub fn spawn_set_up<T, R: Send + 'static>(
     }
 }
 
+/// Join the two threads of a run, `a` (a server, a receiver) and `b` (its client, its
+/// sender), each named for the errors: both results, or the error of the one that failed, with
+/// its name (a panic becomes an error too). When both failed, `a`'s comes first and `b`'s
+/// follows it: a server's refusal usually shows at its client only as a reset.
+pub fn join_both<A, B>(
+    (a, a_name): (JoinHandle<io::Result<A>>, &str),
+    (b, b_name): (JoinHandle<io::Result<B>>, &str),
+) -> io::Result<(A, B)> {
+    let named = |name: &str, e: io::Error| io::Error::new(e.kind(), format!("{name}: {e}"));
+    let panicked = |name: &str| io::Error::other(format!("{name} thread panicked"));
+    let b = b.join().map_err(|_| panicked(b_name)).and_then(|r| r);
+    let a = a.join().map_err(|_| panicked(a_name)).and_then(|r| r);
+    match (a, b) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        (Err(ae), Err(be)) => Err(io::Error::new(
+            ae.kind(),
+            format!("{a_name}: {ae} ({b_name}: {be})"),
+        )),
+        (Err(e), _) => Err(named(a_name, e)),
+        (_, Err(e)) => Err(named(b_name, e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,5 +82,24 @@ mod tests {
         )
         .expect_err("set-up panics");
         assert!(e.to_string().contains("t-panic panicked"), "{e}");
+    }
+
+    #[test]
+    fn both_sides_are_joined_and_a_failure_is_named() {
+        let ok = |v: u8| std::thread::spawn(move || -> io::Result<u8> { Ok(v) });
+        let err = |m: &'static str| {
+            std::thread::spawn(move || -> io::Result<u8> { Err(io::Error::other(m)) })
+        };
+        assert_eq!(
+            join_both((ok(1), "server"), (ok(2), "client")).unwrap(),
+            (1, 2)
+        );
+        let e = join_both((ok(1), "server"), (err("reset"), "client")).unwrap_err();
+        assert_eq!(e.to_string(), "client: reset");
+        let e = join_both((err("refused"), "server"), (err("reset"), "client")).unwrap_err();
+        assert_eq!(e.to_string(), "server: refused (client: reset)");
+        let boom = std::thread::spawn(|| -> io::Result<u8> { panic!("boom") });
+        let e = join_both((boom, "receiver"), (ok(2), "sender")).unwrap_err();
+        assert_eq!(e.to_string(), "receiver: receiver thread panicked");
     }
 }
