@@ -10,7 +10,7 @@ use bth_io::sim::workload::{fill, matches_fill};
 use bth_io::tun::enter_netns;
 use bth_perf::tunpair::thread_cpu;
 use bth_perf::REPLY_LEN;
-use bth_testbed::ready::join_both;
+use bth_testbed::ready::{join_both, spawn_set_up};
 use bth_testbed::topology::{TwoNs, A_LINK};
 use nix::sys::socket::{getsockopt, setsockopt, sockopt::TcpCongestion};
 use std::ffi::OsString;
@@ -340,29 +340,27 @@ async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
 pub fn run(ns: &TwoNs, cell: &Cell, port: u16) -> io::Result<KernelRun> {
     let rr = cell.workload == Workload::RequestResponse;
     let n = cell.qps.max(1);
-    // The server says when it listens; a server that ends without saying so failed to start,
-    // and its result says why.
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    // The caller goes on once the server listens; a server that could not start says why.
     let server = {
         let (a, cc) = (ns.a.clone(), cell.kernel_cc.clone());
-        std::thread::spawn(move || -> io::Result<(Vec<ServerOut>, Duration)> {
-            enter_netns(&a)?;
-            runtime()?.block_on(async move {
-                let l = TcpListener::bind((A_LINK, port)).await?;
+        spawn_set_up(
+            "kernel-server",
+            move || {
+                enter_netns(&a)?;
+                let rt = runtime()?;
+                let l = rt.block_on(TcpListener::bind((A_LINK, port)))?;
                 set_congestion(&l, &cc)?;
-                let _ = ready_tx.send(());
-                tokio::time::timeout(Duration::from_secs(300), serve_all(l, n, rr, &cc))
-                    .await
-                    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "server timed out"))?
-            })
-        })
+                Ok((rt, l, cc))
+            },
+            move |(rt, l, cc)| -> io::Result<(Vec<ServerOut>, Duration)> {
+                rt.block_on(async move {
+                    tokio::time::timeout(Duration::from_secs(300), serve_all(l, n, rr, &cc))
+                        .await
+                        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "server timed out"))?
+                })
+            },
+        )?
     };
-    if ready_rx.recv().is_err() {
-        return Err(match server.join() {
-            Ok(Err(e)) => e,
-            _ => io::Error::other("kernel server thread died"),
-        });
-    }
     let client = {
         let (b, cell) = (ns.b.clone(), cell.clone());
         std::thread::spawn(move || -> io::Result<(Vec<ClientOut>, Duration)> {
