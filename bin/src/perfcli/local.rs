@@ -12,67 +12,58 @@ use bth_io::tun::devstats;
 use bth_perf::drive::Port;
 use bth_perf::tunpair::stack_tun_mtu;
 use bth_perf::ServersClosed;
+use bth_testbed::ready::{join_both, spawn_set_up};
 use bth_testbed::topology::{self, TwoNs};
+use std::io;
 use std::net::SocketAddrV4;
 
 /// What one side's thread returns: its rows, and the packets its own TUN device dropped
 /// (None if they could not be read).
-type SideResult = Result<(Vec<Row>, Option<u64>), String>;
+type SideResult = io::Result<(Vec<Row>, Option<u64>)>;
 
-/// One side's thread: its TUN device in its namespace, then its rows. `ready` is told once
-/// the device is up (the client waits for the server's).
+/// One side's thread: its TUN device in its namespace, then its rows. Returns once the
+/// device is up (the client is started once the server's is), or with why it could not be.
 fn side(
     ns: String,
     server: bool,
     args: PerfArgs,
     plan: Plan,
     closed: Vec<ServersClosed>,
-    ready: Option<std::sync::mpsc::Sender<Result<(), String>>>,
-) -> std::thread::JoinHandle<SideResult> {
-    std::thread::spawn(move || {
-        let addr = if server {
-            topology::A_STACK
-        } else {
-            topology::B_STACK
-        };
-        let port = stack_tun_mtu(&ns, server, args.mtu, args.offload())
-            .and_then(|tun| Port::open(tun, addr));
-        let mut port = match (port, ready) {
-            (Ok(p), Some(tx)) => {
-                let _ = tx.send(Ok(()));
-                p
-            }
-            (Ok(p), None) => p,
-            (Err(e), tx) => {
-                if let Some(tx) = tx {
-                    let _ = tx.send(Err(e.to_string()));
+) -> io::Result<std::thread::JoinHandle<SideResult>> {
+    let addr = if server {
+        topology::A_STACK
+    } else {
+        topology::B_STACK
+    };
+    let (mtu, offload) = (args.mtu, args.offload());
+    spawn_set_up(
+        if server { "bth-server" } else { "bth-client" },
+        move || stack_tun_mtu(&ns, server, mtu, offload).and_then(|tun| Port::open(tun, addr)),
+        move |mut port| {
+            let printer = Printer::of(&args);
+            let who = if server {
+                Who::Server
+            } else {
+                Who::Client(SocketAddrV4::new(topology::A_STACK, args.port))
+            };
+            let run = SideRun {
+                who,
+                tcp_port: args.port,
+                plan: &plan,
+                // One bar, the client's.
+                bars: !server && progress::wanted(args.json),
+                in_process: Some(&closed),
+            };
+            // The client's rows make the table; the server's are summed in its footer.
+            let rows = run.run(&mut port, |row| {
+                if !server {
+                    printer.row(row)
                 }
-                return Err(e.to_string());
-            }
-        };
-        let printer = Printer::of(&args);
-        let who = if server {
-            Who::Server
-        } else {
-            Who::Client(SocketAddrV4::new(topology::A_STACK, args.port))
-        };
-        let run = SideRun {
-            who,
-            tcp_port: args.port,
-            plan: &plan,
-            // One bar, the client's.
-            bars: !server && progress::wanted(args.json),
-            in_process: Some(&closed),
-        };
-        // The client's rows make the table; the server's are summed in its footer.
-        let rows = run.run(&mut port, |row| {
-            if !server {
-                printer.row(row)
-            }
-        });
-        // Read here: the device lives in this thread's namespace and goes with the port.
-        Ok((rows, port.device_drops().ok().map(|d| d.total())))
-    })
+            });
+            // Read here: the device lives in this thread's namespace and goes with the port.
+            Ok((rows, port.device_drops().ok().map(|d| d.total())))
+        },
+    )
 }
 
 /// Run both sides; Ok(true) when every row ran and succeeded on both.
@@ -125,38 +116,19 @@ pub fn run_local(
     if pin_relay && pinned.is_none() {
         say("--pin-relay: this process may use one CPU only, nothing pinned".into());
     }
-    let (tx, rx) = std::sync::mpsc::channel();
     let relay = ns.relay_mark();
     let devices_before = ns.device_drops();
     // Both sides are in this process: a row's client stops lingering in TIME-WAIT once the
     // row's servers have closed (`ServersClosed`).
     let closed = servers_closed(&plan);
-    let server = side(
-        ns.a.clone(),
-        true,
-        args.clone(),
-        plan.clone(),
-        closed.clone(),
-        Some(tx),
-    );
-    rx.recv()
-        .map_err(|_| "server thread died".to_string())?
-        .map_err(|e| format!("server: {e}"))?;
+    let side_of = |name: &String, server: bool, closed: Vec<ServersClosed>| {
+        side(name.clone(), server, args.clone(), plan.clone(), closed)
+    };
+    let server = side_of(&ns.a, true, closed.clone()).map_err(|e| format!("server: {e}"))?;
     printer.start(&banner);
-    let client = side(
-        ns.b.clone(),
-        false,
-        args.clone(),
-        plan.clone(),
-        closed,
-        None,
-    );
-    let (c, client_drops) = client
-        .join()
-        .map_err(|_| "client thread panicked".to_string())??;
-    let (s, server_drops) = server
-        .join()
-        .map_err(|_| "server thread panicked".to_string())??;
+    let client = side_of(&ns.b, false, closed).map_err(|e| format!("client: {e}"))?;
+    let ((s, server_drops), (c, client_drops)) =
+        join_both((server, "server"), (client, "client")).map_err(|e| e.to_string())?;
     let relay = relay.share(&ns);
     let topology_drops = devices_before
         .zip(ns.device_drops())
