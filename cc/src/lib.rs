@@ -71,6 +71,7 @@
 //! shrinks cwnd. These hold for arbitrary event sequences (see the property tests).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod admission;
 mod cubic;

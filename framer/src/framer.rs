@@ -15,18 +15,28 @@ pub const MAX_IN_FLIGHT: u32 = 1 << 15;
 /// What a successful post assigned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Posted {
+    /// Message class whose MSN counter the message took (ReadResponse for a READ response).
     pub class: MsgClass,
+    /// MSN of the message in its class: the class counter's value, or the request's MSN for a
+    /// READ response.
     pub msn: u16,
+    /// Stream offset of the message's first byte.
     pub stream_start: u64,
+    /// Stream bytes the message occupies: 1 for a zero-length message (its pad byte), 16 for a
+    /// READ request.
     pub len: u32,
+    /// The work request's `wr_id`; 0 for a READ response.
     pub wr_id: u64,
 }
 
 /// A message whose every byte the peer has acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Released {
+    /// The `wr_id` the message was posted with (0 for a READ response), for the send CQE.
     pub wr_id: u64,
+    /// Class of the released message.
     pub class: MsgClass,
+    /// MSN the message carried in its class.
     pub msn: u16,
     /// The message's length as the application posted it (0 for a zero-length message).
     pub len: u32,
@@ -49,6 +59,8 @@ pub struct Framer {
 }
 
 impl Framer {
+    /// An empty framer: stream offset 0, every class counter at `cfg.first_msn`, `mss` 0
+    /// raised to 1, `max_message_len` clamped to `MAX_MESSAGE_LEN`, S framing off.
     pub fn new(cfg: FramerConfig) -> Framer {
         Framer {
             mss: cfg.mss.max(1),
@@ -73,6 +85,7 @@ impl Framer {
         self.mss = mss.max(1);
     }
 
+    /// The segment-index divisor in use (at least 1).
     pub fn mss(&self) -> u32 {
         self.mss
     }
@@ -85,10 +98,13 @@ impl Framer {
         self.seq_framed = seq;
     }
 
+    /// Whether segments are cut in S framing (amendment 3).
     pub fn seq_framed(&self) -> bool {
         self.seq_framed
     }
 
+    /// Largest message a post may carry, in bytes (the peer's limit, at most
+    /// `MAX_MESSAGE_LEN`); larger posts fail with [`WrError::TooLarge`].
     pub fn max_message_len(&self) -> u32 {
         self.max_message_len
     }

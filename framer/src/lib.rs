@@ -11,6 +11,7 @@
 //! Sans-IO: no sockets, clocks or threads; nothing here panics on caller input.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod framer;
 mod message;

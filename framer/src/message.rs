@@ -7,8 +7,11 @@ use bytes::Bytes;
 /// Where a message sits in the stream and what it is; what the stack asks about a stream offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MessageInfo {
+    /// Message class (SEND, WRITE, READ request or READ response).
     pub class: MsgClass,
+    /// MSN of the message in its class (a READ response carries its request's MSN).
     pub msn: u16,
+    /// Stream offset of the message's first byte; the segments' MBO is derived from it.
     pub stream_start: u64,
     /// Bytes of stream the message occupies (16 for a READ request).
     pub len: u32,
@@ -33,6 +36,8 @@ impl MessageInfo {
         }
     }
 
+    /// Whether stream offset `offset` is one of the message's stream bytes
+    /// (`stream_start..stream_end()`).
     pub fn contains(&self, offset: u64) -> bool {
         (self.stream_start..self.stream_end()).contains(&offset)
     }

@@ -11,10 +11,13 @@ use smallvec::SmallVec;
 /// payload and maps `stream_offset` to a sequence number.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentDesc {
+    /// Stream offset of the segment's first payload byte.
     pub stream_offset: u64,
     /// Payload bytes; equals [`payload_len`](Self::payload_len).
     pub len: u32,
+    /// `wr_id` of the message the segment belongs to (0 for a READ response).
     pub wr_id: u64,
+    /// Class of the message the segment belongs to.
     pub class: MsgClass,
     /// Opcode, MSN, offset, segment index and extension filled; timestamps `None`, ICRC 0.
     pub bth: Bth,
@@ -154,6 +157,7 @@ impl SegmentDesc {
         Some(desc(m, stream_offset, mbo, len, bth))
     }
 
+    /// Payload bytes of the segment (`len` as a `usize`).
     pub fn payload_len(&self) -> usize {
         self.len as usize
     }

@@ -23,6 +23,7 @@ pub enum WcOp {
 /// How it completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WcStatus {
+    /// The work request completed: every byte is in place (or, send side, acknowledged).
     Success,
     /// The message is longer than the posted buffer or READ sink.
     LocalLengthError,
@@ -48,18 +49,25 @@ pub struct Cqe {
     /// The posted receive's or READ's `wr_id`; 0 for completions without a local work request
     /// (WRITE with immediate, error completion of a peer's WRITE).
     pub wr_id: u64,
+    /// Message class of the completed message (SEND, WRITE, READ response, ...).
     pub class: MsgClass,
     /// The message's MSN in its class (for READs: the request MSN the response echoed).
     pub msn: u16,
+    /// What completed: the verbs opcode of the completion.
     pub op: WcOp,
     /// Message length when known (always on success); 0 for flushed work requests.
     pub byte_len: u32,
+    /// The immediate the SEND or WRITE carried; only on successful completions.
     pub imm: Option<u32>,
+    /// How the work request ended.
     pub status: WcStatus,
+    /// The posted receive buffer or READ sink, handed back with its bytes placed; `None` when
+    /// no local buffer was involved (WRITE with immediate, send-side completions).
     pub buf: Option<Vec<u8>>,
 }
 
 impl Cqe {
+    /// Whether `status` is [`WcStatus::Success`].
     pub fn is_success(&self) -> bool {
         self.status == WcStatus::Success
     }

@@ -11,6 +11,7 @@
 //! ([`bth_wire::Inbound`]) and work requests; outputs are [`PlaceOutcome`]s and [`Cqe`]s.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod byte_ranges;
 mod complete;

@@ -20,6 +20,7 @@ use thiserror::Error;
 pub struct Access(u8);
 
 impl Access {
+    /// No rights: only the owner can read the region (through [`MemoryRegions::bytes`]).
     pub const NONE: Access = Access(0);
     /// The local owner may write through [`MemoryRegions::write_local`].
     pub const LOCAL_WRITE: Access = Access(0x1);
@@ -28,14 +29,17 @@ impl Access {
     /// The peer may read the region with RDMA READ.
     pub const REMOTE_READ: Access = Access(0x4);
 
+    /// The rights as a bit mask (LOCAL_WRITE 0x1, REMOTE_WRITE 0x2, REMOTE_READ 0x4).
     pub const fn bits(self) -> u8 {
         self.0
     }
 
+    /// Whether every right in `other` is granted by `self`.
     pub const fn contains(self, other: Access) -> bool {
         self.0 & other.0 == other.0
     }
 
+    /// The rights of both `self` and `other` (what `|` computes, usable in `const`).
     pub const fn union(self, other: Access) -> Access {
         Access(self.0 | other.0)
     }
@@ -81,10 +85,13 @@ impl fmt::Display for Access {
 /// What the owner tells a peer about a region: rkey, the address of byte 0 and the length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MrHandle {
+    /// Remote key the peer puts in a WRITE's RETH or a READ request to name the region.
     pub rkey: u32,
     /// Virtual address of byte 0 of the region.
     pub addr: u64,
+    /// Length of the region in bytes (the registered buffer's length).
     pub len: u64,
+    /// Rights the region was registered with.
     pub access: Access,
 }
 
@@ -92,16 +99,36 @@ pub struct MrHandle {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum MrError {
+    /// The rkey (given here) names no live region: never issued, or deregistered (a stale
+    /// rkey of a re-used slot included).
     #[error("rkey {0:#010x} names no registered region")]
     UnknownRkey(u32),
+    /// The region lacks a right the access needs (REMOTE_WRITE for a peer's WRITE,
+    /// REMOTE_READ for its READ, LOCAL_WRITE for [`MemoryRegions::write_local`]).
     #[error("region {rkey:#010x} does not grant {needed}")]
-    AccessDenied { rkey: u32, needed: Access },
+    AccessDenied {
+        /// The region's rkey.
+        rkey: u32,
+        /// The right that was missing.
+        needed: Access,
+    },
+    /// The byte range, or part of it, lies outside the region (or its end overflows).
     #[error("[{addr:#x}, +{len}) is not inside region {rkey:#010x}")]
-    OutOfBounds { rkey: u32, addr: u64, len: u64 },
+    OutOfBounds {
+        /// The region's rkey.
+        rkey: u32,
+        /// Virtual address of the range's first byte.
+        addr: u64,
+        /// Length of the range in bytes.
+        len: u64,
+    },
+    /// Registration asked for REMOTE_WRITE without LOCAL_WRITE.
     #[error("REMOTE_WRITE requires LOCAL_WRITE (as in verbs)")]
     RemoteWriteNeedsLocalWrite,
+    /// Registration found all [`MAX_REGIONS`] slots in use.
     #[error("all {MAX_REGIONS} region slots are in use")]
     TooManyRegions,
+    /// Registration found no room left for the region in the synthetic address space.
     #[error("the synthetic address space is exhausted")]
     AddressSpaceExhausted,
 }
@@ -110,7 +137,9 @@ pub enum MrError {
 #[derive(Clone, PartialEq, Eq, Error)]
 #[error("{error}")]
 pub struct MrRejected {
+    /// Why the registration was refused.
     pub error: MrError,
+    /// The buffer that was to be registered, unchanged.
     pub buf: Vec<u8>,
 }
 
@@ -197,6 +226,7 @@ impl MemoryRegions {
         self.slots.len() - self.free.len()
     }
 
+    /// Whether no region is registered.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -269,6 +299,7 @@ impl MemoryRegions {
         Ok(region.buf)
     }
 
+    /// The handle of the live region `rkey`, or `None` when the rkey names none.
     pub fn get(&self, rkey: u32) -> Option<MrHandle> {
         self.region(rkey).ok().map(|r| MrHandle {
             rkey,

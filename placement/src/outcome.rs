@@ -10,7 +10,10 @@ pub enum PlaceOutcome {
     /// `new_bytes` were written to their final place; any bytes of the segment already present
     /// were skipped, not copied again. At least one, except for the segment of a zero-length
     /// message, which finishes its message without bytes.
-    Placed { new_bytes: u32 },
+    Placed {
+        /// Payload bytes of this segment copied to their target for the first time.
+        new_bytes: u32,
+    },
     /// Nothing new: the message already completed, or every byte was already present.
     Duplicate,
     /// A SEND for an MSN beyond the posted receives (beyond the credit). Nothing written; the

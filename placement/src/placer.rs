@@ -23,6 +23,8 @@ pub struct PlacementConfig {
 }
 
 impl PlacementConfig {
+    /// A configuration for a peer whose first MSN is `first_msn`, with 1024 posted receives at
+    /// most and the largest message the offset field allows (`MAX_MESSAGE_LEN`).
     pub const fn new(first_msn: u16) -> PlacementConfig {
         PlacementConfig {
             first_msn,
@@ -150,22 +152,28 @@ impl Placement {
         true
     }
 
+    /// The configuration in force: clamped, and with any later
+    /// [`anchor_peer_msn`](Self::anchor_peer_msn) applied.
     pub fn config(&self) -> &PlacementConfig {
         &self.cfg
     }
 
+    /// The connection's registered memory regions (what WRITEs and READ requests name by rkey).
     pub fn regions(&self) -> &MemoryRegions {
         &self.regions
     }
 
+    /// The registered memory regions, to register, deregister or write locally.
     pub fn regions_mut(&mut self) -> &mut MemoryRegions {
         &mut self.regions
     }
 
+    /// The limits in force, after clamping.
     pub fn limits(&self) -> &PlacementLimits {
         &self.limits
     }
 
+    /// A copy of the connection's running totals (segments, bytes placed, drops, ...).
     pub fn counters(&self) -> Counters {
         self.books.counters
     }
@@ -175,6 +183,7 @@ impl Placement {
         self.books.ranges_in_use
     }
 
+    /// Whether [`flush`](Self::flush) has run: posts are refused and segments dropped.
     pub fn is_flushed(&self) -> bool {
         self.flushed
     }

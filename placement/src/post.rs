@@ -10,12 +10,27 @@ use thiserror::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum PostRecvError {
+    /// The queue is at its limit: `max_posted_recvs` receives, or `max_inflight` outstanding
+    /// READs.
     #[error("queue full: {max} entries posted")]
-    Full { max: usize },
+    Full {
+        /// The limit reached, in entries.
+        max: usize,
+    },
+    /// [`Placement::flush`] has run; nothing can be posted any more.
     #[error("the connection was flushed")]
     Flushed,
+    /// [`Placement::expect_read_response`] with an MSN other than the one after the last READ
+    /// registered.
     #[error("READ request MSN {got} is not the next one ({expected}): MSNs are consecutive")]
-    NotNextMsn { expected: u16, got: u16 },
+    NotNextMsn {
+        /// The READ request MSN that was due.
+        expected: u16,
+        /// The MSN given.
+        got: u16,
+    },
+    /// A READ sink (length given here, in bytes) that is empty or longer than
+    /// `MAX_MESSAGE_LEN`.
     #[error("READ sink of {0} bytes: a READ reads 1 to 2^24 - 1 bytes")]
     BadSinkLen(usize),
 }
@@ -24,7 +39,9 @@ pub enum PostRecvError {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{error}")]
 pub struct Rejected {
+    /// Why the post was refused.
     pub error: PostRecvError,
+    /// The receive buffer or READ sink that was posted, unchanged.
     pub buf: Vec<u8>,
 }
 

@@ -18,9 +18,13 @@ pub type FlowKey = (SocketAddr, SocketAddr);
 /// folds later ones onto earlier keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageKey {
+    /// Address and port of the message's sender (the data segments' source).
     pub src: SocketAddr,
+    /// Address and port of the message's receiver (the data segments' destination).
     pub dst: SocketAddr,
+    /// The message class, which picks the MSN counter the message is numbered in.
     pub class: MsgClass,
+    /// The message sequence number within its class and direction (wraps at 2^16).
     pub msn: u16,
 }
 
@@ -59,10 +63,15 @@ pub struct MessageInfo {
 /// Per direction of a connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlowInfo {
+    /// TCP segments seen in this direction, with or without payload.
     pub segments: u64,
+    /// Segments with payload that carry message data (a BTH data opcode).
     pub data_segments: u64,
+    /// TCP payload bytes seen in this direction, retransmissions included.
     pub payload_bytes: u64,
+    /// Segments with payload marked out of order ([`Marks::out_of_order`]).
     pub out_of_order: u64,
+    /// Segments with payload that repeat bytes already seen ([`Marks::retransmission`]).
     pub retransmissions: u64,
     /// MSN announced in the SYN's hello (the first MSN of every counter this side uses).
     pub hello_msn: Option<u16>,
@@ -177,6 +186,7 @@ pub struct Analyzer {
 }
 
 impl Analyzer {
+    /// An analyzer that has seen no packet yet.
     pub fn new() -> Analyzer {
         Analyzer::default()
     }
@@ -309,14 +319,17 @@ impl Analyzer {
         marks
     }
 
+    /// The counts over every packet added so far.
     pub fn summary(&self) -> &Summary {
         &self.summary
     }
 
+    /// The messages seen so far, ordered by direction, class and MSN.
     pub fn messages(&self) -> &BTreeMap<MessageKey, MessageInfo> {
         &self.messages
     }
 
+    /// The directions of the connections seen so far, by (source, destination).
     pub fn flows(&self) -> &HashMap<FlowKey, FlowInfo> {
         &self.flows
     }
@@ -335,11 +348,15 @@ impl Analyzer {
 /// Everything [`analyze_file`] learnt.
 #[derive(Debug)]
 pub struct Analysis {
+    /// The file's format (pcap or pcapng), from its first bytes.
     pub format: Format,
     /// Every packet with its marks, in file order.
     pub records: Vec<(Decoded, Marks)>,
+    /// The counts over every packet read ([`Analyzer::summary`]).
     pub summary: Summary,
+    /// Every message seen, ordered by direction, class and MSN ([`Analyzer::messages`]).
     pub messages: BTreeMap<MessageKey, MessageInfo>,
+    /// Every direction of every connection seen ([`Analyzer::flows`]).
     pub flows: HashMap<FlowKey, FlowInfo>,
     /// The error that ended the read early, if one did.
     pub error: Option<ReadError>,

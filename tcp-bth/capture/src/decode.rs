@@ -16,9 +16,13 @@ use std::time::Duration;
 /// TCP checksum verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Checksum {
+    /// The checksum field matches the pseudo-header, header and payload.
     Good,
+    /// The checksum field matches neither the segment nor its pseudo-header sum alone.
     Bad {
+        /// The checksum computed over the pseudo-header and the segment as captured.
         expected: u16,
+        /// The value of the segment's checksum field.
         got: u16,
     },
     /// The capture cut the segment short: nothing to verify against.
@@ -34,6 +38,7 @@ pub enum Checksum {
 pub enum Icrc {
     /// The ICRC matches the option header, extension and payload.
     Good,
+    /// The ICRC does not match: the option, extension or payload changed after it was computed.
     Bad,
     /// The capture cut the payload short: nothing to verify against.
     Unverified,
@@ -87,8 +92,11 @@ pub fn stream_offset(seq: u32, isn: u32) -> u32 {
 /// and which carries payload).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataSeg {
+    /// The message class of its opcode, which picks the MSN counter.
     pub class: MsgClass,
+    /// The BTH opcode (e.g. SEND FIRST, RDMA WRITE ONLY, READ request).
     pub opcode: Opcode,
+    /// The message sequence number of the message it belongs to, in its class's counter.
     pub msn: u16,
     /// Byte offset of the first payload byte inside the message (0 for a zero-length message):
     /// in per-segment framing the option's offset field; in S framing the placement offset
@@ -131,11 +139,17 @@ impl DataSeg {
 /// A decoded TCP segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
+    /// Source IP address and TCP port.
     pub src: SocketAddr,
+    /// Destination IP address and TCP port.
     pub dst: SocketAddr,
+    /// TCP sequence number, raw (not relative to the ISN).
     pub seq: u32,
+    /// TCP acknowledgment number, raw (meaningful when the ACK flag is set).
     pub ack: u32,
+    /// TCP flags (SYN, ACK, FIN, RST, PSH, ...).
     pub flags: TcpFlags,
+    /// The window field as on the wire, in bytes before window scaling.
     pub window: u16,
     /// TCP header length (data offset × 4).
     pub header_len: usize,
@@ -145,12 +159,14 @@ pub struct Segment {
     pub truncated: bool,
     /// IPv4 header checksum verdict; `None` for IPv6.
     pub ip_checksum_ok: Option<bool>,
+    /// TCP checksum verdict (over the IPv4 or IPv6 pseudo-header).
     pub checksum: Checksum,
     /// The options, or why they were refused (a malformed `tcp_bth` option among them).
     pub options: Result<TcpOptions, TcpOptionError>,
     /// ICRC verdict for a BTH segment whose payload was captured whole; `None` also for an
     /// S-framed data segment, which has no ICRC ([`Segment::icrc`] tells the cases apart).
     pub icrc_ok: Option<bool>,
+    /// The message part, for a BTH data segment with a message opcode and payload.
     pub data: Option<DataSeg>,
     /// The BTH is well formed but breaks a rule of the protocol (e.g. a FIRST segment at a
     /// non-zero offset, a READ request whose payload is not 16 bytes).
@@ -158,6 +174,7 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// The `tcp_bth` option's BTH, if the options parsed and carry one.
     pub fn bth(&self) -> Option<&Bth> {
         self.options.as_ref().ok().and_then(|o| o.bth.as_ref())
     }
@@ -180,6 +197,7 @@ impl Segment {
         self.options.is_err() || self.problem.is_some()
     }
 
+    /// A bad TCP checksum, or a bad IPv4 header checksum (offloaded checksums are not errors).
     pub fn checksum_error(&self) -> bool {
         matches!(self.checksum, Checksum::Bad { .. }) || self.ip_checksum_ok == Some(false)
     }
@@ -193,6 +211,7 @@ impl Segment {
 /// What a packet turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// A TCP segment whose IP and TCP headers parsed (checksum and option verdicts inside).
     Segment(Box<Segment>),
     /// Not a TCP segment (ARP, UDP, ICMP, an IP fragment, an unsupported link type): skipped.
     NotTcp(NotTcp),
@@ -208,13 +227,17 @@ pub enum Outcome {
 pub struct Decoded {
     /// 1-based position in the file, as Wireshark numbers frames.
     pub frame: u64,
+    /// Capture time stamp ([`RawPacket::ts`]): since the Unix epoch, or since the start of a
+    /// simulated run.
     pub ts: Duration,
     /// Bytes on the wire.
     pub wire_len: u32,
+    /// What the packet decoded to: a TCP segment, or why it is none.
     pub outcome: Outcome,
 }
 
 impl Decoded {
+    /// The TCP segment, if the packet decoded to one.
     pub fn segment(&self) -> Option<&Segment> {
         match &self.outcome {
             Outcome::Segment(s) => Some(s),

@@ -107,6 +107,8 @@ fn tail(s: &mut String, b: &Bth) {
     let _ = writeln!(s, "length        {} bytes", b.buffer_len());
 }
 
+/// The TCP options, one per line (`mss`, `window_scale`, `sack_permitted`, `sack`,
+/// `timestamps`), then the `tcp_bth` option indented as [`bth`] shows it.
 pub fn options(o: &TcpOptions) -> String {
     let mut s = String::new();
     if let Some(m) = o.mss {
@@ -133,6 +135,8 @@ pub fn options(o: &TcpOptions) -> String {
     s
 }
 
+/// A TCP segment, one field per line (ports, seq, ack, flags, window, payload length), then
+/// its options as [`options`] shows them.
 pub fn segment(t: &TcpRepr<'_>) -> String {
     let mut s = String::new();
     let f = t.flags;

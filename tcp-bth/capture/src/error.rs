@@ -46,8 +46,10 @@ fn ip_protocol_name(n: u8) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Malformed {
+    /// Fewer bytes than an Ethernet header (14) on an Ethernet link.
     #[error("Ethernet header truncated")]
     EthernetTruncated,
+    /// An 802.1Q/802.1ad (QinQ) VLAN tag cut short after the Ethernet header.
     #[error("VLAN tag truncated")]
     VlanTagTruncated,
     /// Linux cooked capture (v1) header.
@@ -62,6 +64,7 @@ pub enum Malformed {
     /// A pcapng packet names an interface the file never described: its link type is unknown.
     #[error("packet of an interface the file does not describe")]
     UnknownInterface,
+    /// No bytes left for the IP header after the link-layer header.
     #[error("empty IP packet")]
     EmptyIp,
     /// The IPv4 or IPv6 header (or an IPv6 extension header) is refused.
@@ -75,7 +78,12 @@ pub enum Malformed {
     DataOffset(u8),
     /// Fewer bytes than the TCP header's data offset announces.
     #[error("TCP header of {header_len} bytes truncated to {available}")]
-    TcpHeaderCut { header_len: usize, available: usize },
+    TcpHeaderCut {
+        /// The header length the data offset announces, in bytes.
+        header_len: usize,
+        /// The bytes after the IP header.
+        available: usize,
+    },
     /// Source and destination of different IP versions.
     #[error("mixed IPv4/IPv6 addresses")]
     MixedAddresses,

@@ -26,6 +26,7 @@
 //! (`bth-wire`) only, never on the stack or its drivers.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 // writer.rs: writing pcap files; reader.rs: reading pcap and pcapng files; link.rs and ip.rs:
 // unwrapping a captured packet down to its TCP segment; decode.rs: decoding that segment;

@@ -56,26 +56,46 @@ impl fmt::Display for Format {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReadError {
+    /// Reading the file failed (also: opening it, in [`CaptureReader::open`]).
     #[error("{0}")]
     Io(#[from] io::Error),
+    /// The first bytes (up to 4, held here) are neither a pcap nor a pcapng magic number.
     #[error("not a pcap or pcapng file (starts with {0:02x?})")]
     UnknownFormat(Vec<u8>),
+    /// The file has no bytes at all.
     #[error("empty file")]
     Empty,
     /// The file ends inside its file header (pcap) or first section header (pcapng).
     #[error("bad {format} file header: file ends inside its header")]
-    HeaderTruncated { format: Format },
+    HeaderTruncated {
+        /// The format its magic number announced.
+        format: Format,
+    },
+    /// The file header (pcap) or first section header (pcapng) is refused by the parser.
     #[error("bad {format} file header: {source}")]
-    Header { format: Format, source: FormatError },
+    Header {
+        /// The format its magic number announced.
+        format: Format,
+        /// What the parser refused.
+        source: FormatError,
+    },
     /// The file ends inside the record after the `record`-th packet record.
     #[error(
         "after packet record {record}: file ends inside a record (truncated capture, or a \
          record larger than 8 MB)"
     )]
-    RecordTruncated { record: u64 },
+    RecordTruncated {
+        /// Packet records read whole before the cut one (0: the first was cut).
+        record: u64,
+    },
     /// The record after the `record`-th packet record cannot be read.
     #[error("after packet record {record}: {source}")]
-    Record { record: u64, source: FormatError },
+    Record {
+        /// Packet records read before the bad one.
+        record: u64,
+        /// What the parser refused.
+        source: FormatError,
+    },
 }
 
 /// A header, record or block that breaks the pcap or pcapng format; its message is the pcap
@@ -104,6 +124,7 @@ pub struct CaptureReader<R: Read> {
 }
 
 impl CaptureReader<File> {
+    /// Open the capture file at `path` and read its header ([`new`](Self::new)).
     pub fn open(path: impl AsRef<Path>) -> Result<CaptureReader<File>, ReadError> {
         CaptureReader::new(File::open(path)?)
     }
@@ -149,6 +170,7 @@ impl<R: Read> CaptureReader<R> {
         })
     }
 
+    /// The file's format, detected from its magic number.
     pub fn format(&self) -> Format {
         match self.kind {
             ReaderKind::Pcap(_) => Format::Pcap,

@@ -20,12 +20,17 @@ use tcp_bth::wire::IpPair;
 /// One side's addresses.
 #[derive(Debug, Clone, Copy)]
 pub struct Side {
+    /// The kernel's IPv4 address on this side's TUN device (`10.98.N.1/24`).
     pub tun4: Ipv4Addr,
+    /// Our stack's IPv4 address, behind the TUN device (`10.98.N.2`).
     pub stack4: Ipv4Addr,
+    /// The kernel's IPv6 address on this side's TUN device (`fd98:N::1/64`).
     pub tun6: Ipv6Addr,
+    /// Our stack's IPv6 address, behind the TUN device (`fd98:N::2`).
     pub stack6: Ipv6Addr,
 }
 
+/// Side A's addresses: TUN subnets `10.98.1.0/24` and `fd98:1::/64`.
 pub const A: Side = Side {
     tun4: Ipv4Addr::new(10, 98, 1, 1),
     stack4: Ipv4Addr::new(10, 98, 1, 2),
@@ -33,6 +38,7 @@ pub const A: Side = Side {
     stack6: Ipv6Addr::new(0xfd98, 1, 0, 0, 0, 0, 0, 2),
 };
 
+/// Side B's addresses: TUN subnets `10.98.2.0/24` and `fd98:2::/64`.
 pub const B: Side = Side {
     tun4: Ipv4Addr::new(10, 98, 2, 1),
     stack4: Ipv4Addr::new(10, 98, 2, 2),
@@ -64,7 +70,9 @@ impl Side {
 
 /// The two namespaces; dropping this deletes them.
 pub struct DualNs {
+    /// Namespace A (`{tag}a`), with veth end `10.98.0.1` and side [`A`]'s TUN subnet routed.
     pub a: Netns,
+    /// Namespace B (`{tag}b`), with veth end `10.98.0.2` and side [`B`]'s TUN subnet routed.
     pub b: Netns,
 }
 
@@ -95,6 +103,9 @@ const END_B: End = End {
 };
 
 impl DualNs {
+    /// Create both namespaces (`{tag}a`, `{tag}b`, made unique per run), the veth pair between
+    /// them at MTU 1500 with IPv4 and IPv6 addresses, forwarding and routes to each side's TUN
+    /// subnet. Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and `ip` from iproute2.
     pub fn create(tag: &str) -> io::Result<DualNs> {
         DualNs::create_mtu(tag, 1500)
     }

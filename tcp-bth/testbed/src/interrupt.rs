@@ -32,7 +32,12 @@ pub enum Undo {
     /// `ip netns del NAME`.
     DeleteNetns(String),
     /// Write `value` back to the file at `path` (a sysctl under `/proc/sys`).
-    Restore { path: String, value: String },
+    Restore {
+        /// The file to write, e.g. `/proc/sys/net/ipv4/ip_forward`.
+        path: String,
+        /// What the file held before the run changed it.
+        value: String,
+    },
 }
 
 static PENDING: Mutex<Vec<(u64, Undo)>> = Mutex::new(Vec::new());

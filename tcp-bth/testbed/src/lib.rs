@@ -6,6 +6,8 @@
 //! tests, one namespace that goes away with its value ([`netns`]) and two joined over IPv4 and
 //! IPv6 ([`dualns`]).
 
+#![warn(missing_docs)]
+
 pub mod dualns;
 pub mod interrupt;
 pub mod netns;

@@ -1,5 +1,5 @@
 //! Network namespaces for tests: unique names per run, always removed (Drop). Whether the
-//! process may create them is the test harness's question (`crate::gate`).
+//! process may create them is the test harness's question (`bth_tests::gate`).
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -8,10 +8,13 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A namespace created with `ip netns add`, deleted when dropped (also on panic).
 pub struct Netns {
+    /// The namespace's name as `ip netns` knows it: `bth-{tag}-{pid}-{n}`.
     pub name: String,
 }
 
 impl Netns {
+    /// Create namespace `bth-{tag}-{pid}-{n}` (unique per process and call) and bring its
+    /// loopback up. Needs root (CAP_SYS_ADMIN) and `ip` from iproute2.
     pub fn new(tag: &str) -> std::io::Result<Netns> {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let name = format!("bth-{tag}-{}-{n}", std::process::id());

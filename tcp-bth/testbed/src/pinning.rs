@@ -46,6 +46,7 @@ impl PinnedCpus {
 #[derive(Debug)]
 pub struct Pinned {
     saved: CpuSet,
+    /// The relay's core and the stacks' cores this pinning chose (also [`Pinned::cpus`]).
     pub cpus: PinnedCpus,
     _not_send: PhantomData<*const ()>,
 }

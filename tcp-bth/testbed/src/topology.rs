@@ -27,11 +27,17 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Namespace A's end of the link (veth or relay TUN device, `/30`); kernel TCP in A binds here.
 pub const A_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
+/// Namespace B's end of the link (veth or relay TUN device, `/30`); kernel TCP in B binds here.
 pub const B_LINK: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
+/// The kernel's address on the stack's TUN device in namespace A (`10.99.1.0/24`).
 pub const A_TUN: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 1);
+/// Our stack's address in namespace A, behind its TUN device.
 pub const A_STACK: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 2);
+/// The kernel's address on the stack's TUN device in namespace B (`10.99.2.0/24`).
 pub const B_TUN: Ipv4Addr = Ipv4Addr::new(10, 99, 2, 1);
+/// Our stack's address in namespace B, behind its TUN device.
 pub const B_STACK: Ipv4Addr = Ipv4Addr::new(10, 99, 2, 2);
 
 /// The MTU of a topology unless one is asked for (Ethernet's).
@@ -163,7 +169,9 @@ fn no_qdisc(ns: &str, dev: &str) -> io::Result<()> {
 
 /// The topology; dropping it stops the relay and deletes both namespaces.
 pub struct TwoNs {
+    /// Namespace A's name (`{prefix}-a`), holding [`A_LINK`] and [`A_TUN`]'s subnet.
     pub a: String,
+    /// Namespace B's name (`{prefix}-b`), holding [`B_LINK`] and [`B_TUN`]'s subnet.
     pub b: String,
     /// The MTU of every device: veth or relay TUN devices, and the stack's TUN devices.
     pub mtu: u32,
@@ -377,7 +385,9 @@ pub struct RelayMark {
 /// third busy thread beside the two stacks', and near a whole core it bounded the run.
 #[derive(Debug, Clone, Copy)]
 pub struct RelayShare {
+    /// CPU time the relay thread used since the mark (user and system).
     pub cpu: Duration,
+    /// Wall-clock time since the mark.
     pub wall: Duration,
 }
 
