@@ -40,8 +40,8 @@ pub struct KernelRun {
     /// Largest `SO_MEMINFO` rmem_alloc seen on the receiving socket (skb truesize of the
     /// receive and out-of-order queues: what `ss -m` shows as `r`).
     pub max_rmem: u64,
-    /// Largest `SIOCOUTQ` (written, not yet acknowledged) seen on the sending socket after a
-    /// write: the bytes its socket buffer let it keep outstanding (several connections: each
+    /// Largest `SIOCOUTQ` (written, not yet acknowledged) sampled on the sending socket after a
+    /// write, at most every 200 µs: the bytes its socket buffer let it keep outstanding (several connections: each
     /// one's largest, added).
     pub max_outq: u64,
     /// Messages the server read whose every byte matched what the client sent.
@@ -123,6 +123,24 @@ fn check_congestion(fd: &impl AsFd, want: &str) -> io::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A socket queue is sampled at most once per 200 µs (a system call or two), so that a run of
+/// small messages does not pay one per message.
+#[derive(Default)]
+struct Sampler(Option<Instant>);
+
+impl Sampler {
+    /// True, and the sample's time noted, when the last sample is 200 µs old or none was taken.
+    fn due(&mut self, now: Instant) -> bool {
+        let due = self
+            .0
+            .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_micros(200));
+        if due {
+            self.0 = Some(now);
+        }
+        due
+    }
 }
 
 /// `SIOCOUTQ` of a socket: bytes written and not yet acknowledged (0 if it cannot be read).
@@ -215,18 +233,12 @@ async fn serve(mut s: TcpStream, peer: u16, rr: bool) -> io::Result<ServerOut> {
     let mut reply = Vec::with_capacity(4 + REPLY_LEN);
     reply.extend_from_slice(&(REPLY_LEN as u32).to_be_bytes());
     reply.resize(4 + REPLY_LEN, 0);
-    let mut last_sample: Option<Instant> = None;
+    let mut sample = Sampler::default();
     loop {
-        // Sample the receive queue at most once per 200 µs (two cheap system calls).
-        let due = match last_sample {
-            None => true,
-            Some(t) => t.elapsed() >= Duration::from_micros(200),
-        };
-        if due {
+        if sample.due(Instant::now()) {
             let (inq, rmem) = rx_queued(fd);
             out.max_inq = out.max_inq.max(inq);
             out.max_rmem = out.max_rmem.max(rmem);
-            last_sample = Some(Instant::now());
         }
         let mut len = [0u8; 4];
         match s.read_exact(&mut len).await {
@@ -266,7 +278,7 @@ struct ClientOut {
     retrans: u64,
     /// `tcpi_snd_mss` at the end.
     mss: Option<u32>,
-    /// Largest SIOCOUTQ seen after a write.
+    /// Largest SIOCOUTQ sampled after a write (at most every 200 µs).
     max_outq: u64,
 }
 
@@ -303,13 +315,15 @@ async fn drive(cell: &Cell, port: u16) -> io::Result<ClientOut> {
     let mut rtts = Vec::new();
     let start = Instant::now();
     let mut end = start;
-    let mut max_outq = 0;
+    let (mut max_outq, mut sample) = (0, Sampler::default());
     for i in 0..cell.count {
         fill(PATTERN_SEED, i, &mut msg[4..]);
         let t = Instant::now();
         posted.push(t);
         s.write_all(&msg).await?;
-        max_outq = max_outq.max(outq(fd));
+        if sample.due(t) {
+            max_outq = max_outq.max(outq(fd));
+        }
         if cell.workload == Workload::RequestResponse {
             let mut len = [0u8; 4];
             s.read_exact(&mut len).await?;

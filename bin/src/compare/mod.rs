@@ -184,7 +184,7 @@ pub struct RunRecord {
     /// Kernel only: largest SIOCINQ (unread in-order payload bytes) on the receiving socket.
     pub kernel_max_inq: Option<u64>,
     /// Kernel only: largest SIOCOUTQ (bytes written and not yet acknowledged: what its socket
-    /// buffer let it queue) on the sending socket, sampled after each write (several
+    /// buffer let it queue) on the sending socket, sampled after a write at most every 200 µs (several
     /// connections: each one's largest, added). Our bulk cells keep at least this many bytes
     /// outstanding ([`cells::bulk_depth`]).
     pub kernel_max_outq: Option<u64>,

@@ -120,21 +120,27 @@ fn s_only_when_both_ends_ask() {
             assert_eq!(got[0].as_deref(), Some(&pattern(2, 3000)[..]));
             let seen = seen.into_inner();
             assert!(seen[0] > 3 && seen[1] > 3, "{seen:?}");
-            for c in [&d.a, &d.b] {
-                let s = c.stats();
-                assert_eq!(
-                    (
-                        s.framing_mismatch,
-                        s.s_inconsistent,
-                        s.bad_bth,
-                        s.icrc_errors
-                    ),
-                    (0, 0, 0, 0),
-                    "A {fa:?}, B {fb:?}"
-                );
-                assert_eq!(c.error(), None);
-            }
+            assert_no_framing_fault(&d, &format!("A {fa:?}, B {fb:?}"));
         }
+    }
+}
+
+/// Neither side refused a segment for its framing (mismatch, an inconsistent S option, a bad
+/// BTH, an ICRC) nor failed.
+fn assert_no_framing_fault(d: &BackToBack, what: &str) {
+    for c in [&d.a, &d.b] {
+        let s = c.stats();
+        assert_eq!(
+            (
+                s.framing_mismatch,
+                s.s_inconsistent,
+                s.bad_bth,
+                s.icrc_errors
+            ),
+            (0, 0, 0, 0),
+            "{what}"
+        );
+        assert_eq!(c.error(), None, "{what}");
     }
 }
 
@@ -360,20 +366,7 @@ fn send_write_with_immediate_and_read_complete_in_both_framings() {
             if framing == Framing::Seq {
                 assert!(seen.s_repeats > 100, "{what}: messages cut into segments");
             }
-            for c in [&d.a, &d.b] {
-                let s = c.stats();
-                assert_eq!(
-                    (
-                        s.framing_mismatch,
-                        s.s_inconsistent,
-                        s.bad_bth,
-                        s.icrc_errors
-                    ),
-                    (0, 0, 0, 0),
-                    "{what}"
-                );
-                assert_eq!(c.error(), None, "{what}");
-            }
+            assert_no_framing_fault(&d, &what);
         }
     }
 }
