@@ -2,6 +2,7 @@
 //! a test set up), our stack on a TUN device in the current namespace.
 
 use super::args::PerfArgs;
+use super::error::{Outcome, RunError};
 use super::host::{host_tun, IpForward, TunAddr};
 use super::output::{all_ok, Printer};
 use super::progress;
@@ -33,13 +34,13 @@ pub struct HostArgs {
     pub tun_kernel_addr: Option<Ipv4Addr>,
 }
 
-/// Run one side; Ok(true) when every row ran and succeeded.
+/// Run one side; [`Outcome::Passed`] when every row ran and succeeded.
 pub fn run_host(
     server: Option<Ipv4Addr>,
     args: &PerfArgs,
     host: &HostArgs,
-) -> Result<bool, String> {
-    let plan = args.plan().map_err(|e| e.to_string())?;
+) -> Result<Outcome, RunError> {
+    let plan = args.plan()?;
     let (role, peer) = match server {
         None => ("server", "client"),
         Some(_) => ("client", "server"),
@@ -51,17 +52,13 @@ pub fn run_host(
     };
     let tun = match host.tun_addr {
         Some(t) => t,
-        None => default
-            .parse()
-            .map_err(|e: super::host::HostError| e.to_string())?,
+        None => default.parse()?,
     };
-    let kernel = tun
-        .kernel_side(host.tun_kernel_addr)
-        .map_err(|e| e.to_string())?;
-    let forward = IpForward::enable().map_err(|e| e.to_string())?;
+    let kernel = tun.kernel_side(host.tun_kernel_addr)?;
+    let forward = IpForward::enable().map_err(RunError::setup("IPv4 forwarding"))?;
     let dev = host_tun(&host.tun_name, &tun, kernel, args.mtu, args.offload())
-        .map_err(|e| format!("TUN device {}: {e}", host.tun_name))?;
-    let mut port = Port::open(dev, tun.addr).map_err(|e| e.to_string())?;
+        .map_err(RunError::setup(format!("TUN device {}", host.tun_name)))?;
+    let mut port = Port::open(dev, tun.addr).map_err(RunError::setup("stack"))?;
     let printer = Printer::of(args);
     let note = |s: String| printer.note(&s);
     note(format!(
@@ -109,5 +106,5 @@ pub fn run_host(
     let rows = side.run(&mut port, |row| printer.row(row));
     printer.end(role, peer, &banner, &rows);
     drop(forward);
-    Ok(all_ok(plan.rows.len(), &rows))
+    Ok(Outcome::of(all_ok(plan.rows.len(), &rows)))
 }

@@ -3,6 +3,7 @@
 //! client's in the second, as `bth_perf::tunpair` runs them.
 
 use super::args::{PerfArgs, Plan};
+use super::error::{Outcome, RunError};
 use super::output::{all_ok, json_side, Printer};
 use super::progress;
 use super::run::{servers_closed, Row, SideRun, Who};
@@ -66,7 +67,7 @@ fn side(
     )
 }
 
-/// Run both sides; Ok(true) when every row ran and succeeded on both.
+/// Run both sides; [`Outcome::Passed`] when every row ran and succeeded on both.
 /// With `pin_relay`, the relay's thread gets a core of its own and both sides' threads the
 /// others ([`TwoNs::pin`]); refused without a relay.
 pub fn run_local(
@@ -74,14 +75,11 @@ pub fn run_local(
     relay: &RelayArgs,
     prefix: &str,
     pin_relay: bool,
-) -> Result<bool, String> {
-    let plan = args.plan().map_err(|e| e.to_string())?;
-    let link = relay.link_config().map_err(|e| e.to_string())?;
+) -> Result<Outcome, RunError> {
+    let plan = args.plan()?;
+    let link = relay.link_config()?;
     if pin_relay && link.is_none() {
-        return Err(
-            "--pin-relay needs the relay (--relay, or any --relay-* option but --relay-seed)"
-                .into(),
-        );
+        return Err(RunError::PinWithoutRelay);
     }
     let printer = Printer::of(args);
     let say = |s: String| printer.note(&s);
@@ -92,7 +90,8 @@ pub fn run_local(
         Some(_) => format!("relay, MTU {}", args.mtu),
         None => format!("veth, MTU {}", args.mtu),
     };
-    let mut ns = TwoNs::create_mtu(prefix, link, args.mtu).map_err(|e| e.to_string())?;
+    let mut ns =
+        TwoNs::create_mtu(prefix, link, args.mtu).map_err(RunError::setup("namespaces"))?;
     let connection = format!(
         "{} -> {}:{} (namespaces {} and {}, {via})",
         topology::B_STACK,
@@ -109,7 +108,7 @@ pub fn run_local(
     };
     // Both sides' threads, spawned below, inherit the cores this leaves the caller.
     let pinned = if pin_relay {
-        ns.pin().map_err(|e| format!("--pin-relay: {e}"))?
+        ns.pin().map_err(RunError::setup("--pin-relay"))?
     } else {
         None
     };
@@ -124,11 +123,11 @@ pub fn run_local(
     let side_of = |name: &String, server: bool, closed: Vec<ServersClosed>| {
         side(name.clone(), server, args.clone(), plan.clone(), closed)
     };
-    let server = side_of(&ns.a, true, closed.clone()).map_err(|e| format!("server: {e}"))?;
+    let server = side_of(&ns.a, true, closed.clone()).map_err(RunError::setup("server"))?;
     printer.start(&banner);
-    let client = side_of(&ns.b, false, closed).map_err(|e| format!("client: {e}"))?;
+    let client = side_of(&ns.b, false, closed).map_err(RunError::setup("client"))?;
     let ((s, server_drops), (c, client_drops)) =
-        join_both((server, "server"), (client, "client")).map_err(|e| e.to_string())?;
+        join_both((server, "server"), (client, "client")).map_err(RunError::setup("run"))?;
     let relay = relay.share(&ns);
     let topology_drops = devices_before
         .zip(ns.device_drops())
@@ -201,7 +200,9 @@ pub fn run_local(
             }
         }
     }
-    Ok(all_ok(plan.rows.len(), &c) && all_ok(plan.rows.len(), &s))
+    Ok(Outcome::of(
+        all_ok(plan.rows.len(), &c) && all_ok(plan.rows.len(), &s),
+    ))
 }
 
 /// The packets the network devices dropped during the run: each stack's TUN device and the

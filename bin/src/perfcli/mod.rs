@@ -3,6 +3,7 @@
 //! (`server` and `client` on two hosts: [`hosted`]; both on this machine: [`local`]).
 
 pub mod args;
+pub mod error;
 pub mod host;
 pub mod hosted;
 pub mod json;
