@@ -6,7 +6,7 @@
 
 use core::time::Duration;
 
-use crate::window::{f64_to_bytes, scale, Window};
+use crate::window::{f64_to_bytes, scale, window_getters, Saved, Window};
 use crate::CongestionControl;
 
 /// RFC 9438 §5.1: C = 0.4.
@@ -78,7 +78,7 @@ pub struct Cubic {
     /// `W_cubic(t + RTT)`. None until the first sample.
     srtt: Option<f64>,
     /// (cwnd, ssthresh, state) before the latest reduction.
-    undo: Option<(u64, u64, State)>,
+    undo: Option<(Saved, State)>,
 }
 
 impl Cubic {
@@ -286,7 +286,7 @@ impl CongestionControl for Cubic {
             // losses of one window are one event, RFC 6582 §3.2).
             return;
         }
-        self.undo = Some((self.w.cwnd, self.w.ssthresh, self.s));
+        self.undo = Some((self.w.save(), self.s));
         let cwnd = self.w.cwnd;
         // §4.7 fast convergence: a loss before regaining the previous W_max means another flow
         // needs bandwidth; release some by remembering a lower W_max.
@@ -314,7 +314,7 @@ impl CongestionControl for Cubic {
 
     fn on_rto(&mut self, _now: Duration) {
         if !self.w.rto_holds_ssthresh() {
-            self.undo = Some((self.w.cwnd, self.w.ssthresh, self.s));
+            self.undo = Some((self.w.save(), self.s));
             self.s.cwnd_prior = self.w.cwnd;
             // §4.8: ssthresh set with β_cubic "same as in Section 4.6". FlightSize is not
             // passed in; cwnd stands for it, as in Linux (see `NewReno::on_rto`).
@@ -328,40 +328,13 @@ impl CongestionControl for Cubic {
     fn on_spurious_congestion(&mut self) {
         // §4.9: "if cwnd < cwnd_prev" restore cwnd, ssthresh, W_max, K, epoch_start, W_est,
         // cwnd_prior as they were before the reduction.
-        if let Some((cwnd, ssthresh, s)) = self.undo.take() {
-            if self.w.cwnd < cwnd {
-                self.w.cwnd = cwnd;
-                self.w.ssthresh = ssthresh;
-                self.s = s;
-            }
+        let (saved, s) = self.undo.take().unzip();
+        if let (true, Some(s)) = (self.w.undo(saved), s) {
+            self.s = s;
         }
-        self.w.episode = None;
-        self.w.rto_repeat = false;
     }
 
-    fn cwnd(&self) -> u64 {
-        self.w.cwnd
-    }
-
-    fn ssthresh(&self) -> u64 {
-        self.w.ssthresh
-    }
-
-    fn in_slow_start(&self) -> bool {
-        self.w.in_slow_start()
-    }
-
-    fn in_recovery(&self) -> bool {
-        self.w.in_recovery()
-    }
-
-    fn mss(&self) -> u64 {
-        self.w.mss
-    }
-
-    fn name(&self) -> &'static str {
-        "cubic"
-    }
+    window_getters!("cubic");
 }
 
 #[cfg(test)]

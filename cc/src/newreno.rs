@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use crate::window::Window;
+use crate::window::{window_getters, Saved, Window};
 use crate::CongestionControl;
 
 /// NewReno (RFC 5681 / RFC 6582 window rules).
@@ -26,7 +26,7 @@ pub struct NewReno {
     /// RFC 3465 `bytes_acked` in congestion avoidance.
     ca_acked: u64,
     /// (cwnd, ssthresh) before the latest reduction, for [`CongestionControl::on_spurious_congestion`].
-    undo: Option<(u64, u64)>,
+    undo: Option<Saved>,
 }
 
 impl NewReno {
@@ -81,7 +81,7 @@ impl CongestionControl for NewReno {
             // Same episode: RFC 6582 §3.2 reduces once per window of data.
             return;
         }
-        self.undo = Some((self.w.cwnd, self.w.ssthresh));
+        self.undo = Some(self.w.save());
         let flight = self.w.flight_size(bytes_in_flight);
         // RFC 5681 §3.1 halves FlightSize: the most in flight since the last reduction
         // (`Window::reduction_base`).
@@ -98,7 +98,7 @@ impl CongestionControl for NewReno {
 
     fn on_rto(&mut self, _now: Duration) {
         if !self.w.rto_holds_ssthresh() {
-            self.undo = Some((self.w.cwnd, self.w.ssthresh));
+            self.undo = Some(self.w.save());
             // FlightSize at the timeout is not passed in; cwnd stands for it (Linux does the
             // same). The window-used test (`Window::window_used`: half of cwnd in flight
             // within the last two flights) keeps cwnd within about twice the data actually
@@ -113,40 +113,12 @@ impl CongestionControl for NewReno {
     fn on_spurious_congestion(&mut self) {
         // RFC 4015 §3.2 style undo: restore the window from before the spurious reduction,
         // unless it has since grown past it anyway.
-        if let Some((cwnd, ssthresh)) = self.undo.take() {
-            if self.w.cwnd < cwnd {
-                self.w.cwnd = cwnd;
-                self.w.ssthresh = ssthresh;
-                self.ca_acked = 0;
-            }
+        if self.w.undo(self.undo.take()) {
+            self.ca_acked = 0;
         }
-        self.w.episode = None;
-        self.w.rto_repeat = false;
     }
 
-    fn cwnd(&self) -> u64 {
-        self.w.cwnd
-    }
-
-    fn ssthresh(&self) -> u64 {
-        self.w.ssthresh
-    }
-
-    fn in_slow_start(&self) -> bool {
-        self.w.in_slow_start()
-    }
-
-    fn in_recovery(&self) -> bool {
-        self.w.in_recovery()
-    }
-
-    fn mss(&self) -> u64 {
-        self.w.mss
-    }
-
-    fn name(&self) -> &'static str {
-        "newreno"
-    }
+    window_getters!("newreno");
 }
 
 #[cfg(test)]

@@ -95,6 +95,46 @@ pub(crate) struct Window {
     round_len: u64,
 }
 
+/// cwnd and ssthresh as they were before a reduction, kept for an undo should it prove
+/// spurious (RFC 4015 §3.2, RFC 9438 §4.9).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Saved {
+    cwnd: u64,
+    ssthresh: u64,
+}
+
+/// The [`CongestionControl`](crate::CongestionControl) methods every algorithm answers from
+/// its [`Window`] (a field named `w`) alone, and its name. Written once: the algorithms differ
+/// in how the window moves, not in how it is read.
+macro_rules! window_getters {
+    ($name:literal) => {
+        fn cwnd(&self) -> u64 {
+            self.w.cwnd
+        }
+
+        fn ssthresh(&self) -> u64 {
+            self.w.ssthresh
+        }
+
+        fn in_slow_start(&self) -> bool {
+            self.w.in_slow_start()
+        }
+
+        fn in_recovery(&self) -> bool {
+            self.w.in_recovery()
+        }
+
+        fn mss(&self) -> u64 {
+            self.w.mss
+        }
+
+        fn name(&self) -> &'static str {
+            $name
+        }
+    };
+}
+pub(crate) use window_getters;
+
 impl Window {
     pub fn new(mss: u32) -> Window {
         let mss = u64::from(mss.max(1));
@@ -117,6 +157,28 @@ impl Window {
     /// RFC 5681 §3.1 equation (4) and RFC 9438 §4.6: ssthresh is never below 2*SMSS.
     pub fn min_ssthresh(&self) -> u64 {
         self.mss.saturating_mul(2)
+    }
+
+    /// cwnd and ssthresh now, before a reduction.
+    pub fn save(&self) -> Saved {
+        Saved {
+            cwnd: self.cwnd,
+            ssthresh: self.ssthresh,
+        }
+    }
+
+    /// The reduction `saved` was taken before proved spurious: restore cwnd and ssthresh
+    /// unless cwnd has since grown past them anyway, and end the episode. True when restored
+    /// (the algorithm then restores its own state of that moment too).
+    pub fn undo(&mut self, saved: Option<Saved>) -> bool {
+        let restore = saved.filter(|s| self.cwnd < s.cwnd);
+        if let Some(s) = restore {
+            self.cwnd = s.cwnd;
+            self.ssthresh = s.ssthresh;
+        }
+        self.episode = None;
+        self.rto_repeat = false;
+        restore.is_some()
     }
 
     /// RFC 5681: slow start while `cwnd < ssthresh`.

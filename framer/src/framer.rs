@@ -23,8 +23,8 @@ pub struct Posted {
     /// Stream offset of the message's first byte.
     pub stream_start: u64,
     /// Stream bytes the message occupies: 1 for a zero-length message (its pad byte), 16 for a
-    /// READ request.
-    pub len: u32,
+    /// READ request. (Not the message's length: [`Released::len`] is that.)
+    pub stream_len: u32,
     /// The work request's `wr_id`; 0 for a READ response.
     pub wr_id: u64,
 }
@@ -112,21 +112,21 @@ impl Framer {
     /// Queue a SEND, RDMA WRITE or RDMA READ request after everything posted so far.
     pub fn post(&mut self, wr: WorkRequest) -> Result<Posted, WrError> {
         let WorkRequest { wr_id, op, sg_list } = wr;
-        let (kind, chunks) = match op {
+        let (kind, payload) = match op {
             WrOp::Send { imm } => (Kind::Send { imm }, self.message_chunks(sg_list)?),
             WrOp::RdmaWrite {
                 rkey,
                 remote_addr,
                 imm,
             } => {
-                let chunks = self.message_chunks(sg_list)?;
-                check_remote_range(remote_addr, total_len(&chunks))?;
+                let payload = self.message_chunks(sg_list)?;
+                check_remote_range(remote_addr, u64::from(payload.len))?;
                 let kind = Kind::Write {
                     rkey,
                     remote_addr,
                     imm,
                 };
-                (kind, chunks)
+                (kind, payload)
             }
             WrOp::RdmaRead {
                 rkey,
@@ -153,13 +153,17 @@ impl Framer {
                     addr: remote_addr,
                     len,
                 };
-                let payload = Bytes::copy_from_slice(&req.to_bytes());
-                (Kind::ReadRequest, vec![payload])
+                let bytes = req.to_bytes();
+                let payload = Payload {
+                    len: bytes.len() as u32,
+                    chunks: vec![Bytes::copy_from_slice(&bytes)],
+                };
+                (Kind::ReadRequest, payload)
             }
         };
         let class = kind.class();
         let msn = self.next_msn[class.index()];
-        let posted = self.enqueue(msn, wr_id, kind, chunks)?;
+        let posted = self.enqueue(msn, wr_id, kind, payload)?;
         self.next_msn[class.index()] = msn.wrapping_add(1);
         Ok(posted)
     }
@@ -175,8 +179,8 @@ impl Framer {
         data: Vec<Bytes>,
         staged: bool,
     ) -> Result<Posted, WrError> {
-        let chunks = self.data_chunks(data)?;
-        let posted = self.enqueue(request_msn, 0, Kind::ReadResponse, chunks)?;
+        let payload = self.data_chunks(data)?;
+        let posted = self.enqueue(request_msn, 0, Kind::ReadResponse, payload)?;
         self.mark_staged(staged);
         Ok(posted)
     }
@@ -290,28 +294,32 @@ impl Framer {
     /// is allowed (IB verbs allow it; zero-length SEND/WRITE with immediate is how collective
     /// libraries signal completion). It takes one pad byte of stream, so TCP makes it reliable
     /// like any other message; the segment says so with `ZERO_LENGTH_MBO`.
-    fn message_chunks(&self, sg_list: Vec<Bytes>) -> Result<Vec<Bytes>, WrError> {
+    fn message_chunks(&self, sg_list: Vec<Bytes>) -> Result<Payload, WrError> {
         match self.data_chunks(sg_list) {
-            Err(WrError::Empty) => Ok(Vec::new()),
+            Err(WrError::Empty) => Ok(Payload {
+                chunks: Vec::new(),
+                len: 0,
+            }),
             other => other,
         }
     }
 
     /// READ response payload and, through `message_chunks`, SEND/WRITE payload: non-empty
     /// slices within the peer's limit.
-    fn data_chunks(&self, sg_list: Vec<Bytes>) -> Result<Vec<Bytes>, WrError> {
+    fn data_chunks(&self, sg_list: Vec<Bytes>) -> Result<Payload, WrError> {
         let chunks: Vec<Bytes> = sg_list.into_iter().filter(|b| !b.is_empty()).collect();
-        let len = total_len(&chunks);
-        if len == 0 {
+        let total: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+        if total == 0 {
             return Err(WrError::Empty);
         }
-        if len > u64::from(self.max_message_len) {
-            return Err(WrError::TooLarge {
-                len,
+        // Within the limit is what makes it a u32 (the limit is at most MAX_MESSAGE_LEN).
+        match u32::try_from(total) {
+            Ok(len) if len <= self.max_message_len => Ok(Payload { chunks, len }),
+            _ => Err(WrError::TooLarge {
+                len: total,
                 max: self.max_message_len,
-            });
+            }),
         }
-        Ok(chunks)
     }
 
     /// Append after the last message. Every check happens before the first mutation, so a
@@ -321,17 +329,12 @@ impl Framer {
         msn: u16,
         wr_id: u64,
         kind: Kind,
-        chunks: Vec<Bytes>,
+        Payload { chunks, len }: Payload,
     ) -> Result<Posted, WrError> {
         let class = kind.class();
         if self.in_flight[class.index()] >= MAX_IN_FLIGHT {
             return Err(WrError::TooManyInFlight { class });
         }
-        // Callers bounded the length by MAX_MESSAGE_LEN (or it is the 16-byte READ request).
-        let len = u32::try_from(total_len(&chunks)).map_err(|_| WrError::TooLarge {
-            len: total_len(&chunks),
-            max: MAX_MESSAGE_LEN,
-        })?;
         let zero_length = len == 0;
         let (chunks, len) = if zero_length {
             (vec![Bytes::from_static(&[0])], 1)
@@ -357,14 +360,17 @@ impl Framer {
             class,
             msn,
             stream_start,
-            len,
+            stream_len: len,
             wr_id,
         })
     }
 }
 
-fn total_len(chunks: &[Bytes]) -> u64 {
-    chunks.iter().map(|c| c.len() as u64).sum()
+/// A message's payload slices and their total length, already checked against the message
+/// limit (so the length fits the 24-bit offset, and a `u32`).
+struct Payload {
+    chunks: Vec<Bytes>,
+    len: u32,
 }
 
 /// The address carried for the message's last byte must not wrap, or the RETH of a later

@@ -58,7 +58,7 @@ fn two_to_the_24_bytes_is_refused_not_truncated() {
     let p = f
         .post(send(vec![half.clone(), half.slice(1..)]))
         .expect("2^24 - 1 bytes");
-    assert_eq!(p.len, MAX_MESSAGE_LEN);
+    assert_eq!(p.stream_len, MAX_MESSAGE_LEN);
     let last = f.segment_at(u64::from(MAX_MESSAGE_LEN) - 1, 1448).unwrap();
     assert_eq!((last.bth.mbo, last.len), (MAX_MESSAGE_LEN - 1, 1));
 }
@@ -84,7 +84,7 @@ fn peer_limit_is_enforced_for_every_data_class() {
     assert_eq!(f.post(write), Err(over));
     assert_eq!(f.post_read_response(9, vec![big.clone()], false), Err(over));
     assert_untouched(&f, 0);
-    assert_eq!(f.post(send(vec![big.slice(1..)])).unwrap().len, 1000);
+    assert_eq!(f.post(send(vec![big.slice(1..)])).unwrap().stream_len, 1000);
 
     // A limit learned later applies to later posts; the hello's 24 bits cannot say more.
     f.set_max_message_len(u32::MAX);
@@ -116,7 +116,7 @@ fn zero_length_send_takes_one_pad_byte_of_stream() {
     let p = f
         .post(send(vec![Bytes::new(), Bytes::new()]))
         .expect("zero-length SEND is a valid work request");
-    assert_eq!((p.stream_start, p.len), (0, 1));
+    assert_eq!((p.stream_start, p.stream_len), (0, 1));
     let seg = f.segment_at(0, 1000).expect("one segment");
     assert_eq!(seg.len, 1);
     assert_eq!(seg.bth.mbo, bth_wire::ZERO_LENGTH_MBO);
@@ -137,7 +137,7 @@ fn empty_entries_are_skipped() {
             Bytes::new(),
         ]))
         .unwrap();
-    assert_eq!(p.len, 2);
+    assert_eq!(p.stream_len, 2);
     let d = f.segment_at(0, 100).unwrap();
     assert_eq!(&d.payload_bytes()[..], b"ab");
 }
@@ -172,7 +172,7 @@ fn bad_read_requests_are_refused() {
     );
     assert_untouched(&f, 0);
     // The READ length is bounded by what the requester accepts, not by the peer's limit.
-    assert_eq!(f.post(read(MAX_MESSAGE_LEN)).unwrap().len, 16);
+    assert_eq!(f.post(read(MAX_MESSAGE_LEN)).unwrap().stream_len, 16);
 }
 
 #[test]
@@ -252,7 +252,7 @@ fn read_response_echoes_the_request_msn_and_advances_nothing() {
             class: MsgClass::ReadResponse,
             msn: 0x1234,
             stream_start: 3,
-            len: 6,
+            stream_len: 6,
             wr_id: 0
         }
     );

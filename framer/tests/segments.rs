@@ -36,7 +36,7 @@ fn read_request_is_one_16_byte_segment() {
         })
         .unwrap();
     assert_eq!(
-        (p.class, p.msn, p.stream_start, p.len),
+        (p.class, p.msn, p.stream_start, p.stream_len),
         (MsgClass::ReadRequest, 100, 10, 16)
     );
     assert_eq!(f.stream_end(), 26);

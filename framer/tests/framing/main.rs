@@ -245,7 +245,7 @@ fn run(c: &Case) {
             class,
             msn: exp.msn,
             stream_start: exp.stream_start,
-            len: exp.len(),
+            stream_len: exp.len(),
             wr_id: exp.wr_id,
         };
         assert_eq!(posted, want);
