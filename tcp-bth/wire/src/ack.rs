@@ -29,6 +29,7 @@ pub enum NakCode {
 impl NakCode {
     const NAK: u8 = 0x60;
 
+    /// The AETH syndrome byte (0x61, 0x62 or 0x63) that goes in the low 8 bits of `mbo_seg`.
     pub const fn syndrome(self) -> u8 {
         Self::NAK
             | match self {
@@ -38,6 +39,8 @@ impl NakCode {
             }
     }
 
+    /// The code a syndrome byte names; `None` for anything but 0x61-0x63 (0x00, the ordinary
+    /// ACK, included).
     pub const fn from_syndrome(s: u8) -> Option<NakCode> {
         match s {
             0x61 => Some(NakCode::InvalidRequest),
@@ -61,13 +64,17 @@ impl fmt::Display for NakCode {
 /// A NAK: which message of the requester failed at the responder, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Nak {
+    /// Why it failed: the syndrome in the low 8 bits of `mbo_seg`.
     pub code: NakCode,
     /// Opcode of the segment that failed (its class says which MSN counter `msn` is in).
     pub opcode: Opcode,
+    /// MSN of the failed message, in its own class's counter.
     pub msn: u16,
 }
 
 impl Nak {
+    /// The MSN counter `msn` is in, from `opcode`; `None` only for a value built by hand with a
+    /// non-data opcode ([`from_bth`](Self::from_bth) never returns one).
     pub fn class(&self) -> Option<MsgClass> {
         MsgClass::of(self.opcode)
     }

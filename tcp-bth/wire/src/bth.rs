@@ -36,7 +36,8 @@ const FLAG_M: u8 = 0x08;
 const FLAG_R: u8 = 0x10;
 const FLAG_A: u8 = 0x20;
 /// Sequence-anchored framing (amendment 3): the option is the same in every segment of a
-/// message; offsets come from sequence numbers, bytes 8-11 hold the message length.
+/// message; offsets come from sequence numbers, the ICRC field (option bytes 12-15) holds the
+/// message length.
 const FLAG_S: u8 = 0x40;
 const RSVD_SHIFT: u8 = 7;
 
@@ -57,34 +58,70 @@ mod field {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum BthError {
+    /// Fewer bytes than the 4-byte prefix, or than the 16-byte smallest option.
     #[error("option truncated: {got} bytes, at least {needed} needed")]
-    Truncated { needed: usize, got: usize },
+    Truncated {
+        /// Bytes required: 4 (kind, length, ExID) or 16 ([`MIN_LEN`]).
+        needed: usize,
+        /// Bytes present.
+        got: usize,
+    },
+    /// Byte 0 is not kind 254; holds the kind found.
     #[error("option kind {0} is not 254")]
     WrongKind(u8),
+    /// The length byte (byte 1) disagrees with the number of bytes handed in.
     #[error("length field says {field} bytes but {actual} are present")]
-    LengthFieldMismatch { field: u8, actual: usize },
+    LengthFieldMismatch {
+        /// Value of the length byte.
+        field: u8,
+        /// Bytes present.
+        actual: usize,
+    },
+    /// Bytes 2-3 are not ExID 0xEFAB; holds the ExID found.
     #[error("experiment id {0:#06x} is not 0xefab")]
     WrongExId(u16),
+    /// Version bits (flags bits 1-0) other than 0; holds them.
     #[error("unsupported tcp_bth version {0}")]
     UnsupportedVersion(u8),
+    /// Opcode byte (byte 5) with no defined opcode; holds it.
     #[error("unknown opcode {0:#04x}")]
     UnknownOpcode(u8),
+    /// The option length is not 16 + 8·T + the opcode's extension length.
     #[error("length {len} does not match flags and opcode {opcode} (expected {expected})")]
     LengthInconsistent {
+        /// The option's opcode, which picks the extension.
         opcode: Opcode,
+        /// The length byte.
         len: u8,
+        /// Length T and the opcode call for, in bytes.
         expected: u8,
     },
+    /// M (flags 0x08) clear on FIRST/MIDDLE or set on any other opcode.
     #[error("M bit {more} is wrong for opcode {opcode}")]
-    MoreBitInconsistent { opcode: Opcode, more: bool },
+    MoreBitInconsistent {
+        /// The option's opcode.
+        opcode: Opcode,
+        /// The M bit as received.
+        more: bool,
+    },
+    /// Hello or ACKNOWLEDGE with T=0: these stand in for the RFC 7323 timestamp option, so
+    /// they must carry TSval/TSecr (refused on parse and on emit).
     #[error("opcode {0} requires the timestamp fields (T=1)")]
     TimestampsRequired(Opcode),
+    /// Emit: [`Bth::ext`] is not the extension kind the opcode calls for.
     #[error("extension does not match opcode {0}")]
     ExtensionMismatch(Opcode),
+    /// Emit: [`Bth::mbo`] is above 2^24 − 1, too large for the 24-bit offset field; holds it.
     #[error("message byte offset {0} does not fit in 24 bits")]
     OffsetTooLarge(u32),
+    /// Emit: the output buffer is shorter than the option.
     #[error("output buffer of {got} bytes, {needed} needed")]
-    BufferTooSmall { needed: usize, got: usize },
+    BufferTooSmall {
+        /// Option length in bytes.
+        needed: usize,
+        /// Buffer length in bytes.
+        got: usize,
+    },
     /// S framing (amendment 3) carries messages in ONLY opcodes alone.
     #[error("S framing carries only ONLY opcodes, not {0}")]
     SFramingOpcode(Opcode),
@@ -139,6 +176,7 @@ impl<T: AsRef<[u8]>> BthOption<T> {
         }
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -157,30 +195,38 @@ impl<T: AsRef<[u8]>> BthOption<T> {
         self.head_tail().0
     }
 
+    /// Bytes in the view: once checked, the option length (kind through extension), 16 to 40.
     pub fn len(&self) -> usize {
         self.bytes().len()
     }
 
+    /// Whether the view holds no bytes (never true once checked).
     pub fn is_empty(&self) -> bool {
         self.bytes().is_empty()
     }
 
+    /// The flags byte (byte 4): ver (bits 1-0), T, M, R, A, S and reserved bit 7.
     pub fn flags(&self) -> u8 {
         self.head()[field::FLAGS]
     }
 
+    /// T (flags 0x04): TSval and TSecr follow the ICRC, at bytes 16-23.
     pub fn timestamp_present(&self) -> bool {
         self.flags() & FLAG_T != 0
     }
 
+    /// M (flags 0x08): more segments of this message follow; set exactly on FIRST/MIDDLE.
     pub fn more(&self) -> bool {
         self.flags() & FLAG_M != 0
     }
 
+    /// R (flags 0x10, rtr): MSN and offset field carry credit (the last SEND MSN with a posted
+    /// buffer, and a byte grant in 4 KiB units).
     pub fn rtr(&self) -> bool {
         self.flags() & FLAG_R != 0
     }
 
+    /// A (flags 0x20, rtr_ack): the stack sets it to echo that new R=1 credit arrived.
     pub fn rtr_ack(&self) -> bool {
         self.flags() & FLAG_A != 0
     }
@@ -190,6 +236,7 @@ impl<T: AsRef<[u8]>> BthOption<T> {
         self.flags() & FLAG_S != 0
     }
 
+    /// Reserved flags bit 7, as 0 or 1: 0 on send, ignored on receive.
     pub fn rsvd(&self) -> u8 {
         self.flags() >> RSVD_SHIFT
     }
@@ -199,6 +246,7 @@ impl<T: AsRef<[u8]>> BthOption<T> {
         head_opcode(self.head())
     }
 
+    /// MSN (bytes 6-7), mod 2^16.
     pub fn msn(&self) -> u16 {
         be16(self.head(), field::MSN.start)
     }
@@ -213,15 +261,18 @@ impl<T: AsRef<[u8]>> BthOption<T> {
         self.head()[field::MBO_SEG.end - 1]
     }
 
+    /// Bytes 12-15: the ICRC, or in an S-framed data segment the message length.
     pub fn icrc(&self) -> u32 {
         be32(self.head(), field::ICRC.start)
     }
 
+    /// TSval and TSecr (bytes 16-23), if T=1.
     pub fn timestamps(&self) -> Option<Timestamps> {
         let (head, tail) = self.head_tail();
         Timestamps::split(head, tail).0
     }
 
+    /// The extension the opcode selects, read from the bytes after the timestamps.
     pub fn extension(&self) -> Extension {
         let (head, tail) = self.head_tail();
         Extension::read(
@@ -230,14 +281,16 @@ impl<T: AsRef<[u8]>> BthOption<T> {
         )
     }
 
-    /// The ICRC the bytes as received call for over this payload: bytes 0-7 of the layout,
-    /// the extension as it stands on the wire, then the payload (amendment 2).
+    /// The ICRC the bytes as received call for over this payload: flags through mbo_seg
+    /// (option bytes 4-11), the extension as it stands on the wire, then the payload (amendment 2).
     pub fn compute_icrc(&self, payload: &[u8]) -> u32 {
         let (head, tail) = self.head_tail();
         let ext = Timestamps::split(head, tail).1;
         icrc_covered(&head[field::FLAGS..field::ICRC.start], ext, &[payload])
     }
 
+    /// Whether the ICRC field equals [`compute_icrc`](Self::compute_icrc) over `payload`
+    /// (not an ICRC check on an S-framed data segment, whose field is the message length).
     pub fn icrc_ok(&self, payload: &[u8]) -> bool {
         self.compute_icrc(payload) == self.icrc()
     }
@@ -344,7 +397,7 @@ fn accepts(head: &[u8; MIN_LEN], len: usize) -> bool {
 
 /// The first thing wrong with option bytes [`accepts`] refused, checked in the order that picks
 /// the error variant: prefix (length, kind, length field, ExID), then version, opcode, length
-/// against flags and opcode, M bit, timestamps. `tests/bth_oracle.rs` pins this order.
+/// against flags and opcode, M bit, timestamps, S framing. `tests/bth_oracle.rs` pins this order.
 #[cold]
 #[inline(never)]
 fn refusal(b: &[u8]) -> Result<(), BthError> {
@@ -432,7 +485,9 @@ fn head_opcode(head: &[u8; MIN_LEN]) -> Opcode {
 /// Folded RFC 7323 timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Timestamps {
+    /// TSval: the sender's timestamp clock (the stack ticks it in microseconds).
     pub tsval: u32,
+    /// TSecr: the peer's TSval echoed back (RFC 7323 TS.Recent).
     pub tsecr: u32,
 }
 
@@ -455,6 +510,7 @@ impl Timestamps {
 /// RDMA extended transport header fields carried by WRITE segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Reth {
+    /// rkey naming the remote memory region (4 bytes on the wire).
     pub rkey: u32,
     /// Remote virtual address of this segment's first payload byte.
     pub addr: u64,
@@ -463,9 +519,13 @@ pub struct Reth {
 /// The opcode-selected extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Extension {
+    /// No extension (0 bytes).
     None,
+    /// imm_data (4 bytes): SEND_*_WITH_IMMEDIATE.
     Immediate(u32),
+    /// rkey and address (12 bytes): RDMA_WRITE_* without immediate.
     Reth(Reth),
+    /// rkey, address and imm_data (16 bytes): RDMA_WRITE_*_WITH_IMMEDIATE.
     RethImmediate(Reth, u32),
 }
 
@@ -488,6 +548,7 @@ impl Extension {
         }
     }
 
+    /// Which extension this is, as an opcode names it.
     pub const fn kind(&self) -> ExtensionKind {
         match self {
             Extension::None => ExtensionKind::None,
@@ -497,6 +558,7 @@ impl Extension {
         }
     }
 
+    /// The imm_data, if this extension has one.
     pub const fn immediate(&self) -> Option<u32> {
         match self {
             Extension::Immediate(i) | Extension::RethImmediate(_, i) => Some(*i),
@@ -504,6 +566,7 @@ impl Extension {
         }
     }
 
+    /// The rkey and address, if this extension has them.
     pub const fn reth(&self) -> Option<Reth> {
         match self {
             Extension::Reth(r) | Extension::RethImmediate(r, _) => Some(*r),
@@ -515,20 +578,30 @@ impl Extension {
 /// A decoded `tcp_bth` option. The M bit and version are implied by `opcode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Bth {
+    /// Opcode (byte 5); it also fixes the M bit and which extension follows.
     pub opcode: Opcode,
+    /// R (flags 0x10): MSN and `mbo` carry credit, not an acknowledgement (see `mbo`).
     pub rtr: bool,
+    /// A (flags 0x20): the stack sets it to echo that new R=1 credit arrived.
     pub rtr_ack: bool,
     /// S: sequence-anchored framing (amendment 3). Then `mbo` is the message's anchor (its
     /// first byte's stream offset mod 2^24), `seg` is 0 and `icrc` holds the message length.
     pub seq_framed: bool,
     /// Reserved bit 7: zero when sending, kept as received so parse→emit is exact.
     pub rsvd: u8,
+    /// MSN (bytes 6-7), mod 2^16: on data, the message's, counted per message class.
     pub msn: u16,
     /// Message byte offset (24 bits); for `Hello` the largest message accepted; with `rtr` a grant.
     pub mbo: u32,
+    /// Low 8 bits of mbo_seg: the segment's index in its message mod 256; the AETH syndrome
+    /// on ACKNOWLEDGE; 0 under S.
     pub seg: u8,
+    /// Bytes 12-15: the CRC32C ICRC, set by [`seal`](Self::seal); in an S-framed data
+    /// segment, the message length in bytes.
     pub icrc: u32,
+    /// TSval and TSecr; `Some` sets T and adds 8 bytes to the option.
     pub timestamps: Option<Timestamps>,
+    /// The extension; must be the kind [`Opcode::extension`] names.
     pub ext: Extension,
 }
 
@@ -647,13 +720,14 @@ impl Bth {
         (b, n)
     }
 
-    /// Whether bytes 8-11 hold an ICRC: not in an S-framed data segment, where they hold the
+    /// Whether the ICRC field (option bytes 12-15) holds an ICRC: not in an S-framed data segment, where they hold the
     /// message's length (amendment 3); the TCP checksum is its check. Control forms (hello,
     /// acknowledge, NAK) keep their ICRC in both framings.
     pub fn carries_icrc(&self) -> bool {
         !(self.seq_framed && crate::MsgClass::of(self.opcode).is_some())
     }
 
+    /// The ICRC over flags through mbo_seg, the extension, then `payload` (amendment 2).
     pub fn compute_icrc(&self, payload: &[u8]) -> u32 {
         self.icrc_of(&[payload])
     }
@@ -677,6 +751,7 @@ impl Bth {
         }
     }
 
+    /// Whether `icrc` equals [`compute_icrc`](Self::compute_icrc) over `payload`.
     pub fn icrc_ok(&self, payload: &[u8]) -> bool {
         self.compute_icrc(payload) == self.icrc
     }

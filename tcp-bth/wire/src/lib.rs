@@ -6,6 +6,7 @@
 //! refusal names what was wrong. Emitting refuses values that would not fit instead of truncating.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod ack;
 pub mod bth;

@@ -17,14 +17,18 @@ pub const ZERO_LENGTH_MBO: u32 = MAX_MESSAGE_LEN;
 /// The MSN counter a message belongs to, read from its opcode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MsgClass {
+    /// SEND messages (SEND_* opcodes).
     Send,
+    /// RDMA WRITE messages (RDMA_WRITE_* opcodes).
     Write,
+    /// RDMA READ requests (opcode 0x0C).
     ReadRequest,
     /// MSN echoes the READ request answered.
     ReadResponse,
 }
 
 impl MsgClass {
+    /// Every class, in [`index`](Self::index) order.
     pub const ALL: [MsgClass; 4] = [
         MsgClass::Send,
         MsgClass::Write,
@@ -32,6 +36,7 @@ impl MsgClass {
         MsgClass::ReadResponse,
     ];
 
+    /// The class of a data opcode; `None` for ACKNOWLEDGE and hello.
     pub const fn of(op: Opcode) -> Option<MsgClass> {
         match op.kind() {
             MessageKind::Send => Some(MsgClass::Send),
@@ -42,6 +47,7 @@ impl MsgClass {
         }
     }
 
+    /// 0 to 3, this class's place in [`ALL`](Self::ALL): an index for per-class arrays.
     pub const fn index(self) -> usize {
         self as usize
     }
@@ -50,14 +56,19 @@ impl MsgClass {
 /// Payload of an RDMA READ request: what to read at the responder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ReadRequest {
+    /// rkey of the region to read (payload bytes 0-3).
     pub rkey: u32,
+    /// Remote virtual address of the first byte to read (payload bytes 4-11).
     pub addr: u64,
+    /// Bytes to read (payload bytes 12-15): 1 to 2^24 − 1.
     pub len: u32,
 }
 
 impl ReadRequest {
+    /// Payload length of a READ request, in bytes.
     pub const LEN: usize = 16;
 
+    /// Parse a READ request payload: exactly 16 big-endian bytes, `len` 1 to 2^24 − 1.
     pub fn parse(payload: &[u8]) -> Result<ReadRequest, InboundError> {
         let b: &[u8; 16] = payload
             .try_into()
@@ -74,6 +85,7 @@ impl ReadRequest {
         Ok(req)
     }
 
+    /// The 16-byte big-endian payload (`len` is not checked).
     pub fn to_bytes(&self) -> [u8; 16] {
         let mut b = [0u8; 16];
         b[0..4].copy_from_slice(&self.rkey.to_be_bytes());
@@ -87,30 +99,59 @@ impl ReadRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum InboundError {
+    /// The opcode is not a data opcode (ACKNOWLEDGE or hello).
     #[error("opcode {0} carries no message")]
     NotData(Opcode),
+    /// A data segment without payload (even a zero-length message carries one pad byte).
     #[error("data segment with no payload")]
     EmptyPayload,
+    /// Offset plus payload length passes the message size limit, 2^24 − 1 bytes.
     #[error("offset {offset} + {len} bytes passes the 24-bit message size limit")]
-    BeyondMessageLimit { offset: u32, len: usize },
+    BeyondMessageLimit {
+        /// The segment's offset field.
+        offset: u32,
+        /// Payload bytes.
+        len: usize,
+    },
+    /// A READ request payload that is not 16 bytes; holds its length (in S framing, the
+    /// message length the option declares).
     #[error("READ request payload is {0} bytes, not 16")]
     BadReadRequestLen(usize),
+    /// A READ request for 0 bytes or more than 2^24 − 1; holds the length asked for.
     #[error("READ request length {0} is zero or above the message size limit")]
     BadReadLength(u32),
+    /// A FIRST or ONLY opcode at a nonzero offset, or a MIDDLE or LAST one at offset 0.
     #[error("opcode {0} at offset 0 must be FIRST or ONLY, and FIRST/ONLY must be at offset 0")]
     PositionMismatch(Opcode),
+    /// Offset field [`ZERO_LENGTH_MBO`] on an opcode other than SEND_ONLY*, RDMA_WRITE_ONLY*,
+    /// or with other than one pad byte.
     #[error("zero-length form on opcode {opcode} with {pad} pad bytes (needs a SEND or RDMA WRITE ONLY opcode and 1 pad byte)")]
-    BadZeroLength { opcode: Opcode, pad: usize },
+    BadZeroLength {
+        /// The segment's opcode.
+        opcode: Opcode,
+        /// Payload bytes the segment carries (the form needs exactly 1).
+        pad: usize,
+    },
     /// S framing (amendment 3): only ONLY opcodes, a segment index of 0, and a message length
     /// below 2^24 (bytes 8-11).
     #[error("S-framed segment with opcode {opcode}, segment index {seg}, message length {len}")]
-    BadSFraming { opcode: Opcode, seg: u8, len: u32 },
+    BadSFraming {
+        /// The segment's opcode.
+        opcode: Opcode,
+        /// Its segment index (low 8 bits of mbo_seg).
+        seg: u8,
+        /// The message length it declares, in bytes.
+        len: u32,
+    },
     /// S framing: the segment's bytes, placed where its sequence number says, pass the end of
     /// the message its option declares.
     #[error("S-framed segment at message offset {offset} with {len} bytes passes the message's {msg_len}")]
     BeyondMessageLength {
+        /// Placement offset computed from the sequence number.
         offset: u32,
+        /// Payload bytes.
         len: usize,
+        /// Message length the option declares, in bytes.
         msg_len: u32,
     },
 }
@@ -120,16 +161,22 @@ pub enum InboundError {
 /// holds one knows every check below has passed: the segment is validated once, here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Inbound<'a> {
+    /// The MSN counter `msn` is in.
     pub class: MsgClass,
+    /// The segment's opcode.
     pub opcode: Opcode,
+    /// MSN of the message the segment belongs to.
     pub msn: u16,
     /// Byte offset of `payload[0]` inside the message.
     pub offset: u32,
-    /// Empty only for a zero-length message ([`ZERO_LENGTH_MBO`]); its pad byte is not here.
     /// The segment ends the message (LAST or ONLY): the message length is `offset + len`.
     pub last: bool,
+    /// imm_data, on *_WITH_IMMEDIATE opcodes.
     pub imm: Option<u32>,
+    /// rkey and the remote address of this segment's first byte, on RDMA WRITE opcodes.
     pub reth: Option<Reth>,
+    /// The message bytes this segment carries: empty only for a zero-length message
+    /// ([`ZERO_LENGTH_MBO`]), whose pad byte is not here.
     pub payload: &'a [u8],
     checked: Checked,
 }
@@ -222,8 +269,12 @@ impl<'a> Inbound<'a> {
             });
         }
         if class == MsgClass::ReadRequest {
-            // One segment of its 16 bytes, length 16.
-            if offset != 0 || msg_len != ReadRequest::LEN as u32 {
+            // One segment of its 16 bytes, length 16: an ONLY opcode not at offset 0 is a
+            // piece of a request, which cannot be split.
+            if offset != 0 {
+                return Err(InboundError::PositionMismatch(op));
+            }
+            if msg_len != ReadRequest::LEN as u32 {
                 return Err(InboundError::BadReadRequestLen(msg_len as usize));
             }
             ReadRequest::parse(payload)?;

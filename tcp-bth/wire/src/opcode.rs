@@ -6,9 +6,13 @@ use core::fmt;
 /// Where a segment sits inside its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Position {
+    /// First segment of a multi-segment message (M=1).
     First,
+    /// Neither first nor last (M=1).
     Middle,
+    /// Last segment of a multi-segment message (M=0).
     Last,
+    /// The whole message in one segment (M=0); also hello, ACKNOWLEDGE and READ request.
     Only,
 }
 
@@ -34,9 +38,13 @@ impl Position {
 /// The kind of message an opcode belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MessageKind {
+    /// SEND: consumes a receive buffer the receiver posted.
     Send,
+    /// RDMA WRITE: lands at the rkey and address its extension names.
     RdmaWrite,
+    /// RDMA READ request: its payload names what to read (rkey, address, length).
     ReadRequest,
+    /// RDMA READ response: the bytes read, going back to the requester.
     ReadResponse,
     /// Pure acknowledgement: no message.
     Acknowledge,
@@ -47,6 +55,7 @@ pub enum MessageKind {
 /// Which opcode-selected extension follows the (optional) timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ExtensionKind {
+    /// No extension (0 bytes).
     None,
     /// imm_data (4 bytes).
     Immediate,
@@ -68,6 +77,7 @@ impl ExtensionKind {
         }
     }
 
+    /// Whether this is [`ExtensionKind::None`], 0 bytes.
     pub const fn is_empty(self) -> bool {
         matches!(self, ExtensionKind::None)
     }
@@ -95,6 +105,7 @@ macro_rules! opcodes {
                 }
             }
 
+            /// The kind of message this opcode belongs to.
             #[inline]
             pub const fn kind(self) -> MessageKind {
                 match self { $( Opcode::$name => MessageKind::$kind, )* }
@@ -106,6 +117,7 @@ macro_rules! opcodes {
                 match self { $( Opcode::$name => Position::$pos, )* }
             }
 
+            /// The extension this opcode puts after the timestamps.
             #[inline]
             pub const fn extension(self) -> ExtensionKind {
                 match self { $( Opcode::$name => ExtensionKind::$ext, )* }
@@ -115,30 +127,48 @@ macro_rules! opcodes {
 }
 
 opcodes! {
+    /// SEND_FIRST (0x00).
     SendFirst = 0x00, Send, First, None;
+    /// SEND_MIDDLE (0x01).
     SendMiddle = 0x01, Send, Middle, None;
+    /// SEND_LAST (0x02).
     SendLast = 0x02, Send, Last, None;
+    /// SEND_LAST_WITH_IMMEDIATE (0x03): extension imm_data.
     SendLastWithImmediate = 0x03, Send, Last, Immediate;
+    /// SEND_ONLY (0x04).
     SendOnly = 0x04, Send, Only, None;
+    /// SEND_ONLY_WITH_IMMEDIATE (0x05): extension imm_data.
     SendOnlyWithImmediate = 0x05, Send, Only, Immediate;
+    /// RDMA_WRITE_FIRST (0x06): extension rkey + address.
     RdmaWriteFirst = 0x06, RdmaWrite, First, Reth;
+    /// RDMA_WRITE_MIDDLE (0x07): extension rkey + address.
     RdmaWriteMiddle = 0x07, RdmaWrite, Middle, Reth;
+    /// RDMA_WRITE_LAST (0x08): extension rkey + address.
     RdmaWriteLast = 0x08, RdmaWrite, Last, Reth;
+    /// RDMA_WRITE_LAST_WITH_IMMEDIATE (0x09): extension rkey + address + imm_data.
     RdmaWriteLastWithImmediate = 0x09, RdmaWrite, Last, RethImmediate;
+    /// RDMA_WRITE_ONLY (0x0A): extension rkey + address.
     RdmaWriteOnly = 0x0A, RdmaWrite, Only, Reth;
+    /// RDMA_WRITE_ONLY_WITH_IMMEDIATE (0x0B): extension rkey + address + imm_data.
     RdmaWriteOnlyWithImmediate = 0x0B, RdmaWrite, Only, RethImmediate;
     /// Payload: rkey (4), remote address (8), length (4).
     RdmaReadRequest = 0x0C, ReadRequest, Only, None;
+    /// RDMA_READ_RESPONSE_FIRST (0x0D).
     RdmaReadResponseFirst = 0x0D, ReadResponse, First, None;
+    /// RDMA_READ_RESPONSE_MIDDLE (0x0E).
     RdmaReadResponseMiddle = 0x0E, ReadResponse, Middle, None;
+    /// RDMA_READ_RESPONSE_LAST (0x0F).
     RdmaReadResponseLast = 0x0F, ReadResponse, Last, None;
+    /// RDMA_READ_RESPONSE_ONLY (0x10).
     RdmaReadResponseOnly = 0x10, ReadResponse, Only, None;
+    /// ACKNOWLEDGE (0x11): pure ACK, credit update (R=1) or NAK; requires T=1.
     Acknowledge = 0x11, Acknowledge, Only, None;
     /// SYN / SYN-ACK form: MSN = first MSN, offset field = largest message accepted.
     Hello = 0xFF, Hello, Only, None;
 }
 
 impl Opcode {
+    /// The wire value (byte 5 of the option).
     #[inline]
     pub const fn as_u8(self) -> u8 {
         self as u8
@@ -158,6 +188,7 @@ impl Opcode {
         )
     }
 
+    /// Whether the extension carries imm_data (the *_WITH_IMMEDIATE opcodes).
     pub const fn has_immediate(self) -> bool {
         matches!(
             self.extension(),

@@ -5,7 +5,7 @@
 //! behind the IP header). [`TcpSegment::new_checked`] is the one validating entry point:
 //! after it, every accessor is in bounds.
 
-use crate::tcp::{SegmentError, TcpFlags, TCP_HEADER_MIN};
+use crate::tcp::{SegmentError, TcpFlags, TCP_HEADER_MAX, TCP_HEADER_MIN};
 
 mod field {
     use std::ops::Range;
@@ -57,6 +57,7 @@ impl<T: AsRef<[u8]>> TcpSegment<T> {
         Ok(s)
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -71,18 +72,22 @@ impl<T: AsRef<[u8]>> TcpSegment<T> {
         u32::from_be_bytes([b[0], b[1], b[2], b[3]])
     }
 
+    /// Source port (bytes 0-1).
     pub fn src_port(&self) -> u16 {
         self.be16(field::SRC_PORT)
     }
 
+    /// Destination port (bytes 2-3).
     pub fn dst_port(&self) -> u16 {
         self.be16(field::DST_PORT)
     }
 
+    /// Sequence number (bytes 4-7).
     pub fn seq(&self) -> u32 {
         self.be32(field::SEQ)
     }
 
+    /// Acknowledgment number (bytes 8-11).
     pub fn ack(&self) -> u32 {
         self.be32(field::ACK)
     }
@@ -92,18 +97,22 @@ impl<T: AsRef<[u8]>> TcpSegment<T> {
         usize::from(self.buffer.as_ref()[field::DATA_OFFSET] >> 4) * 4
     }
 
+    /// The flags byte (byte 13), FIN through CWR.
     pub fn flags(&self) -> TcpFlags {
         TcpFlags(self.buffer.as_ref()[field::FLAGS])
     }
 
+    /// Window field (bytes 14-15), before window scaling.
     pub fn window(&self) -> u16 {
         self.be16(field::WINDOW)
     }
 
+    /// Checksum field (bytes 16-17) as it stands; [`crate::checksum::verify`] checks it.
     pub fn checksum(&self) -> u16 {
         self.be16(field::CHECKSUM)
     }
 
+    /// Urgent pointer (bytes 18-19).
     pub fn urgent(&self) -> u16 {
         self.be16(field::URGENT)
     }
@@ -113,6 +122,7 @@ impl<T: AsRef<[u8]>> TcpSegment<T> {
         &self.buffer.as_ref()[TCP_HEADER_MIN..self.header_len()]
     }
 
+    /// The bytes after the header (from the data offset on).
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
@@ -123,49 +133,59 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpSegment<T> {
         self.buffer.as_mut()[r].copy_from_slice(v);
     }
 
+    /// Write the source port (bytes 0-1).
     pub fn set_src_port(&mut self, v: u16) {
         self.put(field::SRC_PORT, &v.to_be_bytes());
     }
 
+    /// Write the destination port (bytes 2-3).
     pub fn set_dst_port(&mut self, v: u16) {
         self.put(field::DST_PORT, &v.to_be_bytes());
     }
 
+    /// Write the sequence number (bytes 4-7).
     pub fn set_seq(&mut self, v: u32) {
         self.put(field::SEQ, &v.to_be_bytes());
     }
 
+    /// Write the acknowledgment number (bytes 8-11).
     pub fn set_ack(&mut self, v: u32) {
         self.put(field::ACK, &v.to_be_bytes());
     }
 
     /// Data offset from a header length (a multiple of 4, 20 to 60); the reserved bits clear.
     pub fn set_header_len(&mut self, len: usize) {
-        debug_assert!(len.is_multiple_of(4) && (TCP_HEADER_MIN..=60).contains(&len));
+        debug_assert!(len.is_multiple_of(4) && (TCP_HEADER_MIN..=TCP_HEADER_MAX).contains(&len));
         self.buffer.as_mut()[field::DATA_OFFSET] = ((len / 4) as u8) << 4;
     }
 
+    /// Write the flags byte (byte 13); the data offset byte is left alone.
     pub fn set_flags(&mut self, f: TcpFlags) {
         self.buffer.as_mut()[field::FLAGS] = f.0;
     }
 
+    /// Write the window field (bytes 14-15).
     pub fn set_window(&mut self, v: u16) {
         self.put(field::WINDOW, &v.to_be_bytes());
     }
 
+    /// Write the checksum field (bytes 16-17); [`crate::checksum`] computes the value.
     pub fn set_checksum(&mut self, v: u16) {
         self.put(field::CHECKSUM, &v.to_be_bytes());
     }
 
+    /// Write the urgent pointer (bytes 18-19).
     pub fn set_urgent(&mut self, v: u16) {
         self.put(field::URGENT, &v.to_be_bytes());
     }
 
+    /// The option area, writable; its length comes from the data offset already written.
     pub fn options_mut(&mut self) -> &mut [u8] {
         let hl = self.header_len();
         &mut self.buffer.as_mut()[TCP_HEADER_MIN..hl]
     }
 
+    /// The bytes after the header, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let hl = self.header_len();
         &mut self.buffer.as_mut()[hl..]

@@ -14,6 +14,7 @@ use thiserror::Error;
 pub const MAX_OPTIONS_LEN: usize = 40;
 /// SACK blocks one option can hold.
 pub const MAX_SACK_BLOCKS: usize = 4;
+/// Fixed TCP header without options: a data offset of 5 words.
 pub const TCP_HEADER_MIN: usize = 20;
 /// Largest TCP header: a data offset of 15 words.
 pub const TCP_HEADER_MAX: usize = 60;
@@ -32,50 +33,108 @@ mod kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum TcpOptionError {
+    /// An option's length byte, or the bytes it claims, runs past the option area.
     #[error("option kind {kind} at byte {at} runs past the option area")]
-    Truncated { kind: u8, at: usize },
+    Truncated {
+        /// Kind byte of that option.
+        kind: u8,
+        /// Offset of its kind byte in the option area.
+        at: usize,
+    },
+    /// A length byte below 2, or wrong for its kind (MSS 4, window scale 3, SACK-permitted 2,
+    /// timestamps 10, SACK 2 + 8n with n 1 to 4).
     #[error("option kind {kind} has invalid length {len}")]
-    BadLength { kind: u8, len: u8 },
+    BadLength {
+        /// Kind byte of that option.
+        kind: u8,
+        /// Its length byte.
+        len: u8,
+    },
+    /// A second `tcp_bth` option (kind 254, ExID 0xEFAB) in one option area.
     #[error("more than one tcp_bth option")]
     DuplicateBth,
+    /// The `tcp_bth` option was refused on parse, or could not be emitted.
     #[error("malformed tcp_bth option: {0}")]
     Bth(#[from] BthError),
-    #[error("options need {needed} bytes, only 40 fit in a TCP header")]
-    TooLong { needed: usize },
+    /// Emit: the options, padded to a multiple of 4, need more than 40 bytes or more than the
+    /// output buffer has.
+    #[error("options need {needed} bytes; at most 40 fit in a TCP header, and the output buffer has {room}")]
+    TooLong {
+        /// Padded option-area length in bytes.
+        needed: usize,
+        /// Bytes the output buffer had.
+        room: usize,
+    },
 }
 
 /// Why a segment was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum SegmentError {
+    /// Fewer bytes than the 20-byte fixed header or than the data offset claims (for a
+    /// checksum, than the 18 bytes through the checksum field).
     #[error("segment truncated: {got} bytes, header needs {needed}")]
-    Truncated { needed: usize, got: usize },
+    Truncated {
+        /// Bytes required.
+        needed: usize,
+        /// Bytes present.
+        got: usize,
+    },
+    /// Data offset below 5 (in 4-byte words); holds it.
     #[error("data offset {0} is below the minimum of 5 words")]
     BadDataOffset(u8),
+    /// The TCP checksum does not verify.
     #[error("TCP checksum {got:#06x}, expected {expected:#06x}")]
-    Checksum { expected: u16, got: u16 },
+    Checksum {
+        /// Checksum the segment's bytes call for.
+        expected: u16,
+        /// Checksum field as received.
+        got: u16,
+    },
+    /// The option area was refused, or the options could not be written.
     #[error("{0}")]
     Options(#[from] TcpOptionError),
-    #[error("payload of {0} bytes does not fit one segment")]
+    /// Segment length in bytes (header and payload) too large for the pseudo-header's length
+    /// field: 16 bits for IPv4, 32 for IPv6.
+    #[error(
+        "segment of {0} bytes (header and payload) does not fit the pseudo-header's length field"
+    )]
     PayloadTooLarge(usize),
+    /// The output buffer is too short (for [`TcpRepr::emit_header_parts`], not exactly the
+    /// header length: `got` may then be larger than `needed`).
     #[error("output buffer of {got} bytes, {needed} needed")]
-    BufferTooSmall { needed: usize, got: usize },
+    BufferTooSmall {
+        /// Bytes required.
+        needed: usize,
+        /// Buffer length in bytes.
+        got: usize,
+    },
 }
 
+/// One SACK block (RFC 2018): the sequence numbers `left..right` were received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SackBlock {
+    /// Left edge: first sequence number of the block.
     pub left: u32,
+    /// Right edge: the sequence number just past the block.
     pub right: u32,
 }
 
 /// The options the stack understands. Unknown options are skipped by length on parse.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TcpOptions {
+    /// MSS (kind 2), in bytes.
     pub mss: Option<u16>,
+    /// Window scale shift count (kind 3, RFC 7323).
     pub window_scale: Option<u8>,
+    /// SACK-permitted (kind 4, RFC 2018).
     pub sack_permitted: bool,
+    /// SACK blocks (kind 5, RFC 2018), 1 to 4 when present; of several SACK options the last
+    /// parsed wins.
     pub sack: ArrayVec<SackBlock, MAX_SACK_BLOCKS>,
+    /// The RFC 7323 timestamp option (kind 8): TSval, TSecr.
     pub timestamps: Option<Timestamps>,
+    /// The `tcp_bth` option (kind 254, ExID 0xEFAB); at most one per segment.
     pub bth: Option<Bth>,
 }
 
@@ -198,7 +257,10 @@ impl TcpOptions {
     pub fn emit_into(&self, out: &mut [u8]) -> Result<usize, TcpOptionError> {
         let needed = self.encoded_len();
         if needed > MAX_OPTIONS_LEN || needed > out.len() {
-            return Err(TcpOptionError::TooLong { needed });
+            return Err(TcpOptionError::TooLong {
+                needed,
+                room: out.len(),
+            });
         }
         let out = &mut out[..needed];
         let mut at = 0;
@@ -248,30 +310,44 @@ fn be32(b: &[u8]) -> u32 {
 pub struct TcpFlags(pub u8);
 
 impl TcpFlags {
+    /// FIN (0x01): the sender has no more data; occupies one sequence number.
     pub const FIN: TcpFlags = TcpFlags(0x01);
+    /// SYN (0x02): synchronize sequence numbers; occupies one sequence number.
     pub const SYN: TcpFlags = TcpFlags(0x02);
+    /// RST (0x04): reset the connection.
     pub const RST: TcpFlags = TcpFlags(0x04);
+    /// PSH (0x08): push.
     pub const PSH: TcpFlags = TcpFlags(0x08);
+    /// ACK (0x10): the acknowledgment number is significant.
     pub const ACK: TcpFlags = TcpFlags(0x10);
+    /// URG (0x20): the urgent pointer is significant.
     pub const URG: TcpFlags = TcpFlags(0x20);
+    /// ECE (0x40): ECN-Echo (RFC 3168).
     pub const ECE: TcpFlags = TcpFlags(0x40);
+    /// CWR (0x80): congestion window reduced (RFC 3168).
     pub const CWR: TcpFlags = TcpFlags(0x80);
 
+    /// Whether every flag set in `other` is set here.
     pub const fn contains(self, other: TcpFlags) -> bool {
         self.0 & other.0 == other.0
     }
+    /// The flags set in either.
     pub const fn union(self, other: TcpFlags) -> TcpFlags {
         TcpFlags(self.0 | other.0)
     }
+    /// Whether FIN is set.
     pub fn fin(self) -> bool {
         self.contains(Self::FIN)
     }
+    /// Whether SYN is set.
     pub fn syn(self) -> bool {
         self.contains(Self::SYN)
     }
+    /// Whether RST is set.
     pub fn rst(self) -> bool {
         self.contains(Self::RST)
     }
+    /// Whether ACK is set.
     pub fn ack(self) -> bool {
         self.contains(Self::ACK)
     }
@@ -287,8 +363,20 @@ impl core::ops::BitOr for TcpFlags {
 /// The IP addresses a TCP checksum covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IpPair {
-    V4 { src: [u8; 4], dst: [u8; 4] },
-    V6 { src: [u8; 16], dst: [u8; 16] },
+    /// IPv4 addresses.
+    V4 {
+        /// Source address, network byte order.
+        src: [u8; 4],
+        /// Destination address, network byte order.
+        dst: [u8; 4],
+    },
+    /// IPv6 addresses.
+    V6 {
+        /// Source address, network byte order.
+        src: [u8; 16],
+        /// Destination address, network byte order.
+        dst: [u8; 16],
+    },
 }
 
 impl IpPair {
@@ -304,14 +392,24 @@ impl IpPair {
 /// A parsed TCP segment borrowing its payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpRepr<'a> {
+    /// Source port.
     pub src_port: u16,
+    /// Destination port.
     pub dst_port: u16,
+    /// Sequence number: of the SYN if set, else of the first payload byte.
     pub seq: u32,
+    /// Acknowledgment number (significant with ACK).
     pub ack: u32,
+    /// FIN through CWR.
     pub flags: TcpFlags,
+    /// Window field as on the wire, before window scaling.
     pub window: u16,
+    /// Urgent pointer.
     pub urgent: u16,
+    /// The options; emitted as MSS, window scale, SACK-permitted, timestamps, `tcp_bth`,
+    /// SACK, with no NOPs, and EOL-padded to a multiple of 4.
     pub options: TcpOptions,
+    /// The segment's data, after the header.
     pub payload: &'a [u8],
 }
 
@@ -351,6 +449,9 @@ impl<'a> TcpRepr<'a> {
         })
     }
 
+    /// Header length in bytes as emitted: 20 plus the padded option length. Computed from
+    /// `options`, so for a parsed segment it can differ from the data offset it arrived with
+    /// (NOPs, unknown options).
     pub fn header_len(&self) -> usize {
         TCP_HEADER_MIN + self.options.encoded_len()
     }

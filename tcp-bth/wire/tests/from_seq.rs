@@ -278,7 +278,7 @@ fn read_request_is_one_segment_of_16_bytes_length_16() {
     );
     assert_eq!(
         Inbound::from_seq(&b, &payload[8..], start + 8),
-        Err(InboundError::BadReadRequestLen(16))
+        Err(InboundError::PositionMismatch(Opcode::RdmaReadRequest))
     );
     // A request for no bytes.
     let none = ReadRequest { len: 0, ..req }.to_bytes();

@@ -50,7 +50,7 @@ proptest! {
         o.sack.extend(blocks);
         let need = o.encoded_len();
         if need > MAX_OPTIONS_LEN {
-            prop_assert_eq!(o.emit(), Err(TcpOptionError::TooLong { needed: need }));
+            prop_assert_eq!(o.emit(), Err(TcpOptionError::TooLong { needed: need, room: 40 }));
             let r = repr(TcpFlags::ACK, o, &[]);
             let emitted = r.to_vec(IP);
             let refused = matches!(emitted, Err(SegmentError::Options(TcpOptionError::TooLong { .. })));
