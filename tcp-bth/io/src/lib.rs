@@ -21,6 +21,8 @@
 //! has a little of its own). The connection itself ([`tcp_bth::Connection`]) is in the
 //! `tcp-bth` crate.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod sim;
 pub mod tun;

@@ -65,6 +65,8 @@ pub trait PacketIo {
 
 /// The application's part of a turn: act on the endpoint's connections; true when done.
 pub trait App {
+    /// Act on `ep` at `now` (the driver's clock), on the driver's thread, between the turn's
+    /// receive and its transmit; true once the app is done.
     fn turn(&mut self, ep: &mut Endpoint, now: Duration) -> bool;
 }
 
@@ -77,11 +79,15 @@ impl<F: FnMut(&mut Endpoint, Duration) -> bool> App for F {
 /// Counters of the turns a driver ran.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct TurnStats {
+    /// Turns run.
     pub turns: u64,
+    /// Packets the data path handed to the endpoint.
     pub packets_in: u64,
+    /// Packets sent into the data path.
     pub packets_out: u64,
     /// Turns that ended with segments left unsent because the data path was full.
     pub send_stalls: u64,
+    /// Most packets sent in one turn.
     pub largest_batch: usize,
 }
 
@@ -126,8 +132,10 @@ pub fn turn(
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
+    /// `limit` (the value) passed before the app was done and everything queued had left.
     #[error("the application was not done within {0:?}")]
     TimedOut(Duration),
+    /// The data path's wait failed (a fatal TUN read error, a closed driver).
     #[error("data path: {0}")]
     Io(#[from] io::Error),
 }

@@ -15,7 +15,7 @@ mod tun;
 
 pub use serve::{ApiApp, Wake};
 pub use sim::{sim_endpoints, sim_pair};
-pub use tun::tun_endpoint;
+pub use tun::{tun_endpoint, DriverThread};
 
 use bth_placement::{Access, MrHandle, WcStatus};
 use bytes::Bytes;
@@ -58,14 +58,18 @@ pub enum ApiError {
 /// A received message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
+    /// The message's bytes: the receive buffer cut to the length that landed.
     pub data: Vec<u8>,
+    /// The immediate data sent with it, if any.
     pub imm: Option<u32>,
 }
 
 /// An RDMA WRITE with immediate that landed in our memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteNotice {
+    /// The WRITE's immediate data (0 if the CQE carried none).
     pub imm: u32,
+    /// Bytes the WRITE placed in our MR (the CQE's byte length).
     pub len: u32,
 }
 

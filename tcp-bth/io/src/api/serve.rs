@@ -12,6 +12,8 @@ use tokio::sync::mpsc;
 /// How a handle wakes its driver after queueing a command (the TUN driver may be blocked in
 /// `io_uring_enter`; the simulator's task may be waiting for work).
 pub trait Wake: Send + Sync + 'static {
+    /// Make the driver run a turn soon: end its current wait, or the next one. Called from
+    /// the caller's task or thread after each command is queued; must not block.
     fn wake(&self);
 }
 

@@ -16,7 +16,9 @@ use std::time::Duration;
 /// in one turn, and the simulator missed what one ACK per turn did to loss recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DriverModel {
+    /// Fixed cost of a turn that moved at least one packet (one that moved none costs nothing).
     pub per_turn: Duration,
+    /// Cost added per packet the turn received or sent.
     pub per_segment: Duration,
     /// Packets waiting for an end's driver at most: its device's queue and the receive
     /// buffers it has posted. None: unbounded.

@@ -13,6 +13,7 @@ pub enum Fate {
     Dropped,
     /// Delivered at `arrival`.
     Deliver {
+        /// When the original arrives at the far end (the link's virtual time).
         arrival: Duration,
         /// An unaltered copy of the packet as sent arrives at this time too.
         duplicate: Option<Duration>,

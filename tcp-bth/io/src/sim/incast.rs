@@ -8,7 +8,8 @@
 //! `queue_limit_bytes`, serialization at `bandwidth_bps`), every sender's packets go into it;
 //! its B→A lane carries the receiver's ACKs back. The senders' own links are not modelled
 //! (they are infinitely fast), so the only queue is the bottleneck's. The receiver has one
-//! [`Connection`] per sender (there is no endpoint yet), found by the sender's port.
+//! [`Connection`] per sender, found by the sender's port (the incast keeps its own table
+//! rather than an endpoint's: it models one receiver's admission, not connection set-up).
 //!
 //! Deterministic: the link's seed draws its impairments, the keys are derived from the seed,
 //! and every loop visits connections in sender order (rotated per step, so no sender always
@@ -36,15 +37,20 @@ pub enum IncastOp {
     WriteImm,
 }
 
+/// An incast run ([`run`]): the senders, what they post and the bottleneck they share.
 #[derive(Debug, Clone)]
 pub struct IncastConfig {
+    /// Senders, each with one connection to the receiver from port `SENDER_PORT + i`
+    /// (at most `u16::MAX - SENDER_PORT`; more are cut to that).
     pub senders: usize,
     /// Messages per sender.
     pub messages: usize,
     /// Messages each sender keeps outstanding: all start at the same instant, and a sender
     /// posts its next one when one of its own completes (is acknowledged).
     pub window: usize,
+    /// Bytes per message.
     pub message_len: u32,
+    /// SEND or WRITE with immediate.
     pub op: IncastOp,
     /// Receives the receiver keeps posted per sender (SEND), reposted as each completes.
     pub recv_depth: usize,
@@ -86,19 +92,26 @@ impl Default for IncastConfig {
 /// What one run did; every figure is counted or measured on the virtual clock.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IncastReport {
+    /// Whether the senders enforced the grant ([`IncastConfig::admission`]).
     pub admission: bool,
+    /// Messages completed at the receiver, all senders together.
     pub messages: usize,
     /// Packets the bottleneck queue refused.
     pub queue_drops: u64,
     /// Message completion time: from its post at the sender to its completion at the
     /// receiver.
     pub p50: Duration,
+    /// 99th percentile of the completion time (nearest rank).
     pub p99: Duration,
+    /// Longest completion time.
     pub max: Duration,
+    /// Segments the senders retransmitted.
     pub retransmits: u64,
+    /// Retransmission timeouts at the senders.
     pub rto_events: u64,
     /// Senders' holds by the grant (`Stats::grant_holds`) and their total time.
     pub grant_holds: u64,
+    /// Total time of those holds.
     pub grant_held: Duration,
     /// R=1 segments the receiver sent.
     pub grants_sent: u64,
@@ -108,34 +121,62 @@ pub struct IncastReport {
     pub goodput_gbps: f64,
 }
 
+/// Why an incast [`run`] failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IncastError {
+    /// Not every connection was established within 5 s of virtual time.
     #[error("{established} of {senders} connections established")]
-    Handshake { established: usize, senders: usize },
+    Handshake {
+        /// Connections up: established ends (senders' and receiver's) halved.
+        established: usize,
+        /// Senders in the run.
+        senders: usize,
+    },
+    /// A sender refused to post a message.
     #[error("sender {sender}: post refused: {source}")]
     Post {
+        /// The sender (index from 0; its port is `SENDER_PORT + sender`).
         sender: usize,
+        /// Why the post was refused.
         source: tcp_bth::CallError,
     },
-    #[error("receive for sender {sender} refused: {source}")]
+    /// The receiver refused a receive buffer (SEND) or the registration of the sender's MR
+    /// (WRITE).
+    #[error("receive buffer or target region for sender {sender} refused: {source}")]
     PostRecv {
+        /// The sender the receive or MR was for.
         sender: usize,
+        /// Why it was refused.
         source: tcp_bth::CallError,
     },
+    /// Not every message completed at the receiver within the time limit.
     #[error("not finished after {limit:?}: {completed} of {expected} messages")]
     Stalled {
+        /// The run's [`IncastConfig::time_limit`] (virtual time).
         limit: Duration,
+        /// Messages completed at the receiver.
         completed: usize,
+        /// Messages posted in all: senders × messages.
         expected: usize,
     },
+    /// A completion with an error status or of the wrong kind, or at the receiver one for an
+    /// unknown or already completed message.
     #[error("sender {sender}: completion failed: {completion:?}")]
     Failed {
+        /// The sender whose connection (either end) produced it.
         sender: usize,
+        /// The CQE as polled.
         completion: Completion,
     },
+    /// Bytes that landed at the receiver differ from those sent.
     #[error("sender {sender} message {message}: bytes differ from what was sent")]
-    Mismatch { sender: usize, message: usize },
+    Mismatch {
+        /// The sender.
+        sender: usize,
+        /// Index of the message among that sender's.
+        message: usize,
+    },
 }
 
 /// The senders' and the receiver's connections and the link between them.

@@ -179,17 +179,33 @@ impl Default for LinkConfig {
 pub enum LinkConfigError {
     /// A probability field is NaN or outside `[0, 1]`.
     #[error("link {field} probability must be within [0, 1], got {value}")]
-    Probability { field: &'static str, value: f64 },
+    Probability {
+        /// The field: `loss`, `reorder`, `duplicate`, `corrupt` or `swap`.
+        field: &'static str,
+        /// The value refused.
+        value: f64,
+    },
     /// `reorder > 0` but `reorder_depth` is zero, so reordering could not delay anything.
     #[error("reordering with probability {reorder} needs a non-zero reordering depth")]
-    ZeroReorderDepth { reorder: f64 },
+    ZeroReorderDepth {
+        /// The reorder probability.
+        reorder: f64,
+    },
     /// A [`Spray`] with fewer than 2 or more than [`MAX_PATHS`] paths (one path is no spraying:
     /// leave [`LinkConfig::spray`] at `None`).
     #[error("spraying needs 2 to {max} paths, got {paths}", max = MAX_PATHS)]
-    PathCount { paths: usize },
+    PathCount {
+        /// Paths given.
+        paths: usize,
+    },
     /// A path's loss probability is NaN or outside `[0, 1]`.
     #[error("path loss probability must be within [0, 1], got {value} (path {path})")]
-    PathLoss { path: usize, value: f64 },
+    PathLoss {
+        /// Index of the path in [`Spray::paths`].
+        path: usize,
+        /// Its loss probability.
+        value: f64,
+    },
 }
 
 impl LinkConfig {

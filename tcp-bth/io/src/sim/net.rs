@@ -44,12 +44,17 @@ pub fn net_conn_configs(seed: u64) -> (Config, Config) {
     (a, b)
 }
 
+/// Two endpoints, A and B, joined by a [`SimLink`] on a virtual clock: see the
+/// [module docs](self). Nothing runs until [`step`](Self::step) or a `run`.
 pub struct Net {
     /// End A: sends [`Direction::AtoB`].
     pub a: Endpoint,
     /// End B: sends [`Direction::BtoA`].
     pub b: Endpoint,
+    /// The link between them; what A sends goes [`Direction::AtoB`].
     pub link: SimLink,
+    /// Virtual time now: 1 ms at [`new`](Self::new), moved by [`step`](Self::step) (or by the
+    /// caller, between [`turns_now`](Self::turns_now) calls).
     pub now: Duration,
     /// Serve each end in costed turns ([`DriverModel`]); None: a turn costs no time.
     pub driver: Option<DriverModel>,

@@ -10,8 +10,11 @@ use tcp_bth::{Config, Connection, State};
 
 /// Addresses and ports of the two ends.
 pub const A_IP: [u8; 4] = [10, 77, 0, 1];
+/// Address of end B.
 pub const B_IP: [u8; 4] = [10, 77, 0, 2];
+/// Port of end A, the active opener.
 pub const A_PORT: u16 = 40000;
+/// Port B listens on.
 pub const B_PORT: u16 = 4791;
 
 /// Configuration of end A (the active opener) and end B (the listener) for a pair.
@@ -39,12 +42,17 @@ pub fn pair_configs(seed: u64) -> (Config, Config) {
 
 pub use super::clock::DriverModel;
 
+/// Two bare connections, A (the active opener) and B (made by A's SYN), joined by a
+/// [`SimLink`] on a virtual clock: see the [module docs](self).
 pub struct Pair {
+    /// End A: connects at [`new`](Self::new), sends [`Direction::AtoB`].
     pub a: Connection,
     /// Created when B's listener sees A's SYN.
     pub b: Option<Connection>,
     b_cfg: Config,
+    /// The link between them.
     pub link: SimLink,
+    /// Virtual time now: 1 ms at [`new`](Self::new), moved by [`step`](Self::step).
     pub now: Duration,
     /// Events processed (packets delivered + timers fired), a cost measure for the harness.
     pub events: u64,
@@ -58,7 +66,8 @@ pub struct Pair {
     ends: Ends,
 }
 
-/// A packet observer: (time, direction, TCP segment bytes).
+/// A packet observer: (time, direction, packet bytes): TCP segments on a [`Pair`], whole IP
+/// packets on a `Net`.
 pub type Tap = Box<dyn FnMut(Duration, Direction, &[u8]) + Send>;
 
 impl Pair {
@@ -79,6 +88,7 @@ impl Pair {
         }
     }
 
+    /// End B. Panics before A's SYN has arrived (the `b` field is `None` until then).
     pub fn b(&mut self) -> &mut Connection {
         self.b.as_mut().expect("B exists once A's SYN arrived")
     }

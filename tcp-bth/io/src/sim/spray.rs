@@ -45,6 +45,7 @@ pub enum SprayMode {
 pub struct Spray {
     /// 2 to [`MAX_PATHS`] paths.
     pub paths: Vec<PathConfig>,
+    /// How each packet's path is picked.
     pub mode: SprayMode,
 }
 

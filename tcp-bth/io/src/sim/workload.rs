@@ -13,26 +13,39 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tcp_bth::{CallError, Completion, Connection, ConnectionError, Mode, State, WcOp};
 
+/// What a planned message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// A SEND into a receive buffer B keeps posted.
     Send,
+    /// An RDMA WRITE with immediate into B's target MR.
     WriteImm,
+    /// An RDMA READ from B's source MR into a buffer of A's.
     Read,
 }
 
+/// A workload [`run`]. Default: 300 messages of 1 byte to 4 MiB, SEND:WRITE:READ 2:1:1,
+/// 16 receives deep, seed 1, [`LinkConfig::default`], 600 s limit, CUBIC, per-segment
+/// framing, no capture, no driver model.
 #[derive(Debug, Clone)]
 pub struct WorkloadConfig {
+    /// Messages A posts.
     pub messages: usize,
+    /// Smallest message in bytes (at least 1); sizes are log-uniform up to `max_size`.
     pub min_size: u32,
+    /// Largest message in bytes.
     pub max_size: u32,
     /// Relative weights of SEND, WRITE_WITH_IMM, READ.
     pub mix: [u32; 3],
     /// Receive buffers B keeps posted ahead of the SENDs (the credit A sees).
     pub recv_depth: usize,
+    /// Seed of the plan, the payloads and the ISN keys; the link has its own (`link.seed`).
     pub seed: u64,
+    /// The simulated link between A and B.
     pub link: LinkConfig,
     /// Virtual time allowed for the whole run.
     pub time_limit: Duration,
+    /// Congestion control of both ends.
     pub congestion: bth_cc::Algorithm,
     /// Write every segment both ends hand to the link (before impairment, handshake and close
     /// included) to this pcap file; see [`bth_capture`].
@@ -62,18 +75,27 @@ impl Default for WorkloadConfig {
     }
 }
 
-/// What a run did; every figure is counted, none is derived from the configuration.
+/// What a run did. The figures the run produced are counted as it ran; `messages` and
+/// `message_bytes` are what the plan (from the configuration) asked for.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     /// The connection runs S framing (amendment 3): both ends asked for it and negotiated it.
     pub seq_framed: bool,
+    /// Messages planned (all completed, since the run succeeded).
     pub messages: usize,
+    /// Their bytes together.
     pub message_bytes: u64,
+    /// Virtual time from the start of the handshake to the last completion.
     pub virtual_time: Duration,
+    /// Data segments sent, retransmissions included, both ends.
     pub segments_sent: u64,
+    /// Of those, retransmissions, both ends.
     pub retransmits: u64,
+    /// Retransmissions proven needless (D-SACK or timestamps), both ends.
     pub spurious_retransmits: u64,
+    /// Tail loss probes sent, both ends.
     pub tlp_probes: u64,
+    /// Retransmission timeouts, both ends.
     pub rto_events: u64,
     /// RACK loss detections (events that marked segments lost), both ends.
     pub rack_losses: u64,
@@ -86,12 +108,20 @@ pub struct Report {
     /// Time A's and B's drivers spent in turns up to the last completion (zero without a
     /// [`DriverModel`]): busy / `virtual_time` is each end's load.
     pub driver_busy: [Duration; 2],
+    /// Segments placed directly while an earlier hole was open, both ends.
     pub ooo_placed: u64,
+    /// Payload bytes that reached their final place, both ends.
     pub bytes_placed: u64,
+    /// Payload bytes written into receive buffers and MRs, both ends (equal to
+    /// `bytes_placed` when each byte is copied once).
     pub bytes_copied: u64,
+    /// BTH segments dropped for a wrong ICRC, both ends.
     pub icrc_errors: u64,
+    /// Segments the parser refused (checksum, header, options), both ends.
     pub malformed: u64,
+    /// SEND segments refused because no receive buffer was posted for their MSN, both ends.
     pub receiver_not_ready: u64,
+    /// Packets the link dropped (loss and full queue), both directions.
     pub link_dropped: u64,
     /// Of `link_dropped`, segments from A to B (A's data; B's ACKs go the other way).
     pub link_dropped_a_to_b: u64,
@@ -99,16 +129,23 @@ pub struct Report {
     /// ([`DriverModel::rx_queue`](super::pair::DriverModel::rx_queue)), both ends: what the
     /// real path counts as device drops.
     pub driver_dropped: u64,
+    /// Packets with one bit flipped by the link, both directions.
     pub link_corrupted: u64,
     /// Packets whose payload words the link swapped (checksum-neutral corruption).
     pub link_swapped: u64,
+    /// Packets the link drew for reordering, both directions.
     pub link_reordered: u64,
+    /// Extra copies the link made, both directions.
     pub link_duplicated: u64,
+    /// Messages whose bytes were checked and matched: SENDs and WRITEs at B, READs at A.
     pub verified: usize,
+    /// Both directions closed in order afterwards (A in TIME-WAIT, B closed) within 60 s of
+    /// virtual time.
     pub closed_cleanly: bool,
 }
 
 impl Report {
+    /// `message_bytes` over `virtual_time`, in Gbit/s (0 when no time passed).
     pub fn goodput_gbps(&self) -> f64 {
         let secs = self.virtual_time.as_secs_f64();
         if secs == 0.0 {
@@ -125,9 +162,16 @@ impl Report {
 pub enum WorkloadError {
     /// The capture file could not be created or completed.
     #[error("capture {}: {source}", path.display())]
-    Capture { path: PathBuf, source: io::Error },
+    Capture {
+        /// The capture file.
+        path: PathBuf,
+        /// What failed.
+        source: io::Error,
+    },
+    /// The connection was not established within 30 s of virtual time.
     #[error("handshake did not complete")]
     Handshake,
+    /// The handshake fell back to plain TCP: A is not in BTH mode.
     #[error("tcp_bth was not negotiated")]
     NotNegotiated,
     /// B refused to register one of its memory regions.
@@ -135,10 +179,20 @@ pub enum WorkloadError {
     Register(CallError),
     /// A refused a SEND or RDMA WRITE.
     #[error("post {message}: {source}")]
-    Post { message: usize, source: CallError },
+    Post {
+        /// Index of the message (its `wr_id`).
+        message: usize,
+        /// Why A refused it.
+        source: CallError,
+    },
     /// A refused an RDMA READ.
     #[error("post read {message}: {source}")]
-    PostRead { message: usize, source: CallError },
+    PostRead {
+        /// Index of the message (its `wr_id`).
+        message: usize,
+        /// Why A refused it.
+        source: CallError,
+    },
     /// The run did not complete every message within its virtual time limit. `a_error` and
     /// `b_error` are the connections' errors, if they ended.
     #[error(
@@ -146,19 +200,29 @@ pub enum WorkloadError {
          {a_completed}/{a_expected}, B {b_completed}/{b_expected}; A {a_error:?}, B {b_error:?}"
     )]
     Stalled {
+        /// The run's [`WorkloadConfig::time_limit`].
         time_limit: Duration,
+        /// Completions A polled.
         a_completed: usize,
+        /// Completions A expects: one per message.
         a_expected: usize,
+        /// Completions B polled.
         b_completed: usize,
+        /// Completions B expects: one per SEND and WRITE.
         b_expected: usize,
+        /// A's connection error, if it ended.
         a_error: Option<ConnectionError>,
+        /// B's connection error, if it ended.
         b_error: Option<ConnectionError>,
     },
     /// A completion at A with an error status.
     #[error("A completion {op:?} {wr_id:?} failed: {status:?}")]
     FailedAtA {
+        /// The WR's operation.
         op: WcOp,
+        /// Its `wr_id` (the message index).
         wr_id: u64,
+        /// The CQE's error status.
         status: WcStatus,
     },
     /// A completion at B with an error status.
@@ -167,6 +231,7 @@ pub enum WorkloadError {
     /// B completed an operation it never receives (only receives and WRITEs with immediate).
     #[error("unexpected completion at B: {0:?}")]
     UnexpectedAtB(WcOp),
+    /// A WRITE-with-immediate completion at B without its immediate (which names the message).
     #[error("write completion without immediate")]
     NoImmediate,
     /// A completion at B names a message the plan does not have.
@@ -177,12 +242,26 @@ pub enum WorkloadError {
     UnknownWr(usize),
     /// A message completed at B with another length than was sent.
     #[error("message {message}: {got} bytes, sent {sent}")]
-    Length { message: usize, got: u32, sent: u32 },
+    Length {
+        /// Index of the message.
+        message: usize,
+        /// Bytes the CQE reports.
+        got: u32,
+        /// Bytes A sent.
+        sent: u32,
+    },
     /// Receive completions at B not in MSN order.
     #[error("receive completions out of MSN order: {prev} then {next}")]
-    MsnOrder { prev: u16, next: u16 },
+    MsnOrder {
+        /// MSN of the previous receive completion.
+        prev: u16,
+        /// MSN of this one, not after `prev`.
+        next: u16,
+    },
+    /// A receive completion at B without its buffer.
     #[error("receive completion without its buffer")]
     NoRecvBuffer,
+    /// An RDMA READ completion at A without its sink buffer.
     #[error("READ completion without its sink")]
     NoReadSink,
     /// B's WRITE target region is no longer registered.
@@ -191,7 +270,12 @@ pub enum WorkloadError {
     /// The bytes that landed differ from the bytes sent: at B for a SEND or WRITE, at A for a
     /// READ.
     #[error("{}", mismatch(*kind, *message))]
-    Mismatch { kind: Kind, message: usize },
+    Mismatch {
+        /// What the message was.
+        kind: Kind,
+        /// Index of the message.
+        message: usize,
+    },
 }
 
 fn mismatch(kind: Kind, i: usize) -> String {
@@ -205,7 +289,9 @@ fn mismatch(kind: Kind, i: usize) -> String {
 /// One planned message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
+    /// SEND, WRITE with immediate or READ.
     pub kind: Kind,
+    /// Message length in bytes.
     pub size: u32,
     /// WRITE: offset in B's target region; READ: offset in B's source region.
     pub offset: u64,
@@ -389,7 +475,7 @@ pub fn run(cfg: &WorkloadConfig) -> Result<Report, WorkloadError> {
         }
         while let Some(c) = p.a.poll_completion() {
             a_done += 1;
-            if let Err(e) = check_a(&c, &plans, seed, &source_bytes) {
+            if let Err(e) = check_a(&c, &plans, &source_bytes) {
                 failure.get_or_insert(e);
             } else if c.op == WcOp::RdmaRead {
                 verified += 1;
@@ -527,7 +613,7 @@ fn check_b(
     Ok(())
 }
 
-fn check_a(c: &Completion, plans: &[Plan], _seed: u64, source: &[u8]) -> Result<(), WorkloadError> {
+fn check_a(c: &Completion, plans: &[Plan], source: &[u8]) -> Result<(), WorkloadError> {
     if c.status != WcStatus::Success {
         return Err(WorkloadError::FailedAtA {
             op: c.op,

@@ -12,11 +12,15 @@ const PROC_NET_DEV: &str = "/proc/thread-self/net/dev";
 /// Receive and transmit drops of one device.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Drops {
+    /// Receive drops (the receive `drop` column).
     pub rx: u64,
+    /// Transmit drops (the transmit `drop` column; for a TUN device, packets that found the
+    /// queue to our reader full).
     pub tx: u64,
 }
 
 impl Drops {
+    /// Receive and transmit drops together (saturating).
     pub fn total(self) -> u64 {
         self.rx.saturating_add(self.tx)
     }

@@ -1,4 +1,4 @@
-//! The kernel's TCP segmentation offload as the relay sees it on a TUN device opened with
+//! The kernel's TCP segmentation offload as it reaches a TUN device opened with
 //! `IFF_VNET_HDR` ([`TunConfig::offload`](super::TunConfig::offload)): every packet comes with
 //! a `struct virtio_net_hdr` ([`VnetHdr`]), and a TCP sender's packet may be a GSO super-packet,
 //! one IP and TCP header followed by up to 64 KiB of payload that stands for
@@ -17,7 +17,8 @@ use etherparse::{IpNumber, Ipv4Header, Ipv6Header, TcpHeader};
 use std::ops::Range;
 use tcp_bth::wire::{checksum, IpPair};
 
-/// Size of `struct virtio_net_hdr`, which the relay sets with `TUNSETVNETHDRSZ` (no
+/// Size of `struct virtio_net_hdr`, which `TunDevice::create` sets with `TUNSETVNETHDRSZ` on
+/// every device with offload on (the stack's and the relay's) (no
 /// `num_buffers`: that field is for mergeable receive buffers, which a TUN does not use).
 pub const VNET_HDR_LEN: usize = 10;
 /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the checksum at `csum_start + csum_offset` is partial.
@@ -27,21 +28,30 @@ pub const F_NEEDS_CSUM: u8 = 1;
 pub const F_DATA_VALID: u8 = 2;
 /// `VIRTIO_NET_HDR_GSO_NONE`, `_TCPV4`, `_TCPV6`.
 pub const GSO_NONE: u8 = 0;
+/// `VIRTIO_NET_HDR_GSO_TCPV4`: a TCP over IPv4 super-packet.
 pub const GSO_TCPV4: u8 = 1;
+/// `VIRTIO_NET_HDR_GSO_TCPV6`: a TCP over IPv6 super-packet.
 pub const GSO_TCPV6: u8 = 4;
 /// Offset of the checksum in a TCP header: what `csum_offset` must be.
 const TCP_CSUM_OFFSET: u16 = checksum::TCP_CHECKSUM_OFFSET as u16;
 
-/// `struct virtio_net_hdr`, little-endian (the relay sets `TUNSETVNETLE`, so the byte order
+/// `struct virtio_net_hdr`, little-endian (`TunDevice::create` sets `TUNSETVNETLE`, so the byte order
 /// does not depend on the host).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct VnetHdr {
+    /// [`F_NEEDS_CSUM`] and [`F_DATA_VALID`] bits.
     pub flags: u8,
+    /// [`GSO_NONE`], [`GSO_TCPV4`] or [`GSO_TCPV6`]; any other value (ECN included) is refused
+    /// ([`GsoError::GsoType`]).
     pub gso_type: u8,
     /// A hint (the sender's linear header bytes), not the header length: never trusted.
     pub hdr_len: u16,
+    /// Payload bytes per segment (the MSS) of a super-packet; 0 for a single packet.
     pub gso_size: u16,
+    /// Where the partial checksum's sum starts, from the start of the IP packet (the TCP
+    /// header).
     pub csum_start: u16,
+    /// Where the checksum field lies after `csum_start` (16 for TCP).
     pub csum_offset: u16,
 }
 
@@ -49,40 +59,76 @@ pub struct VnetHdr {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GsoError {
+    /// The buffer is shorter than the virtio-net header.
     #[error("{len} bytes: shorter than the {VNET_HDR_LEN}-byte virtio-net header")]
-    Short { len: usize },
+    Short {
+        /// Bytes in the buffer.
+        len: usize,
+    },
+    /// A GSO type other than [`GSO_TCPV4`] and [`GSO_TCPV6`]; for [`complete_checksum`], any
+    /// but [`GSO_NONE`].
     #[error("unsupported GSO type {0:#04x} (only TCPv4 and TCPv6, without ECN)")]
     GsoType(u8),
+    /// A super-packet without [`F_NEEDS_CSUM`].
     #[error("GSO packet without NEEDS_CSUM")]
     NoPartialChecksum,
+    /// The partial checksum is not the TCP header's checksum field.
     #[error("partial checksum at {start}+{offset}, not at the TCP checksum ({expected}+16)")]
     ChecksumPlace {
+        /// `csum_start` as given.
         start: u16,
+        /// `csum_offset` as given.
         offset: u16,
+        /// Where the TCP header starts: the IP header's length.
         expected: usize,
     },
+    /// The checksum field lies beyond the packet.
     #[error("partial checksum at {start}+{offset} beyond the {len}-byte packet")]
-    ChecksumOutside { start: u16, offset: u16, len: usize },
+    ChecksumOutside {
+        /// `csum_start` as given.
+        start: u16,
+        /// `csum_offset` as given.
+        offset: u16,
+        /// Bytes of the IP packet.
+        len: usize,
+    },
+    /// The IPv4 header does not parse.
     #[error("IPv4 header: {0}")]
     Ipv4(#[from] etherparse::err::ipv4::HeaderSliceError),
+    /// The IPv6 header does not parse.
     #[error("IPv6 header: {0}")]
     Ipv6(#[from] etherparse::err::ipv6::HeaderSliceError),
+    /// The TCP header does not parse.
     #[error("TCP header: {0}")]
     Tcp(#[from] etherparse::err::tcp::HeaderSliceError),
+    /// The IP header's length disagrees with the packet's.
     #[error("the IP header says {claimed} bytes, the packet has {actual}")]
-    Length { claimed: usize, actual: usize },
+    Length {
+        /// Bytes the IP header claims.
+        claimed: usize,
+        /// Bytes the packet has.
+        actual: usize,
+    },
+    /// An IPv4 fragment.
     #[error("IPv4 fragment")]
     Fragment,
+    /// The IP protocol (IPv6: next header), not TCP; IPv6 extension headers land here.
     #[error("IP protocol {0} is not TCP (IPv6 extension headers are not supported)")]
     NotTcp(u8),
+    /// A super-packet whose `gso_size` is 0.
     #[error("gso_size 0")]
     ZeroGsoSize,
+    /// A super-packet without TCP payload.
     #[error("GSO packet without TCP payload")]
     NoPayload,
+    /// [`GsoPacket::build_run`] was asked for no segment or for segments beyond the packet's.
     #[error("segments {first}..{end} are not within the packet's {count}")]
     Run {
+        /// First segment asked for.
         first: usize,
+        /// One past the last segment asked for.
         end: usize,
+        /// Segments in the packet.
         count: usize,
     },
 }
@@ -137,6 +183,7 @@ impl VnetHdr {
         })
     }
 
+    /// The header as the device reads it: 10 bytes, little-endian.
     pub fn to_bytes(&self) -> [u8; VNET_HDR_LEN] {
         let mut b = [0u8; VNET_HDR_LEN];
         b[0] = self.flags;
@@ -173,6 +220,8 @@ impl VnetHdr {
         h
     }
 
+    /// Whether [`F_NEEDS_CSUM`] is set: the TCP checksum field holds only the pseudo-header
+    /// sum.
     pub fn needs_csum(&self) -> bool {
         self.flags & F_NEEDS_CSUM != 0
     }

@@ -31,13 +31,18 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 /// How to set up a TUN interface: its own (kernel-side) addresses and prefixes, and its MTU.
 #[derive(Debug, Clone)]
 pub struct TunConfig {
+    /// Interface name, 1 to 15 bytes; a pattern such as `tun%d` lets the kernel choose
+    /// ([`TunDevice::name`] says what it chose).
     pub name: String,
+    /// The interface's IPv4 address (the kernel's side of the device).
     pub addr: Ipv4Addr,
+    /// IPv4 prefix length, at most 32: the kernel routes the prefix into the device.
     pub prefix: u8,
     /// An IPv6 address and prefix length for the interface as well (the kernel then routes
     /// the prefix into the device, and the driver carries IPv6 packets like IPv4 ones).
     /// A TUN device has no link layer, so the address is usable at once (no DAD).
     pub addr6: Option<(Ipv6Addr, u8)>,
+    /// Interface MTU in bytes; [`Driver`] accepts at most [`MAX_MTU`].
     pub mtu: u32,
     /// What the device offloads ([`Offload`]).
     pub offload: Offload,
@@ -184,10 +189,12 @@ impl TunDevice {
         self.offload
     }
 
+    /// The interface's name, as the kernel set it.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The MTU it was created with ([`TunConfig::mtu`]).
     pub fn mtu(&self) -> u32 {
         self.mtu
     }
@@ -199,10 +206,12 @@ impl TunDevice {
         devstats::device_drops(&self.name)
     }
 
+    /// The TUN descriptor, still owned by this device (do not close it).
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
+    /// Set `O_NONBLOCK`: a read with no packet waiting then fails with `WouldBlock`.
     pub fn set_nonblocking(&self) -> io::Result<()> {
         let fd = self.fd.as_raw_fd();
         // SAFETY: fcntl(2) flag get/set on a descriptor we own.

@@ -32,6 +32,8 @@ const HAND_OVER: usize = BUF / 4;
 /// Most read buffers kept for reuse once written out (16 MiB).
 const SPARE: usize = 128;
 
+/// The impairment relay between two TUN devices: [`new`](Self::new), then
+/// [`run`](Self::run), which blocks its thread until stopped.
 pub struct Relay {
     a: TunDevice,
     b: TunDevice,
@@ -53,11 +55,15 @@ pub struct Relay {
 /// same with and without offload; [`RelayIo`] has the reads and writes.
 #[derive(Debug, Clone, Default)]
 pub struct RelayStats {
+    /// Counters of the link from device `a` to `b`.
     pub a_to_b: LinkStats,
+    /// Counters of the link from device `b` to `a`.
     pub b_to_a: LinkStats,
     /// Per sprayed path (empty without spraying).
     pub a_to_b_paths: Vec<PathStats>,
+    /// Per sprayed path of B→A (empty without spraying).
     pub b_to_a_paths: Vec<PathStats>,
+    /// The relay's reads and writes and what it did to GSO packets.
     pub io: RelayIo,
 }
 

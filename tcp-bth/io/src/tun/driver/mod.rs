@@ -104,13 +104,17 @@ const WAKE_UD: u64 = 1 << 33;
 pub struct DriverStats {
     /// Packets read from the device, and their bytes.
     pub packets_in: u64,
+    /// Bytes of those packets, virtio-net headers included.
     pub bytes_in: u64,
     /// Packets queued for writing into the device, and their bytes.
     pub packets_out: u64,
+    /// Bytes of those packets, virtio-net headers included.
     pub bytes_out: u64,
     /// `io_uring_enter` calls.
     pub enters: u64,
-    /// Reads that completed with an error (each is posted again unless the error is fatal).
+    /// Read-side failures: reads that completed with an error, multishot completions that
+    /// carried no buffer, failures to re-arm or re-post a read, and failed wake polls (each
+    /// read is posted again unless the error is fatal).
     pub read_errors: u64,
     /// Writes the device refused (completed with an error): the packet is lost, the
     /// connection's recovery sends it again.
@@ -142,6 +146,7 @@ pub struct DriverStats {
     /// and super-segments written (the connection's `GatherLimits::gso_payload`): each
     /// stands for several segments, cut by the kernel or by the receiving device.
     pub gso_in: u64,
+    /// Super-segments written.
     pub gso_out: u64,
     /// Times the multishot read ended and was armed again (the kernel ends it when the
     /// provided buffers run out, `ENOBUFS`, or on an error).
@@ -249,6 +254,7 @@ pub struct Driver {
     /// ([`PacketIo::waker`]: the async API's commands). A poll holds no buffer, so it needs
     /// no care at shutdown beyond the cancellation every operation gets.
     wake: Arc<OwnedFd>,
+    /// The driver's counters; [`stats`](Self::stats) returns a copy.
     pub stats: DriverStats,
 }
 
@@ -412,6 +418,7 @@ impl Driver {
         self.start.elapsed()
     }
 
+    /// A copy of the counters.
     pub fn stats(&self) -> DriverStats {
         self.stats
     }
@@ -433,6 +440,7 @@ impl Driver {
         .filter(|q| q.packets > 0)
     }
 
+    /// The TUN device the driver serves.
     pub fn device(&self) -> &TunDevice {
         &self.tun
     }

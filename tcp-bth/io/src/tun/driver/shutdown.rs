@@ -1,7 +1,8 @@
 //! The end of a driver: every read and write is cancelled and its completion reaped before the
 //! registered buffers are freed.
 //!
-//! The driver keeps `RX` reads posted on the TUN descriptor at all times; when it is dropped
+//! The driver keeps a read posted on the TUN descriptor at all times (one multishot read over
+//! provided buffers by default, or `RX` single reads); when it is dropped
 //! they are still in the kernel, which completes a read by copying a packet into its buffer.
 //! Closing the ring does cancel them, but asynchronously (the kernel tears the ring down in a
 //! worker), after our `Drop` has returned and freed the memory. So drop first submits one
@@ -29,10 +30,12 @@ pub struct Shutdown {
     /// Reads and writes submitted (or queued for submission) and not completed when the
     /// shutdown began.
     pub reads: usize,
+    /// Writes in flight when the shutdown began.
     pub writes: usize,
     /// Their completions, reaped: cancelled (`ECANCELED`), or finished before the
     /// cancellation reached them (a packet arrived, a write went out).
     pub cancelled: usize,
+    /// Of those, finished before the cancellation reached them.
     pub completed: usize,
     /// Operations not reaped within the limit: the buffers were leaked, not freed.
     pub abandoned: usize,
