@@ -5,6 +5,8 @@ use crate::wire::IpPair;
 use bth_cc::Algorithm;
 use std::time::Duration;
 
+/// One connection's settings: what its handshake offers, its timers and limits, and its
+/// address and ports. [`Default`] is a loopback IPv4 tcp_bth connection with Linux-like timers.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Offer the tcp_bth option on SYN / accept it on SYN-ACK. Off: plain TCP.
@@ -23,12 +25,15 @@ pub struct Config {
     pub framing: Framing,
     /// Offer RFC 7323 timestamps on a plain-TCP SYN.
     pub timestamps: bool,
+    /// Congestion control algorithm (`bth_cc`, built with the MSS).
     pub congestion: Algorithm,
     /// Longest a receiver holds back an ACK for data (RFC 1122 §4.2.3.2 allows 500 ms; a
     /// data-centre round trip is ~100 µs). Senders assume the peer uses the same bound: the
     /// tail loss probe waits for it (`timers.rs`).
     pub ack_delay: Duration,
+    /// Floor of the retransmission timeout (RFC 6298 §2.4 says 1 s; 200 ms, as Linux).
     pub min_rto: Duration,
+    /// Ceiling of the retransmission timeout, backoff included; also caps the persist wait.
     pub max_rto: Duration,
     /// Give up after this many consecutive retransmission timeouts.
     pub max_retries: u32,
@@ -41,6 +46,7 @@ pub struct Config {
     pub first_msn: u16,
     /// Largest message we accept (announced in the hello, at most 2^24-1).
     pub max_message_len: u32,
+    /// Receives that may be posted at once (placement caps it below 2^15, MSN arithmetic).
     pub max_posted_recvs: usize,
     /// Bound on out-of-order ranges tracked by the receiver.
     pub max_ooo_ranges: usize,
@@ -80,7 +86,9 @@ pub struct Config {
     pub isn_key: IsnKey,
     /// Addresses the TCP checksum covers.
     pub ip: IpPair,
+    /// Our TCP port.
     pub local_port: u16,
+    /// The peer's TCP port (taken from the SYN on a passive open).
     pub remote_port: u16,
 }
 

@@ -68,6 +68,8 @@ fn tuple_hash(key: &IsnKey, domain: u8, ip: IpPair, local_port: u16, remote_port
     tuple_hasher(key, domain, ip, local_port, remote_port).finish()
 }
 
+/// The ISN of the connection `ip`/`local_port`/`remote_port` opened at `now`: F's keyed
+/// hash of the 4-tuple plus M, `now` in 4 µs ticks (RFC 6528 §3).
 pub fn isn(key: &IsnKey, now: Duration, ip: IpPair, local_port: u16, remote_port: u16) -> u32 {
     let f = tuple_hash(key, 0, ip, local_port, remote_port) as u32;
     let m = (now.as_micros() / 4) as u32;

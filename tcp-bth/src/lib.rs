@@ -13,6 +13,7 @@
 //! dependency cycle; it is re-exported here as [`wire`].
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub use bth_wire as wire;
 
@@ -27,8 +28,8 @@ pub mod rtt;
 pub use config::{Config, Framing, Keepalive};
 pub use conn::{
     CallError, Completion, Connection, ConnectionError, Event, GatherLimits, IcmpError, Mode,
-    PostBufError, PostSendError, RegisterError, Rejected, RxHeld, SendLimits, Sge, State, Stats,
-    Unreachable, WcOp,
+    PostBufError, PostSendError, RecoveryStats, RegisterError, Rejected, RxHeld, SendLimits, Sge,
+    State, Stats, Unreachable, WcOp,
 };
 pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, OpenError, RxQueue, Transmit,

@@ -50,9 +50,13 @@ impl fmt::Display for Direction {
 /// Two connections wired back to back: every segment is handed to the filter, which may drop
 /// it (return `None`) or change it, then delivered after `delay`.
 pub struct BackToBack {
+    /// Endpoint A (the active opener in [`established`](Self::established)).
     pub a: Connection,
+    /// Endpoint B.
     pub b: Connection,
+    /// The virtual clock.
     pub now: Duration,
+    /// One-way delay of every segment (50 µs unless changed).
     pub delay: Duration,
     /// Segments each side sent, by [`Direction::index`] (counted before the filter).
     pub sent: [u64; 2],
@@ -60,6 +64,7 @@ pub struct BackToBack {
 }
 
 impl BackToBack {
+    /// `a` and `b` wired together as they are, the clock at `now`, nothing in flight.
     pub fn new(a: Connection, b: Connection, now: Duration) -> BackToBack {
         BackToBack {
             a,

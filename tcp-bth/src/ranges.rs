@@ -11,6 +11,8 @@
 
 use std::collections::VecDeque;
 
+/// Disjoint, non-adjacent `[start, end)` ranges of stream offsets, kept sorted; see the
+/// module documentation.
 #[derive(Debug, Clone, Default)]
 pub struct RangeSet {
     /// (start, end), sorted, disjoint and non-adjacent.
@@ -18,14 +20,17 @@ pub struct RangeSet {
 }
 
 impl RangeSet {
+    /// An empty set.
     pub fn new() -> RangeSet {
         RangeSet::default()
     }
 
+    /// Number of ranges (not bytes).
     pub fn len(&self) -> usize {
         self.ranges.len()
     }
 
+    /// No range.
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
@@ -120,6 +125,7 @@ impl RangeSet {
         self.at_or_before(at).filter(|&(_, e)| e > at)
     }
 
+    /// The ranges `(start, end)`, lowest first.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.ranges.iter().copied()
     }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+/// SRTT, RTTVAR and the RTO with its backoff (RFC 6298), and the smallest and latest RTT
+/// samples.
 #[derive(Debug, Clone)]
 pub struct RttEstimator {
     srtt: Option<Duration>,
@@ -30,6 +32,7 @@ impl RttEstimator {
         }
     }
 
+    /// Take an RTT sample (RFC 6298 §2.2/§2.3), and clear the backoff.
     pub fn on_sample(&mut self, rtt: Duration) {
         self.latest = Some(rtt);
         self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
@@ -49,18 +52,22 @@ impl RttEstimator {
         self.backoff = 0;
     }
 
+    /// Smoothed RTT; `None` before the first sample.
     pub fn srtt(&self) -> Option<Duration> {
         self.srtt
     }
 
+    /// RTT variation (RTTVAR); zero before the first sample.
     pub fn rttvar(&self) -> Duration {
         self.rttvar
     }
 
+    /// Smallest sample so far.
     pub fn min_rtt(&self) -> Option<Duration> {
         self.min_rtt
     }
 
+    /// Most recent sample.
     pub fn latest(&self) -> Option<Duration> {
         self.latest
     }
@@ -77,10 +84,12 @@ impl RttEstimator {
             .min(self.max_rto)
     }
 
+    /// The RTO fired: double it (RFC 6298 §5.5), up to 2^16 times and `max_rto`.
     pub fn on_timeout(&mut self) {
         self.backoff = (self.backoff + 1).min(16);
     }
 
+    /// Timeouts since the last sample (the RTO's doubling exponent, at most 16).
     pub fn backoff(&self) -> u32 {
         self.backoff
     }

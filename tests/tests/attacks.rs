@@ -737,36 +737,6 @@ fn out_of_order_ranges_are_bounded_in_plain_mode() {
 }
 
 #[test]
-fn sack_scoreboard_holds_only_sent_segments_whatever_the_blocks() {
-    use tcp_bth::conn::recovery::Recovery;
-    let mut r = Recovery::new();
-    let now = Duration::from_millis(10);
-    for i in 0..100u64 {
-        r.on_send(i * 1000, (i + 1) * 1000, now, 0);
-    }
-    let full_pipe = r.pipe();
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for _ in 0..100_000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let l = x % 200_000;
-        let sacks = [
-            (l, l + (x >> 40) % 50_000),
-            (x % 7, u64::MAX),
-            (u64::MAX - 1, 0),
-        ];
-        r.on_ack(0, &sacks, None, None, now, None);
-        assert!(r.pipe() <= full_pipe);
-        assert_eq!(r.highest_end(), Some(100_000));
-    }
-    // A real cumulative ACK still empties it.
-    r.on_ack(100_000, &[], None, None, now, None);
-    assert!(r.is_empty());
-    assert_eq!(r.pipe(), 0);
-}
-
-#[test]
 fn hammering_acks_with_sacks_and_credit_keeps_the_sender_bounded() {
     let mut p = bth_pair(52);
     let h = p.a.register_mr(vec![0u8; 1 << 20], RW).unwrap();

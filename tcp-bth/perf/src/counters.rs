@@ -1,7 +1,7 @@
 //! One side's connection counters as `bth-perf` prints them and sends them to the peer at the
 //! end of a run: loss recovery (what this side sent and how it repaired it, [`Recovery`]),
 //! ACKs, and segments dropped on arrival, by cause. From [`tcp_bth::Stats`] and
-//! [`tcp_bth::conn::recovery::RecoveryStats`].
+//! [`tcp_bth::RecoveryStats`].
 
 use super::Recovery;
 use serde::Serialize;

@@ -10,8 +10,8 @@
 
 use serde::Serialize;
 use std::fmt;
-use tcp_bth::conn::recovery::RecoveryStats;
 use tcp_bth::Connection;
+use tcp_bth::RecoveryStats;
 
 /// A copy of [`RecoveryStats`] (same names, same meaning) that can be written to the JSON run
 /// records; the core crate has no serde.

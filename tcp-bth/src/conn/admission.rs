@@ -93,36 +93,22 @@ impl Connection {
         }
     }
 
-    /// Sender: the grant of an R=1 segment whose ACK field is `ack`. A grant acknowledging less
-    /// than the one we hold is older (reordered) and ignored; so is one acknowledging data
-    /// never sent (that segment is dropped by the ACK checks anyway).
-    pub(super) fn on_peer_grant(&mut self, units: u32, ack: u32) {
-        let off = self.snd.off_of(ack);
-        if off < self.snd.grant_ack as i64 || off > self.snd.max() as i64 {
-            return;
-        }
-        self.snd.admission.on_grant(units);
-        self.snd.grant_ack = off as u64;
-    }
-
     /// Sender: new bytes the peer's grant admits now; unlimited with admission off, in plain
     /// mode, or before the first grant.
     pub(super) fn admission_room(&self) -> u64 {
         if !self.cfg.admission || !matches!(self.mode, Mode::Bth { .. }) {
             return u64::MAX;
         }
-        let beyond_grant_ack = self.snd.nxt.saturating_sub(self.snd.grant_ack);
-        self.snd.admission.allowed(beyond_grant_ack)
+        self.snd.grant_room()
     }
 
     /// Sender: new data is held by the grant alone (cwnd, window and credit would let it go).
     /// Counts the hold once, and arms the probe that draws a fresh grant if nothing is in flight.
     pub(super) fn note_grant_hold(&mut self, now: Duration) {
-        if self.snd.grant_held_since.is_none() {
-            self.snd.grant_held_since = Some(now);
+        if self.snd.start_grant_hold(now) {
             self.stats.grant_holds += 1;
         }
-        if !self.snd.rec.is_empty() || self.snd.fin.sent() {
+        if !self.snd.rec.is_empty() || self.snd.fin().sent() {
             // ACKs of what is in flight come first; the probe is for an idle sender.
             return;
         }
@@ -141,8 +127,8 @@ impl Connection {
 
     /// Sender: the grant no longer holds new data back; the hold's time is counted.
     pub(super) fn end_grant_hold(&mut self, now: Duration) {
-        if let Some(since) = self.snd.grant_held_since.take() {
-            self.stats.grant_held += now.saturating_sub(since);
+        if let Some(held) = self.snd.end_grant_hold(now) {
+            self.stats.grant_held += held;
         }
     }
 }

@@ -44,11 +44,17 @@ pub(super) enum Limit {
 /// documentation). Their sum is the time the connection had data to send or in flight.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SendLimits {
+    /// Segments going out, or the data path full (Linux's `busy`).
     pub sending: Duration,
+    /// Held by the congestion window.
     pub cwnd: Duration,
+    /// Held by the peer's TCP window (Linux's `rwnd_limited`).
     pub peer_window: Duration,
+    /// Held for the peer's message credit: no receive posted for the next SEND (RNR).
     pub credit: Duration,
+    /// Held by the peer's byte grant (receiver-driven admission).
     pub grant: Duration,
+    /// Data in flight and nothing more posted (Linux's `sndbuf_limited` comes closest).
     pub nothing_to_send: Duration,
 }
 

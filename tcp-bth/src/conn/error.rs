@@ -25,19 +25,25 @@ pub enum ConnectionError {
     /// destination unreachable the path reported meanwhile (a soft error), if any.
     #[error("retransmission timeout: peer unreachable after {retries} retries{}", IcmpNote(*.icmp))]
     TimedOut {
+        /// Retransmissions made before giving up (`Config::max_retries`).
         retries: u32,
+        /// The latest destination unreachable reported meanwhile.
         icmp: Option<Unreachable>,
     },
     /// Keepalive (`Config::keepalive`): the peer answered none of `probes` probes.
     #[error("keepalive: no answer to {probes} probes, the peer is gone{}", IcmpNote(*.icmp))]
     KeepaliveTimedOut {
+        /// Probes sent without an answer (`Keepalive::probes`).
         probes: u32,
+        /// The latest destination unreachable reported meanwhile.
         icmp: Option<Unreachable>,
     },
     /// User timeout (`Config::user_timeout`): data we sent stayed unacknowledged this long.
     #[error("user timeout: data unacknowledged for {after:?}{}", IcmpNote(*.icmp))]
     UserTimeout {
+        /// The user timeout in force (`Config::user_timeout`).
         after: std::time::Duration,
+        /// The latest destination unreachable reported meanwhile.
         icmp: Option<Unreachable>,
     },
     /// The peer sent an option in the framing we did not negotiate (the S bit, amendment 3):
@@ -53,7 +59,10 @@ pub enum ConnectionError {
     /// Our SYN (or SYN-ACK) went unanswered `syns` times (`Config::syn_retries` + 1): nobody
     /// listens at that address, or no route leads there.
     #[error("no answer to {syns} SYNs: nothing listens there, or no route leads there")]
-    HandshakeTimedOut { syns: u32 },
+    HandshakeTimedOut {
+        /// SYNs (or SYN-ACKs) sent, the first included.
+        syns: u32,
+    },
     /// The peer sent a segment that violated one of our memory regions' rights or bounds
     /// (RDMA rule: the QP goes to the error state).
     #[error("remote access error: a segment violated memory region rights or bounds")]
@@ -71,7 +80,10 @@ pub enum ConnectionError {
     PeerNak(Nak),
     /// A SEND waited longer than `Config::rnr_timeout` for the peer to post a receive.
     #[error("receiver not ready: SEND MSN {msn} found no posted receive within the RNR timeout")]
-    RnrRetryExceeded { msn: u16 },
+    RnrRetryExceeded {
+        /// MSN of the SEND that waited; it completed with `RnrRetryExceeded`.
+        msn: u16,
+    },
     /// [`Connection::abort`](super::Connection::abort) was called.
     #[error("aborted locally")]
     LocallyAborted,
@@ -80,7 +92,12 @@ pub enum ConnectionError {
     /// send, so it ends at once instead of stalling. `Config::mss` is larger than the data
     /// path's packets (set it from the device's MTU, less 40).
     #[error("transmit buffer of {buffer} bytes is shorter than the {needed}-byte segments this connection may build: Config::mss is larger than the data path carries")]
-    TransmitBufferShort { needed: usize, buffer: usize },
+    TransmitBufferShort {
+        /// Bytes the longest segment may take (`max_segment_len`).
+        needed: usize,
+        /// Bytes the offered buffer held.
+        buffer: usize,
+    },
 }
 
 /// ", and the path reported …" for an error that an ICMP soft error preceded.
@@ -122,10 +139,14 @@ pub enum CallError {
     /// `close()` was called, or the connection closed in order: no new work.
     #[error("connection is closing or closed")]
     Closed,
+    /// A verbs call (work requests, memory regions) on a connection that fell back to plain
+    /// TCP.
     #[error("operation needs tcp_bth, but the peer did not negotiate it")]
     NotBth,
+    /// `send_bytes` on a connection that negotiated tcp_bth.
     #[error("operation needs a plain TCP byte stream, but tcp_bth was negotiated")]
     NotPlain,
+    /// The call depends on the mode, which the handshake has not settled yet.
     #[error("handshake not finished")]
     NotEstablished,
     /// The framer refused the work request (size, sequence space, range).
@@ -134,8 +155,11 @@ pub enum CallError {
     /// Placement refused the receive buffer or READ sink (queue full, bad length).
     #[error("receive side refused the buffer: {0}")]
     Placement(#[from] bth_placement::PostRecvError),
+    /// Memory regions refused the call (registration, deregistration, a local write, a
+    /// scatter/gather entry); the `MrError` says why.
     #[error("memory region: {0}")]
     Mr(#[from] MrError),
+    /// An RDMA READ given to `post_send`: it needs a sink, so it goes through `post_read`.
     #[error("RDMA READ is posted with post_read, not post_send")]
     ReadViaPostSend,
 }
@@ -144,7 +168,9 @@ pub enum CallError {
 #[derive(Clone, PartialEq, Eq, Error)]
 #[error("{kind}")]
 pub struct Rejected<B> {
+    /// Why the call was refused.
     pub kind: CallError,
+    /// The buffer (or work request) the call took, unchanged.
     pub buf: B,
 }
 

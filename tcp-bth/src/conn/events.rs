@@ -10,12 +10,18 @@ use super::*;
 #[non_exhaustive]
 pub enum Event {
     /// The handshake finished; `mode` says what it settled: BTH or the plain byte stream.
-    Connected { mode: Mode },
+    Connected {
+        /// [`Mode::Bth`] or [`Mode::Plain`].
+        mode: Mode,
+    },
     /// The peer sent FIN and every byte before it has arrived: it will send nothing more.
     PeerFinished,
     /// The connection is closed. `error` is `None` after an orderly close, otherwise the
     /// terminal reason (also in [`Connection::error`]).
-    Closed { error: Option<ConnectionError> },
+    Closed {
+        /// Why it ended; `None` after an orderly close.
+        error: Option<ConnectionError>,
+    },
 }
 
 /// Which events were already reported.

@@ -63,7 +63,9 @@ impl Connection {
 
     /// The responder refuses in order: a NAK means every message before the failed one
     /// arrived, even if the ACK it sent just before the RST was lost (an IB NAK acknowledges
-    /// the PSNs before it the same way).
+    /// the PSNs before it the same way). Only if everything before the named message was sent:
+    /// a NAK naming a message never sent is forged (or from a confused peer), and taking it
+    /// would complete as delivered messages that never left this side.
     fn acknowledge_before(&mut self, f: send::FailedWr) {
         let start = self
             .snd
@@ -71,9 +73,8 @@ impl Connection {
             .messages()
             .find(|m| m.class == f.class && m.msn == f.msn)
             .map(|m| m.stream_start);
-        if let Some(start) = start.filter(|&s| s > self.snd.una) {
-            self.snd.una = start;
-            for c in self.snd.acked_completions(true) {
+        if let Some(start) = start.filter(|&s| s > self.snd.una() && s <= self.snd.max()) {
+            for c in self.snd.on_ack_advance(start, true) {
                 self.cq.push(c);
             }
         }
@@ -113,7 +114,7 @@ impl Connection {
         self.stats.naks_sent += 1;
         let seq = self.snd.seq_of(self.snd.max());
         self.owed.ack_before_rst = Some((seq, self.rcv.seq_of(self.rcv.nxt)));
-        self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
+        self.owed.rst = Some(self.snd.seq_of(self.snd.nxt()));
         self.fail(err);
     }
 }

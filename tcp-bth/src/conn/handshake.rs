@@ -125,7 +125,7 @@ impl Connection {
 
     pub(super) fn on_syn_sent(&mut self, now: Duration, seg: &TcpRepr<'_>) {
         let f = seg.flags;
-        if f.ack() && seg.ack != self.snd.iss.wrapping_add(1) {
+        if f.ack() && seg.ack != self.snd.iss().wrapping_add(1) {
             if !f.rst() {
                 self.owed.rst = Some(seg.ack);
             }
@@ -229,23 +229,22 @@ impl Connection {
         self.rcv.adv_edge = self.rcv.adv_edge.max(u64::from(window));
         let len = crate::wire::TCP_HEADER_MIN + opts.encoded_len();
         let seg = output::Out::new(&mut out.buf[..len], out.fill);
-        let repr = self.repr(flags, self.snd.iss, ack, window, opts);
+        let repr = self.repr(flags, self.snd.iss(), ack, window, opts);
         self.encode(repr, seg)
     }
 
     /// Orderly close: FIN after everything queued has been sent.
     pub fn close(&mut self) {
-        if self.snd.fin != Fin::None {
+        if self.snd.fin() != Fin::None {
             return;
         }
-        let at = self.snd.framer.stream_end();
         match self.state {
             State::Established | State::SynReceived => {
-                self.snd.fin = Fin::Queued { at };
+                self.snd.queue_fin();
                 self.state = State::FinWait1;
             }
             State::CloseWait => {
-                self.snd.fin = Fin::Queued { at };
+                self.snd.queue_fin();
                 self.state = State::LastAck;
             }
             State::SynSent => self.state = State::Closed,
@@ -257,7 +256,7 @@ impl Connection {
     /// Abort: RST now, everything outstanding completes with a flush error.
     pub fn abort(&mut self) {
         if self.state.synchronized() || self.state == State::SynReceived {
-            self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
+            self.owed.rst = Some(self.snd.seq_of(self.snd.nxt()));
         }
         self.fail(ConnectionError::LocallyAborted);
         self.note_events();
@@ -274,7 +273,7 @@ impl Connection {
         self.cq.release(self.rcv.nxt);
         match self.state {
             State::Established | State::SynReceived => self.state = State::CloseWait,
-            State::FinWait1 if self.snd.fin.acked() => self.enter_time_wait(now),
+            State::FinWait1 if self.snd.fin().acked() => self.enter_time_wait(now),
             State::FinWait1 => self.state = State::Closing,
             State::FinWait2 => self.enter_time_wait(now),
             State::TimeWait => self.timers.set(Timer::TimeWait, now + self.cfg.time_wait),
@@ -290,14 +289,7 @@ impl Connection {
 
     /// Our FIN, when it is due: first transmission or the RTO's resend.
     pub(super) fn next_fin(&mut self, now: Duration, out: &mut output::Out<'_>) -> Option<usize> {
-        let at = match self.snd.fin {
-            Fin::Queued { at } | Fin::Sent { at, resend: true } => at,
-            _ => return None,
-        };
-        if self.snd.nxt < at {
-            return None;
-        }
-        self.snd.fin = Fin::Sent { at, resend: false };
+        let at = self.snd.send_fin()?;
         self.arm_rto(now);
         let seq = self.snd.seq_of(at);
         let ack = self.rcv.seq_of(self.rcv.nxt);

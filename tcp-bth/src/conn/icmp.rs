@@ -24,7 +24,10 @@ pub enum IcmpError {
     Unreachable(Unreachable),
     /// The path carries packets of at most `mtu` bytes (ICMPv4 type 3 code 4, fragmentation
     /// needed and DF set; ICMPv6 type 2, packet too big).
-    PacketTooBig { mtu: u32 },
+    PacketTooBig {
+        /// The next-hop MTU the message reported, in bytes (IP header included).
+        mtu: u32,
+    },
 }
 
 /// Why the destination was unreachable, as the ICMP code said.
@@ -48,7 +51,12 @@ pub enum Unreachable {
     Prohibited,
     /// Another code (source route failed, beyond scope, precedence).
     #[error("unreachable (ICMP type {icmp_type}, code {code})")]
-    Other { icmp_type: u8, code: u8 },
+    Other {
+        /// The ICMP type (3 for ICMPv4, 1 for ICMPv6).
+        icmp_type: u8,
+        /// The ICMP code.
+        code: u8,
+    },
 }
 
 /// The smallest path MTU taken from an ICMP message, by family: a forged "packet too big"
@@ -70,13 +78,13 @@ impl Connection {
         let opening = matches!(self.state, State::SynSent | State::SynReceived);
         let in_flight = match self.state {
             State::Closed => false,
-            _ if opening => seq == self.snd.iss,
+            _ if opening => seq == self.snd.iss(),
             _ => {
                 // Keepalive and persist probes go out one below SND.UNA: an error about one
                 // of those is about a packet we sent too (Linux ignores it; then a peer gone
                 // from an idle connection is reported without the reason the path gave).
                 let probing = self.keepalive_probes > 0 || self.persist_backoff > 0;
-                let first = self.snd.una as i64 - i64::from(probing);
+                let first = self.snd.una() as i64 - i64::from(probing);
                 let off = self.snd.off_of(seq);
                 off >= first && off <= self.snd.max() as i64
             }

@@ -84,10 +84,11 @@ impl Connection {
     /// ACK in answer.
     fn disordered_ack(&self, seg: &TcpRepr<'_>, seg_off: i64, tsval: u32, recent: u32) -> bool {
         let pure = pure_ack(seg);
-        let dup = self.snd.off_of(seg.ack) == self.snd.una as i64;
-        let wl1 = self.rcv.off_of(self.snd.wl1);
+        let dup = self.snd.off_of(seg.ack) == self.snd.una() as i64;
         let wnd = u64::from(seg.window) << self.neg.peer_wscale;
-        let updates_window = seg_off > wl1 || (seg_off == wl1 && wnd > self.snd.wnd);
+        let updates_window = self
+            .snd
+            .would_take_window(seg_off, wnd, |s| self.rcv.off_of(s));
         pure && seg_off == self.rcv.nxt as i64
             && dup
             && !updates_window
@@ -125,7 +126,7 @@ impl Connection {
         pure && self.state.synchronized()
             && seg_off < nxt - 1
             && seg_off >= nxt - i64::from(self.cfg.recv_window)
-            && self.snd.off_of(seg.ack) <= self.snd.una as i64
+            && self.snd.off_of(seg.ack) <= self.snd.una() as i64
     }
 
     /// CLOSED after a failure we reported with RST: a peer that keeps sending (our RST was lost,
@@ -197,7 +198,7 @@ impl Connection {
         {
             // Simultaneous open (RFC 9293 §3.5, figure 7): the peer's SYN-ACK repeats its SYN
             // (so it sits below RCV.NXT) and acknowledges ours.
-            if seg.ack == self.snd.iss.wrapping_add(1) {
+            if seg.ack == self.snd.iss().wrapping_add(1) {
                 self.on_syn_acked(now);
                 self.state = State::Established;
                 // Window fields in SYN segments are never scaled (RFC 7323 §2.2).
@@ -261,7 +262,7 @@ impl Connection {
                 self.stats.paws_drops += 1;
                 let overtaken = pure_ack(seg)
                     && seg_off == self.rcv.nxt as i64
-                    && self.snd.off_of(seg.ack) < self.snd.una as i64
+                    && self.snd.off_of(seg.ack) < self.snd.una() as i64
                     && self.within_replay_window(ts.tsval, recent);
                 self.stats.paws_overtaken_acks += u64::from(overtaken);
                 // A credit update overtaken by the peer's later ACKs (see `keep_late_credit`);
@@ -321,12 +322,12 @@ impl Connection {
             return;
         }
         if self.state == State::SynReceived {
-            if seg.ack != self.snd.iss.wrapping_add(1) {
+            if seg.ack != self.snd.iss().wrapping_add(1) {
                 self.owed.rst = Some(seg.ack);
                 return;
             }
             self.on_syn_acked(now);
-            self.state = if self.snd.fin != Fin::None {
+            self.state = if self.snd.fin() != Fin::None {
                 State::FinWait1
             } else {
                 State::Established
@@ -432,7 +433,7 @@ impl Connection {
         let plausible = seg_off >= nxt - w
             && seg_off < nxt + w
             && ack_off <= self.snd.max() as i64
-            && ack_off >= self.snd.una as i64 - self.snd.max_wnd.max(1) as i64;
+            && ack_off >= self.snd.oldest_acceptable_ack();
         if !plausible {
             return;
         }
@@ -448,16 +449,8 @@ impl Connection {
     fn on_bth_control(&mut self, b: &Bth, ack: u32) {
         if b.rtr {
             let Mode::Bth { .. } = self.mode else { return };
-            let newer = self
-                .snd
-                .peer_credit
-                .is_none_or(|c| !crate::wire::msn_lt(b.msn, c));
-            if newer {
-                if self.snd.peer_credit != Some(b.msn) {
-                    self.snd.credit_news = true;
-                }
-                self.snd.peer_credit = Some(b.msn);
-                self.on_peer_grant(b.mbo, ack);
+            if self.snd.take_credit(b.msn) {
+                self.snd.on_peer_grant(b.mbo, ack);
             }
         }
     }
@@ -472,7 +465,7 @@ impl Connection {
             .iter()
             .map(|b| (self.snd.off_of(b.left), self.snd.off_of(b.right)))
             .collect();
-        let sent = |(l, r): (i64, i64)| l >= 0 && l < r && r <= self.snd.nxt as i64;
+        let sent = |(l, r): (i64, i64)| l >= 0 && l < r && r <= self.snd.nxt() as i64;
         let dsack = offs.first().copied().filter(|&(l, r)| {
             let below = r <= ack_off;
             let inside = offs.get(1).is_some_and(|&(l2, r2)| l2 <= l && r <= r2);
@@ -482,7 +475,7 @@ impl Connection {
         let sacks = offs
             .into_iter()
             .skip(skip)
-            .filter(|&(l, r)| sent((l, r)) && l >= self.snd.una as i64)
+            .filter(|&(l, r)| sent((l, r)) && l >= self.snd.una() as i64)
             .map(|(l, r)| (l as u64, r as u64))
             .collect();
         (sacks, dsack.map(|(l, r)| (l as u64, r as u64)))
@@ -504,19 +497,19 @@ impl Connection {
             self.challenge_ack(now);
             return false;
         }
-        if ack_off < self.snd.una as i64 - self.snd.max_wnd.max(1) as i64 {
+        if ack_off < self.snd.oldest_acceptable_ack() {
             // Too old to be a real ACK: RFC 5961 §5.2 ACK range check.
             self.challenge_ack(now);
             return false;
         }
-        let data_acked = (ack_off.max(self.snd.una as i64) as u64).min(self.snd.nxt);
+        let data_acked = (ack_off.max(self.snd.una() as i64) as u64).min(self.snd.nxt());
         let (sacks, dsack) = if self.neg.sack_ok {
             self.sack_blocks(seg, ack_off)
         } else {
             (Vec::new(), None)
         };
         self.stats.dsacks_received += u64::from(dsack.is_some());
-        let progressed = data_acked > self.snd.una;
+        let progressed = data_acked > self.snd.una();
         let res = self.snd.rec.on_ack(
             data_acked,
             &sacks,
@@ -533,15 +526,13 @@ impl Connection {
             // losses were reordering, so the reduction they caused is undone and the episode
             // ends.
             self.stats.undos += 1;
-            self.snd.cc.on_spurious_congestion();
-            self.snd.recovery_point = None;
+            self.snd.undo_reduction();
         }
         if progressed {
-            self.snd.una = data_acked;
             self.retries = 0;
             self.persist_backoff = 0;
             let bth = matches!(self.mode, Mode::Bth { .. });
-            for c in self.snd.acked_completions(bth) {
+            for c in self.snd.on_ack_advance(data_acked, bth) {
                 self.cq.push(c);
             }
             self.snd.cc.on_ack(
@@ -551,38 +542,25 @@ impl Connection {
                 self.snd.rec.pipe(),
             );
         }
-        if let Fin::Sent { at, .. } = self.snd.fin {
-            if ack_off == snd_max {
-                self.snd.fin = Fin::Acked { at };
-            }
-        }
-        // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2 rule), and from any ACK that moves
-        // SND.UNA, as Linux takes it (`tcp_may_update_window`): a retransmission of the peer's
-        // carries an older sequence number with a newer ACK and window, and keeping the old
-        // window counted from the new SND.UNA moved our idea of the peer's right edge past
-        // the one it advertised (found by the livelock detector: we sent beyond it). Not from
-        // a late pure ACK: one sent just before the data that overtook it has that data's
-        // sequence number, and with the same ACK the rule would take its older window.
-        let wl1_off = self.rcv.off_of(self.snd.wl1);
-        let seq_off = self.rcv.off_of(seg.seq);
-        let newer = progressed
-            || wl1_off < seq_off
-            || (wl1_off == seq_off && self.snd.off_of(self.snd.wl2) <= ack_off);
-        if may_update_window && newer {
+        self.snd.on_fin_ack(ack_off);
+        // Window update (RFC 9293 §3.10.7.4's SND.WL1/WL2 rule, or any ACK that moves SND.UNA:
+        // `SendState::on_ack_window`; found by the livelock detector: we sent beyond the
+        // peer's edge). Not from a late pure ACK: one sent just before the data that overtook
+        // it has that data's sequence number, and with the same ACK the rule would take its
+        // older window.
+        if may_update_window {
             let wnd = u64::from(seg.window) << self.neg.peer_wscale;
-            self.snd.take_window(wnd, seg.seq, seg.ack);
+            let peer_off = |s| self.rcv.off_of(s);
+            self.snd
+                .on_ack_window(wnd, seg.seq, seg.ack, ack_off, progressed, peer_off);
         }
-        if self.snd.recovery_point.is_some_and(|p| self.snd.una >= p) {
-            self.snd.recovery_point = None;
-            self.snd.rec.end_episode();
-            self.snd.cc.on_recovery_end(now);
-        }
+        self.snd.end_recovery_if_acked(now);
         self.detect_losses(now);
         self.rearm_after_ack(now, progressed);
         match self.state {
-            State::FinWait1 if self.snd.fin.acked() => self.state = State::FinWait2,
-            State::Closing if self.snd.fin.acked() => self.enter_time_wait(now),
-            State::LastAck if self.snd.fin.acked() => {
+            State::FinWait1 if self.snd.fin().acked() => self.state = State::FinWait2,
+            State::Closing if self.snd.fin().acked() => self.enter_time_wait(now),
+            State::LastAck if self.snd.fin().acked() => {
                 self.state = State::Closed;
                 return false;
             }
@@ -593,20 +571,8 @@ impl Connection {
 
     /// RACK: anything newly lost starts (at most one) congestion response per round trip.
     pub(super) fn detect_losses(&mut self, now: Duration) {
-        let (lost, timer) =
-            self.snd
-                .rec
-                .detect_losses(now, self.snd.rtt.min_rtt(), self.snd.rtt.srtt());
+        let timer = self.snd.detect_losses(now);
         self.timers.set_opt(Timer::Rack, timer);
-        if lost > 0 && self.snd.recovery_point.is_none() {
-            self.snd.recovery_point = Some(self.snd.nxt);
-            self.snd.rec.start_episode();
-            // FlightSize (RFC 5681), not the pipe that just lost the marked segments; the
-            // algorithm reduces the most it saw in flight since its last reduction.
-            self.snd
-                .cc
-                .on_congestion_event(now, self.snd.nxt - self.snd.una);
-        }
     }
 }
 

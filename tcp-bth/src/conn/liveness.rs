@@ -33,7 +33,7 @@ impl Connection {
             // Closing has timers of its own (RTO for our FIN, TIME-WAIT).
             return;
         }
-        let busy = !self.snd.rec.is_empty() || self.snd.nxt < self.snd.framer.stream_end();
+        let busy = !self.snd.rec.is_empty() || self.snd.nxt() < self.snd.framer.stream_end();
         let silent = now.saturating_sub(self.rcv.heard);
         let next = if busy {
             // Data outstanding or waiting: the RTO, the persist timer and the user timeout
@@ -42,7 +42,7 @@ impl Connection {
         } else if silent < ka.idle {
             self.rcv.heard + ka.idle
         } else if self.keepalive_probes >= ka.probes {
-            self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
+            self.owed.rst = Some(self.snd.seq_of(self.snd.nxt()));
             self.fail(ConnectionError::KeepaliveTimedOut {
                 probes: self.keepalive_probes,
                 icmp: self.soft_error,
@@ -51,7 +51,7 @@ impl Connection {
         } else {
             // A segment one below SND.UNA without data: outside the peer's window, so it
             // answers with an ACK (RFC 9293 §3.8.4), as the persist probe does.
-            let seq = self.snd.seq_of(self.snd.una).wrapping_sub(1);
+            let seq = self.snd.seq_of(self.snd.una()).wrapping_sub(1);
             self.owed.probe = Some((seq, self.rcv.seq_of(self.rcv.nxt)));
             self.keepalive_probes += 1;
             self.stats.keepalive_probes += 1;
@@ -82,9 +82,9 @@ impl Connection {
         let Some(after) = self.cfg.user_timeout else {
             return;
         };
-        let outstanding = !self.snd.rec.is_empty() || matches!(self.snd.fin, Fin::Sent { .. });
+        let outstanding = !self.snd.rec.is_empty() || matches!(self.snd.fin(), Fin::Sent { .. });
         if outstanding && self.state.synchronized() {
-            self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
+            self.owed.rst = Some(self.snd.seq_of(self.snd.nxt()));
             self.fail(ConnectionError::UserTimeout {
                 after,
                 icmp: self.soft_error,

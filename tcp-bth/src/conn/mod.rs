@@ -31,7 +31,7 @@ pub use output::GatherLimits;
 pub(crate) use output::{Gather, Out};
 mod passive;
 pub use passive::PeerSyn;
-pub mod recovery;
+pub(crate) mod recovery;
 mod recv;
 mod rx_bth;
 mod rx_plain;
@@ -51,11 +51,11 @@ use cq::CompletionQueue;
 pub use error::{CallError, ConnectionError, PostBufError, PostSendError, RegisterError, Rejected};
 pub use events::Event;
 use handshake::{Negotiated, Syn};
-use recovery::RecoveryStats;
+pub use recovery::RecoveryStats;
 use recv::RecvState;
 use rx_bth::BthRx;
 use rx_plain::PlainRx;
-use send::{SendState, TlpProbe};
+use send::SendState;
 use std::time::Duration;
 use timer_table::{Timer, TimerTable};
 pub use verbs::Sge;
@@ -70,15 +70,25 @@ pub(crate) struct RxShare {
 /// RFC 9293 connection states. LISTEN is the driver's job: it hands a SYN to [`Connection::accept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
+    /// Active open: our SYN sent (or about to be), the peer's SYN not yet seen.
     SynSent,
+    /// The peer's SYN arrived (passive or simultaneous open): our SYN-ACK waits for its ACK.
     SynReceived,
+    /// Open both ways.
     Established,
+    /// We closed: our FIN is queued or sent, not yet acknowledged.
     FinWait1,
+    /// Our FIN is acknowledged; the peer may still send until its FIN.
     FinWait2,
+    /// The peer's FIN arrived; we have not closed yet.
     CloseWait,
+    /// Both sides closed at once: the peer's FIN arrived before ours was acknowledged.
     Closing,
+    /// The peer closed first, then we did: waiting for the ACK of our FIN.
     LastAck,
+    /// Both FINs acknowledged: lingering `Config::time_wait` (2·MSL) to answer a resent FIN.
     TimeWait,
+    /// Ended: in order, by RST, or by an error ([`Connection::error`]).
     Closed,
 }
 
@@ -100,7 +110,10 @@ pub enum Mode {
     Pending,
     /// Both sides speak tcp_bth.
     Bth {
+        /// The MSN of the peer's first message (its hello).
         peer_first_msn: u16,
+        /// The largest message the peer accepts, in bytes (its hello's MBO field): ours are
+        /// held to it.
         peer_max_message: u32,
     },
     /// Fallback: plain TCP byte stream.
@@ -108,9 +121,12 @@ pub enum Mode {
 }
 
 /// Counters; nothing here is ever reset.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stats {
+    /// Segments handed in (`handle_segment`; a passive open's SYN too), malformed included.
     pub segments_in: u64,
+    /// Segments built (`poll_transmit*`): data, SYN, FIN, ACKs and RSTs.
     pub segments_out: u64,
     /// Refused by the segment parser (checksum, header, options).
     pub malformed: u64,
@@ -125,6 +141,8 @@ pub struct Stats {
     /// the anchor, another length, opcode or extension than its first segment said, or bytes
     /// beyond its length): dropped, nothing placed.
     pub s_inconsistent: u64,
+    /// Segments dropped by PAWS (RFC 7323 §5): a TSval older than TS.Recent, and no
+    /// disordered or late ACK.
     pub paws_drops: u64,
     /// Of `paws_drops`: pure ACKs at RCV.NXT acknowledging less than SND.UNA with a TSval
     /// less than an RTO older than `ts_recent`, i.e. ACKs a later ACK overtook (spraying makes
@@ -138,6 +156,8 @@ pub struct Stats {
     /// Credit updates (R=1 pure ACKs) that arrived late, overtaken by the peer's later
     /// segments (PAWS dropped them, or they sat below RCV.NXT), whose credit was kept.
     pub late_credit_kept: u64,
+    /// Segments outside the receive window (RFC 9293 §3.10.7.4), late pure ACKs excepted:
+    /// dropped (data we already had is reported with a D-SACK).
     pub out_of_window: u64,
     /// Answers not sent to segments dropped without data to report (out of window without
     /// payload, PAWS, RFC 5961 challenges): within 500 ms of the last such answer.
@@ -153,6 +173,9 @@ pub struct Stats {
     pub ooo_table_full: u64,
     /// Segments placement did not take (its windows or range limits): not acknowledged.
     pub placement_refused: u64,
+    /// Challenge ACKs sent (RFC 5961) to a SYN or an RST in the window not at RCV.NXT, or to
+    /// an ACK of data never sent or too old; those over the rate limit are in
+    /// `oow_acks_limited`.
     pub challenge_acks: u64,
     /// ICMP errors accepted: destination unreachable or packet too big, quoting a sequence
     /// number we had in flight (`conn/icmp.rs`).
@@ -176,6 +199,8 @@ pub struct Stats {
     pub naks_sent: u64,
     /// NAKs the peer sent us, each completing one of our work requests with its error.
     pub naks_received: u64,
+    /// Plain mode: payload bytes that joined the in-order stream for `recv_bytes` (each
+    /// once). 0 in BTH mode: [`Connection::placement_counters`] counts the bytes placed.
     pub bytes_received: u64,
     /// New payload bytes sent (each once).
     pub bytes_sent: u64,
@@ -224,9 +249,9 @@ pub struct Stats {
     /// application's buffers, not copied (`Endpoint::poll_transmit_gather`): every byte sent is counted
     /// here or in `tx_payload_copied`, once.
     pub tx_payload_gathered: u64,
-    /// Super-segments sent (segmentation offload, `GatherLimits::gso_payload`), and the
-    /// segments they stand for.
+    /// Super-segments sent (segmentation offload, `GatherLimits::gso_payload`).
     pub gso_sent: u64,
+    /// The segments those super-segments stand for.
     pub gso_segments: u64,
     /// Data segments that arrived longer than our MSS: super-segments a device with TSO (or
     /// the kernel's GRO) handed over whole, each taken as the segments it stands for.
@@ -234,6 +259,111 @@ pub struct Stats {
     /// Calls to `poll_transmit_into` with a buffer shorter than `max_segment_len`: nothing
     /// was built (a driver's buffers are smaller than the connection's MSS calls for).
     pub tx_buffer_short: u64,
+}
+
+impl std::ops::AddAssign for Stats {
+    /// Sums every counter (the stats of several connections). Destructured without `..`, so
+    /// a counter added to `Stats` fails to compile here until it is summed too.
+    fn add_assign(&mut self, o: Stats) {
+        let Stats {
+            segments_in,
+            segments_out,
+            malformed,
+            icrc_errors,
+            bad_bth,
+            framing_mismatch,
+            s_inconsistent,
+            paws_drops,
+            paws_overtaken_acks,
+            paws_disordered_acks,
+            late_credit_kept,
+            out_of_window,
+            oow_acks_limited,
+            late_acks,
+            receiver_not_ready,
+            ooo_placed,
+            ooo_table_full,
+            placement_refused,
+            challenge_acks,
+            icmp_errors,
+            icmp_ignored,
+            keepalive_probes,
+            pmtu_reductions,
+            pmtu_resegmented,
+            read_responses_refused,
+            behind_refused_request,
+            naks_sent,
+            naks_received,
+            bytes_received,
+            bytes_sent,
+            bytes_retransmitted,
+            acks_immediate,
+            acks_superseded,
+            plain_form_acks,
+            dsacks_sent,
+            dsacks_received,
+            undos,
+            grant_holds,
+            grant_held,
+            grants_sent,
+            tx_payload_copied,
+            tx_payload_staged,
+            tx_payload_staged_copied,
+            tx_payload_gathered,
+            gso_sent,
+            gso_segments,
+            super_segments_in,
+            tx_buffer_short,
+        } = o;
+        self.segments_in += segments_in;
+        self.segments_out += segments_out;
+        self.malformed += malformed;
+        self.icrc_errors += icrc_errors;
+        self.bad_bth += bad_bth;
+        self.framing_mismatch += framing_mismatch;
+        self.s_inconsistent += s_inconsistent;
+        self.paws_drops += paws_drops;
+        self.paws_overtaken_acks += paws_overtaken_acks;
+        self.paws_disordered_acks += paws_disordered_acks;
+        self.late_credit_kept += late_credit_kept;
+        self.out_of_window += out_of_window;
+        self.oow_acks_limited += oow_acks_limited;
+        self.late_acks += late_acks;
+        self.receiver_not_ready += receiver_not_ready;
+        self.ooo_placed += ooo_placed;
+        self.ooo_table_full += ooo_table_full;
+        self.placement_refused += placement_refused;
+        self.challenge_acks += challenge_acks;
+        self.icmp_errors += icmp_errors;
+        self.icmp_ignored += icmp_ignored;
+        self.keepalive_probes += keepalive_probes;
+        self.pmtu_reductions += pmtu_reductions;
+        self.pmtu_resegmented += pmtu_resegmented;
+        self.read_responses_refused += read_responses_refused;
+        self.behind_refused_request += behind_refused_request;
+        self.naks_sent += naks_sent;
+        self.naks_received += naks_received;
+        self.bytes_received += bytes_received;
+        self.bytes_sent += bytes_sent;
+        self.bytes_retransmitted += bytes_retransmitted;
+        self.acks_immediate += acks_immediate;
+        self.acks_superseded += acks_superseded;
+        self.plain_form_acks += plain_form_acks;
+        self.dsacks_sent += dsacks_sent;
+        self.dsacks_received += dsacks_received;
+        self.undos += undos;
+        self.grant_holds += grant_holds;
+        self.grant_held += grant_held;
+        self.grants_sent += grants_sent;
+        self.tx_payload_copied += tx_payload_copied;
+        self.tx_payload_staged += tx_payload_staged;
+        self.tx_payload_staged_copied += tx_payload_staged_copied;
+        self.tx_payload_gathered += tx_payload_gathered;
+        self.gso_sent += gso_sent;
+        self.gso_segments += gso_segments;
+        self.super_segments_in += super_segments_in;
+        self.tx_buffer_short += tx_buffer_short;
+    }
 }
 
 /// Received payload held outside posted buffers, by structure ([`Connection::rx_held`]).
@@ -246,6 +376,7 @@ pub struct RxHeld {
 }
 
 impl RxHeld {
+    /// Bytes held in all.
     pub fn total(&self) -> u64 {
         self.stream_queue + self.ooo_store
     }
@@ -290,6 +421,8 @@ const MIN_MSS: u16 = 128;
 /// segment's payload (`payload_mss`: 40 bytes in BTH mode).
 pub(crate) const MAX_MSS: u16 = 65_495;
 
+/// One TCP connection, with or without `tcp_bth`, as a state machine the caller drives (see
+/// [`crate::conn`]); with `tcp_bth` negotiated it is also the QP of the verbs API.
 pub struct Connection {
     cfg: Config,
     state: State,
@@ -328,8 +461,8 @@ impl std::fmt::Debug for Connection {
         f.debug_struct("Connection")
             .field("state", &self.state)
             .field("mode", &self.mode)
-            .field("snd_una", &self.snd.una)
-            .field("snd_nxt", &self.snd.nxt)
+            .field("snd_una", &self.snd.una())
+            .field("snd_nxt", &self.snd.nxt())
             .field("rcv_nxt", &self.rcv.nxt)
             .field("error", &self.error)
             .finish_non_exhaustive()
@@ -388,14 +521,18 @@ impl Connection {
         Connection::new(cfg, now, State::SynSent)
     }
 
+    /// The configuration in force: the one given, with the MSS as lowered for IPv6, for the
+    /// largest IPv4 packet and by packet-too-big messages.
     pub fn config(&self) -> &Config {
         &self.cfg
     }
 
+    /// The RFC 9293 state.
     pub fn state(&self) -> State {
         self.state
     }
 
+    /// What the handshake settled: tcp_bth, plain TCP, or not yet.
     pub fn mode(&self) -> Mode {
         self.mode
     }
@@ -410,6 +547,7 @@ impl Connection {
         self.error.clone()
     }
 
+    /// The connection's counters now.
     pub fn stats(&self) -> Stats {
         self.stats
     }
@@ -424,10 +562,12 @@ impl Connection {
         self.snd.chrono.read(at)
     }
 
+    /// The loss recovery counters now (what this side sent and how it repaired it).
     pub fn recovery_stats(&self) -> RecoveryStats {
         self.snd.rec.stats
     }
 
+    /// The receive side's placement counters (BTH mode; all 0 in plain mode).
     pub fn placement_counters(&self) -> bth_placement::Counters {
         match &self.rx {
             RxPath::Bth(b) => b.placement.counters(),
@@ -446,10 +586,12 @@ impl Connection {
         }
     }
 
+    /// The congestion window, in bytes.
     pub fn cwnd(&self) -> u64 {
         self.snd.cc.cwnd()
     }
 
+    /// Smoothed RTT (RFC 6298); `None` before the first sample.
     pub fn srtt(&self) -> Option<Duration> {
         self.snd.rtt.srtt()
     }
@@ -470,15 +612,15 @@ impl Connection {
     /// numbers.
     pub fn seq_state(&self) -> (u32, u32, u32) {
         (
-            self.snd.seq_of(self.snd.una),
-            self.snd.seq_of(self.snd.nxt),
+            self.snd.seq_of(self.snd.una()),
+            self.snd.seq_of(self.snd.nxt()),
             self.rcv.seq_of(self.rcv.nxt),
         )
     }
 
     /// Bytes the peer currently lets us send (its advertised window, scaled).
     pub fn peer_window(&self) -> u64 {
-        self.snd.wnd
+        self.snd.wnd()
     }
 
     /// Retransmission timeout now in force.
@@ -486,6 +628,7 @@ impl Connection {
         self.snd.rtt.rto()
     }
 
+    /// In [`State::Established`].
     pub fn is_established(&self) -> bool {
         self.state == State::Established
     }
@@ -497,7 +640,7 @@ impl Connection {
 
     /// Unsent plus unacknowledged bytes.
     pub fn send_backlog(&self) -> u64 {
-        self.snd.framer.stream_end() - self.snd.una
+        self.snd.framer.stream_end() - self.snd.una()
     }
 
     /// The TSval this connection puts on a segment it sends at `now` (for tools and tests
@@ -506,6 +649,7 @@ impl Connection {
         self.rcv.tsval(now)
     }
 
+    /// The next completion (CQE), oldest first: work requests and receives that finished.
     pub fn poll_completion(&mut self) -> Option<Completion> {
         self.cq.pop()
     }

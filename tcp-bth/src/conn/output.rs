@@ -208,8 +208,8 @@ impl Connection {
     pub(super) fn pure_ack(&mut self, now: Duration, out: &mut Out<'_>) -> usize {
         let seq = self
             .snd
-            .seq_of(self.snd.nxt)
-            .wrapping_add(u32::from(self.snd.fin.sent()));
+            .seq_of(self.snd.nxt())
+            .wrapping_add(u32::from(self.snd.fin().sent()));
         let ack = self.rcv.seq_of(self.rcv.nxt);
         self.build(now, TcpFlags::ACK, seq, ack, Body::None, out)
     }
@@ -218,13 +218,7 @@ impl Connection {
         let cwnd = self.snd.cc.cwnd();
         let mss = u64::from(self.payload_mss());
         // 1. A tail loss probe (not held by cwnd), 2. segments marked lost, in order.
-        let probe = match self.snd.tlp {
-            Some(TlpProbe::Resend(start, end)) => {
-                self.snd.tlp = None;
-                Some((start, end))
-            }
-            _ => None,
-        };
+        let probe = self.snd.take_resend_probe();
         let resend = probe.or_else(|| self.snd.rec.next_lost());
         let mut resend_held = false;
         if let Some((start, end)) = resend {
@@ -244,12 +238,9 @@ impl Connection {
         }
         // 3. New data. A probe of new data is one segment, whatever cwnd says.
         // (A probe of new data waits here while lost segments go first.)
-        let probe_new = self.snd.tlp == Some(TlpProbe::NewData);
-        if probe_new {
-            self.snd.tlp = None;
-        }
+        let probe_new = self.snd.take_new_data_probe();
         let end = self.snd.framer.stream_end();
-        if self.snd.nxt >= end {
+        if self.snd.nxt() >= end {
             // Nothing new: lost segments waiting for cwnd, or the application's turn (idle
             // when nothing is in flight either).
             let state = match (resend_held, self.snd.rec.is_empty()) {
@@ -287,14 +278,14 @@ impl Connection {
             Limit::PeerWindow
         };
         // Wait for a full segment's room rather than sending runts (Nagle-like).
-        let (pipe, unsent) = (self.snd.rec.pipe(), end - self.snd.nxt);
+        let (pipe, unsent) = (self.snd.rec.pipe(), end - self.snd.nxt());
         let held = |r: u64| r == 0 || (r < mss && r < unsent && pipe > 0);
         if held(room) {
             self.arm_persist(now);
             self.snd.chrono.enter(now, Some(binding));
             return None;
         }
-        if matches!(self.mode, Mode::Bth { .. }) && !self.snd.credit_allows(self.snd.nxt) {
+        if matches!(self.mode, Mode::Bth { .. }) && !self.snd.credit_allows(self.snd.nxt()) {
             self.arm_persist(now);
             self.note_rnr_wait(now);
             self.snd.chrono.enter(now, Some(Limit::Credit));
@@ -309,7 +300,7 @@ impl Connection {
             return None;
         }
         self.end_grant_hold(now);
-        let start = self.snd.nxt;
+        let start = self.snd.nxt();
         // A super-segment needs its payload gathered (its bytes would not fit the caller's
         // buffer behind the header): one whose slices the caller cannot take is one segment.
         let mut body = self.data_body(start, granted as u32);
@@ -334,17 +325,11 @@ impl Connection {
         let seg_end = start + u64::from(len);
         // The scoreboard holds what the peer will see: one entry per segment the super-
         // segment is cut into, so SACK, RACK and retransmissions work per segment.
-        let mut at = start;
-        while at < seg_end {
-            let end = (at + mss).min(seg_end);
-            self.snd.rec.on_send(at, end, now, tsval);
-            at = end;
-        }
+        self.snd.on_new_data_sent(seg_end, mss, now, tsval);
         if u64::from(len) > mss {
             self.stats.gso_sent += 1;
             self.stats.gso_segments += u64::from(len).div_ceil(mss);
         }
-        self.snd.nxt = seg_end;
         self.stats.bytes_sent += u64::from(len);
         self.arm_rto(now);
         self.arm_tlp(now);
@@ -431,9 +416,8 @@ impl Connection {
                     Body::None | Body::Stream { .. } => self.control_bth(flags),
                 };
                 b.timestamps = Some(ts);
-                if self.snd.credit_news {
+                if self.snd.take_credit_news() {
                     b.rtr_ack = true;
-                    self.snd.credit_news = false;
                 }
                 // Sealed below, once the payload is in place.
                 opts.bth = Some(b);

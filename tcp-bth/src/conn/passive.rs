@@ -10,8 +10,11 @@ use crate::wire::{Bth, TcpOptions, TcpRepr, Timestamps};
 pub struct PeerSyn {
     /// The peer's ISN.
     pub irs: u32,
+    /// Its MSS option (536 without one).
     pub mss: u16,
+    /// Its window scale shift (RFC 7323), if it offered scaling.
     pub window_scale: Option<u8>,
+    /// It offered SACK (RFC 2018).
     pub sack_permitted: bool,
     /// The peer sent a tcp_bth hello: its first MSN and its largest message.
     pub bth: Option<(u16, u32)>,
@@ -132,7 +135,7 @@ impl Connection {
         c.set_tsval(now, tsval);
         c.rcv.irs = peer.irs;
         c.negotiate(now, &peer.options(peer_tsval), offer_ts);
-        c.snd.wl1 = peer.irs;
+        c.snd.on_cookie_syn(peer.irs);
         c.syn = Syn::Sent {
             at: now,
             retransmitted: true,

@@ -118,6 +118,8 @@ impl Connection {
         n
     }
 
+    /// Plain mode: in-order bytes waiting for [`recv_bytes`](Self::recv_bytes) (0 in BTH
+    /// mode).
     pub fn readable_bytes(&self) -> usize {
         match &self.rx {
             RxPath::Plain(p) => p.queue.len(),

@@ -48,7 +48,7 @@ impl Connection {
 
     /// RFC 8985 §7.2: probe after 2*SRTT when the flight's tail might have been lost.
     pub(super) fn arm_tlp(&mut self, now: Duration) {
-        if self.snd.recovery_point.is_some() || self.snd.rec.is_empty() {
+        if self.snd.in_recovery() || self.snd.rec.is_empty() {
             self.timers.stop(Timer::Tlp);
             return;
         }
@@ -70,7 +70,8 @@ impl Connection {
     /// Nothing in flight but data waits on window or credit: probe so a lost window update
     /// cannot deadlock the connection (RFC 9293 §3.8.6.1).
     pub(super) fn arm_persist(&mut self, now: Duration) {
-        if !self.timers.is_set(Timer::Persist) && self.snd.rec.is_empty() && !self.snd.fin.sent() {
+        if !self.timers.is_set(Timer::Persist) && self.snd.rec.is_empty() && !self.snd.fin().sent()
+        {
             let backoff = 1u32 << self.persist_backoff.min(10);
             let wait = self
                 .snd
@@ -83,7 +84,7 @@ impl Connection {
     }
 
     pub(super) fn rearm_after_ack(&mut self, now: Duration, progressed: bool) {
-        let outstanding = !self.snd.rec.is_empty() || matches!(self.snd.fin, Fin::Sent { .. });
+        let outstanding = !self.snd.rec.is_empty() || matches!(self.snd.fin(), Fin::Sent { .. });
         if !outstanding {
             self.timers.stop(Timer::Rto);
             self.timers.stop(Timer::Tlp);
@@ -102,32 +103,27 @@ impl Connection {
         if self.snd.rec.is_empty() {
             return;
         }
-        self.snd.rec.stats.tlp_probes += 1;
         // RFC 8985 §7.3: new data is the better probe when there is some and the peer's window,
         // its grant (and, for a SEND, its credit) allow it; otherwise resend the tail. Either way the
         // probe goes out even when cwnd is full: a sender limited by cwnd whose flight's ACK
         // was lost is exactly the case the probe exists for (it used to wait for the RTO).
         let bth = matches!(self.mode, Mode::Bth { .. });
-        let new_data = self.snd.nxt < self.snd.framer.stream_end()
+        let new_data = self.snd.nxt() < self.snd.framer.stream_end()
             && self.snd.window_room() > 0
             && self.admission_room() > 0
-            && (!bth || self.snd.credit_allows(self.snd.nxt));
-        self.snd.tlp = if new_data {
-            Some(TlpProbe::NewData)
-        } else {
-            self.snd.rec.last().map(|(s, e)| TlpProbe::Resend(s, e))
-        };
+            && (!bth || self.snd.credit_allows(self.snd.nxt()));
+        self.snd.on_tlp(new_data);
         let _ = now;
     }
 
     fn on_persist(&mut self, now: Duration) {
-        if self.snd.nxt >= self.snd.framer.stream_end() || !self.snd.rec.is_empty() {
+        if self.snd.nxt() >= self.snd.framer.stream_end() || !self.snd.rec.is_empty() {
             return;
         }
         self.persist_backoff += 1;
         // A segment one below snd_una is outside the peer's window: it answers with an ACK
         // carrying its current window and credit (the keep-alive trick, RFC 9293 §3.8.4).
-        let seq = self.snd.seq_of(self.snd.una).wrapping_sub(1);
+        let seq = self.snd.seq_of(self.snd.una()).wrapping_sub(1);
         let ack = self.rcv.seq_of(self.rcv.nxt);
         self.owed.probe = Some((seq, ack));
         self.arm_persist(now);
@@ -139,13 +135,13 @@ impl Connection {
         let Some(limit) = self.cfg.rnr_timeout else {
             return;
         };
-        let since = *self.snd.rnr_since.get_or_insert(now);
+        let since = self.snd.rnr_wait(now);
         self.timers.set(Timer::Rnr, since + limit);
     }
 
     /// Credit arrived (or nothing waits for it): the RNR clock stops.
     pub(super) fn clear_rnr_wait(&mut self) {
-        self.snd.rnr_since = None;
+        self.snd.end_rnr_wait();
         self.timers.stop(Timer::Rnr);
     }
 
@@ -153,11 +149,11 @@ impl Connection {
     /// with "RNR retry exceeded" and the QP goes to the error state. Here the wait is for
     /// message credit; the peer learns of the failure from our RST.
     fn on_rnr(&mut self) {
-        let waiting = self.snd.rnr_since.is_some() && !self.snd.credit_allows(self.snd.nxt);
-        let msn = self.snd.framer.message_at(self.snd.nxt).map(|m| m.msn);
+        let waiting = self.snd.rnr_waiting() && !self.snd.credit_allows(self.snd.nxt());
+        let msn = self.snd.framer.message_at(self.snd.nxt()).map(|m| m.msn);
         match msn {
             Some(msn) if waiting => {
-                self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
+                self.owed.rst = Some(self.snd.seq_of(self.snd.nxt()));
                 self.fail(ConnectionError::RnrRetryExceeded { msn });
             }
             _ => self.clear_rnr_wait(),
@@ -171,13 +167,13 @@ impl Connection {
             // An unanswered SYN has its own, shorter budget (Linux's tcp_syn_retries): a
             // connect to nobody should fail in seconds, not after 15 backed-off RTOs.
             if self.state == State::SynReceived {
-                self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
+                self.owed.rst = Some(self.snd.seq_of(self.snd.nxt()));
             }
             self.fail(ConnectionError::HandshakeTimedOut { syns: self.retries });
             return;
         }
         if self.retries > self.cfg.max_retries {
-            self.owed.rst = Some(self.snd.seq_of(self.snd.nxt));
+            self.owed.rst = Some(self.snd.seq_of(self.snd.nxt()));
             self.fail(ConnectionError::TimedOut {
                 retries: self.retries - 1,
                 icmp: self.soft_error,
@@ -192,17 +188,7 @@ impl Connection {
                 };
             }
             _ => {
-                if !self.snd.rec.is_empty() {
-                    self.snd.rec.on_rto();
-                    self.snd.rec.start_episode();
-                    self.snd.cc.on_rto(now);
-                    self.snd.recovery_point = Some(self.snd.nxt);
-                }
-                if let Fin::Sent { resend, .. } = &mut self.snd.fin {
-                    if self.snd.rec.is_empty() {
-                        *resend = true;
-                    }
-                }
+                self.snd.on_rto(now);
                 self.timers.stop(Timer::Tlp);
                 self.timers.set(Timer::Rto, now + self.snd.rtt.rto());
             }

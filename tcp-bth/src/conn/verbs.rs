@@ -11,8 +11,11 @@ use bth_placement::{Access, MrHandle};
 /// A range of one of our registered regions: `offset` bytes from its start, `len` bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sge {
+    /// The region's key (its rkey: one key serves both sides here).
     pub lkey: u32,
+    /// Bytes from the region's start.
     pub offset: u64,
+    /// Length in bytes.
     pub len: u32,
 }
 
@@ -36,7 +39,7 @@ impl Connection {
         if let Some(e) = &self.error {
             return Err(CallError::Ended(e.clone()));
         }
-        if self.snd.fin != handshake::Fin::None
+        if self.snd.fin() != handshake::Fin::None
             || matches!(self.state, State::Closed | State::TimeWait)
         {
             return Err(CallError::Closed);
@@ -86,6 +89,8 @@ impl Connection {
             .map_err(|r| Rejected::new(r.error, r.buf))
     }
 
+    /// Deregister the memory region `rkey` and hand its buffer back; the rkey is dead from
+    /// now on (a peer's later WRITE or READ of it is an access error).
     pub fn deregister_mr(&mut self, rkey: u32) -> Result<Vec<u8>, CallError> {
         let RxPath::Bth(rx) = &mut self.rx else {
             return Err(CallError::NotBth);

@@ -57,7 +57,10 @@ fn class_of(mbo: u32) -> Option<u32> {
 /// A cookie to put in a SYN-ACK: our ISS and, with timestamps, the TSval to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cookie {
+    /// Our ISS: time slot and MAC (and, without timestamps, the MSS index).
     pub iss: u32,
+    /// The TSval our SYN-ACK carries, holding the SYN's options; `None` when the SYN had
+    /// neither timestamps nor a tcp_bth hello.
     pub tsval: Option<u32>,
 }
 

@@ -17,10 +17,13 @@ use etherparse::{
 pub struct Quoted {
     /// The quoted packet's addresses as we sent it: `src` us.
     pub ip: IpPair,
+    /// The quoted TCP source port: ours.
     pub src_port: u16,
+    /// The quoted TCP destination port: the peer's.
     pub dst_port: u16,
     /// The quoted TCP sequence number.
     pub seq: u32,
+    /// What the ICMP message reported.
     pub error: IcmpError,
 }
 

@@ -116,9 +116,11 @@ impl Default for EndpointConfig {
 /// Counters; never reset.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct EndpointStats {
+    /// IP packets handed in (`handle`, `handle_verified`).
     pub packets_in: u64,
+    /// IP packets written out (`poll_transmit*`).
     pub packets_out: u64,
-    /// Dropped before TCP: malformed IP, another protocol, fragments, another address.
+    /// IP packets whose header did not parse: dropped before TCP.
     pub ip_malformed: u64,
     /// Neither TCP nor an ICMP error about our packets.
     pub not_tcp: u64,
@@ -129,14 +131,17 @@ pub struct EndpointStats {
     pub icmp_unmatched: u64,
     /// ICMP errors refused: bad checksum, or a quoted packet not ours or not TCP.
     pub icmp_malformed: u64,
+    /// IP fragments: dropped (this stack sends with DF set and reassembles nothing).
     pub fragments: u64,
+    /// Packets to an address not in `EndpointConfig::local`: dropped.
     pub not_local: u64,
     /// Segments that do not parse as TCP or fail their checksum, for no connection.
     pub tcp_malformed: u64,
     /// SYNs that created a half-open connection.
     pub syns: u64,
-    /// SYNs answered with a cookie, and cookies returned valid.
+    /// SYNs answered with a cookie.
     pub cookies_sent: u64,
+    /// Cookies an ACK returned valid: connections rebuilt from them.
     pub cookies_accepted: u64,
     /// Valid cookies whose ACK the rebuilt connection did not accept (nothing kept).
     pub cookies_failed: u64,
@@ -144,12 +149,15 @@ pub struct EndpointStats {
     pub syns_dropped: u64,
     /// Half-open connections that timed out or closed before completing.
     pub syn_expired: u64,
-    /// Handshakes completed and queued for accept, and those reset because it was full.
+    /// Handshakes completed and queued for accept.
     pub established: u64,
+    /// Handshakes completed and reset because the accept queue was full (`backlog`).
     pub backlog_drops: u64,
-    /// Segments to no connection, RSTs sent for them, and those the rate limit held back.
+    /// Segments to no connection.
     pub unmatched: u64,
+    /// RSTs sent in answer to those.
     pub rst_sent: u64,
+    /// RSTs the rate limit held back (`EndpointConfig::rst_per_sec`).
     pub rst_limited: u64,
     /// Endpoint segments dropped because their queue was full.
     pub tx_drops: u64,
@@ -165,16 +173,27 @@ pub struct EndpointStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum OpenError {
+    /// `connect` with a local port whose 4-tuple a connection already has.
     #[error("a connection with this 4-tuple exists")]
     TupleInUse,
+    /// `connect` with local port 0, and every ephemeral port (49152..=65535) is in use toward
+    /// this peer.
     #[error("no free local port toward this peer")]
     NoPort,
+    /// `connect` when the endpoint holds `EndpointConfig::max_connections`.
     #[error("the endpoint holds its maximum number of connections")]
     TooManyConnections,
     /// `Config::mss` asks for longer packets than the data path carries
     /// (`EndpointConfig::max_packet`).
     #[error("Config::mss {mss} needs IP packets of up to {needs} bytes, but the data path carries {max}: set the MSS to at most {}", max.saturating_sub(80))]
-    MssTooLarge { mss: u16, needs: usize, max: usize },
+    MssTooLarge {
+        /// `Config::mss`.
+        mss: u16,
+        /// The longest IP packet it needs, in bytes (`Config::largest_packet`).
+        needs: usize,
+        /// `EndpointConfig::max_packet`, in bytes.
+        max: usize,
+    },
 }
 
 /// A packet [`Endpoint::poll_transmit`] wrote.
@@ -199,6 +218,8 @@ pub struct Transmit {
     pub gso_size: u16,
 }
 
+/// Every connection of one host (or one TUN device), its listening ports and SYN queue: the
+/// sans-IO endpoint a driver feeds IP packets (see [`crate::endpoint`]).
 pub struct Endpoint {
     cfg: EndpointConfig,
     listeners: HashMap<u16, Config>,
@@ -214,6 +235,8 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// An endpoint without connections or listeners (`syn_queue` and `max_tx_queue` at least
+    /// 1).
     pub fn new(cfg: EndpointConfig) -> Endpoint {
         let cfg = EndpointConfig {
             syn_queue: cfg.syn_queue.max(1),
@@ -277,10 +300,14 @@ impl Endpoint {
         self.listeners.remove(&port).is_some()
     }
 
+    /// The endpoint's counters now (each connection has its own, [`Connection::stats`]).
     pub fn stats(&self) -> EndpointStats {
         self.stats
     }
 
+    /// The configuration in force (`syn_queue` and `max_tx_queue` raised to 1, and as set
+    /// since by [`set_max_packet`](Self::set_max_packet) and
+    /// [`set_rx_queue`](Self::set_rx_queue)).
     pub fn config(&self) -> &EndpointConfig {
         &self.cfg
     }
@@ -303,6 +330,7 @@ impl Endpoint {
         self.table.len()
     }
 
+    /// No connection held.
     pub fn is_empty(&self) -> bool {
         self.table.len() == 0
     }
@@ -375,6 +403,9 @@ impl Endpoint {
         None
     }
 
+    /// The connection behind `h`, to read; `None` for a released handle. Through `&self`, so
+    /// unlike [`conn_mut`](Self::conn_mut) it does not mark the connection for the next
+    /// transmit pass.
     pub fn conn(&self, h: ConnectionHandle) -> Option<&Connection> {
         self.table.get(h)
     }

@@ -14,13 +14,13 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Duration;
 
-/// A connection of an [`Endpoint`](super::Endpoint). Stale once the connection is released:
-/// the slot's generation moves on, so a stale handle finds nothing instead of another
-/// connection.
 /// The fewest packets of the receiving device's queue a connection's window is sized to,
 /// however many share it: a window of a few segments still moves data.
 pub const MIN_QUEUE_SHARE: u32 = 4;
 
+/// A connection of an [`Endpoint`](super::Endpoint). Stale once the connection is released:
+/// the slot's generation moves on, so a stale handle finds nothing instead of another
+/// connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnectionHandle {
     index: u32,

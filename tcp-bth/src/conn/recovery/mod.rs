@@ -105,13 +105,29 @@ pub struct Recovery {
     pub stats: RecoveryStats,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+/// Loss recovery counters of one connection's send side ([`Connection::recovery_stats`]):
+/// counts that are never reset, and two levels of the reorder window (`reo_wnd_mult`,
+/// `reo_measured`) that decay.
+///
+/// [`Connection::recovery_stats`]: crate::Connection::recovery_stats
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RecoveryStats {
+    /// Data segments sent, retransmissions included (a super-segment counts as the segments
+    /// it stands for; pure ACKs, SYN and FIN not at all).
     pub segments_sent: u64,
+    /// Segments sent again: RACK and RTO repairs, tail loss probes that resent the tail, and
+    /// segments cut to a lowered path MTU.
     pub retransmits: u64,
+    /// Retransmissions proven unneeded: the ACK echoed the original's TSval (Eifel, RFC
+    /// 3522) or a D-SACK named them (RFC 2883).
     pub spurious_retransmits: u64,
+    /// RACK loss detections that marked at least one segment lost (events, not segments).
     pub rack_losses: u64,
+    /// RTOs that fired with data outstanding (each marks everything outstanding lost).
     pub rto_losses: u64,
+    /// TLP timer expiries with data in flight (RFC 8985 §7.3), each arming a probe: new data,
+    /// or the last segment again (then also in `retransmits`).
     pub tlp_probes: u64,
     /// D-SACK blocks that named one of our retransmissions.
     pub dsack_spurious: u64,
@@ -125,6 +141,39 @@ pub struct RecoveryStats {
     /// How late the latest of those was beyond the RACK RTT (plus a quarter): a floor of the
     /// reorder window until it decays.
     pub reo_measured: Duration,
+}
+
+impl std::ops::AddAssign for RecoveryStats {
+    /// Sums the counters (the stats of several connections). `reo_wnd_mult` and
+    /// `reo_measured` are levels, not counts: the larger of the two is kept, as a sum of
+    /// them would describe no connection. Destructured without `..`, so a field added to
+    /// `RecoveryStats` fails to compile here until it is combined too.
+    fn add_assign(&mut self, o: RecoveryStats) {
+        let RecoveryStats {
+            segments_sent,
+            retransmits,
+            spurious_retransmits,
+            rack_losses,
+            rto_losses,
+            tlp_probes,
+            dsack_spurious,
+            scoreboard_visits,
+            reo_wnd_mult,
+            false_losses,
+            reo_measured,
+        } = o;
+        self.segments_sent += segments_sent;
+        self.retransmits += retransmits;
+        self.spurious_retransmits += spurious_retransmits;
+        self.rack_losses += rack_losses;
+        self.rto_losses += rto_losses;
+        self.tlp_probes += tlp_probes;
+        self.dsack_spurious += dsack_spurious;
+        self.scoreboard_visits += scoreboard_visits;
+        self.reo_wnd_mult = self.reo_wnd_mult.max(reo_wnd_mult);
+        self.false_losses += false_losses;
+        self.reo_measured = self.reo_measured.max(reo_measured);
+    }
 }
 
 impl Recovery {

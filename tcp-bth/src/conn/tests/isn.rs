@@ -12,7 +12,7 @@ fn default_keys_differ_and_so_do_isns_and_rkeys() {
     let mut c1 = Connection::connect(a1, now);
     let mut c2 = Connection::connect(b1, now);
     // Same 4-tuple, same time: only the key can tell them apart.
-    assert_ne!(c1.snd.iss, c2.snd.iss);
+    assert_ne!(c1.snd.iss(), c2.snd.iss());
     // An rkey is a slot index and an 8-bit key (as IB's), so one pair of first rkeys collides
     // once in 256 runs; eight registrations each all alike would be once in 2^64.
     let rkeys = |c: &mut Connection| -> Vec<u32> {

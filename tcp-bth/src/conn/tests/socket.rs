@@ -253,6 +253,45 @@ fn nak_on_rst_completes_the_named_work_request() {
     );
 }
 
+/// A forged RST whose NAK names a message never sent completes nothing as delivered: the
+/// messages before it were not acknowledged (one was never sent either), so they flush.
+#[test]
+fn nak_naming_an_unsent_message_acknowledges_nothing() {
+    let (mut c, mut p) = connected();
+    // WRITEs: they need no receive credit from the peer, so MSN 0 goes out at once.
+    for id in 1..=3 {
+        c.post_send(WorkRequest::write(id, 7, 0, vec![id as u8; 10], None))
+            .unwrap();
+    }
+    let first = p.recv(&mut c);
+    assert_eq!(first.bth.map(|b| b.msn), Some(0), "only MSN 0 went out");
+    let nak = Nak {
+        code: NakCode::RemoteOperational,
+        opcode: Opcode::RdmaWriteOnly,
+        msn: 2,
+    };
+    p.now += MS;
+    p.send(
+        &mut c,
+        Seg {
+            seq: PEER_ISS + 1,
+            ack: 0,
+            flags: TcpFlags::RST,
+            bth: Some(nak.to_bth()),
+            payload: Vec::new(),
+        },
+    );
+    assert!(c.error().is_some());
+    let got: Vec<_> = std::iter::from_fn(|| c.poll_completion())
+        .map(|x| (x.wr_id, x.status))
+        .collect();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got.iter().all(|(_, s)| *s != WcStatus::Success),
+        "nothing completes as delivered: {got:?}"
+    );
+}
+
 /// Reordered duplicate ACKs (Linux's `tcp_disordered_ack`): a pure ACK at RCV.NXT that
 /// acknowledges SND.UNA, changes no window and carries a TSval less than an RTO older than
 /// `ts_recent` is accepted, not dropped by PAWS (and not answered). One 10 s older is still a
