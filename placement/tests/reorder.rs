@@ -8,7 +8,7 @@ use bth_placement::{
     Access, Cqe, PlaceOutcome, Placement, PlacementConfig, PlacementLimits, WcOp, WcStatus,
 };
 use bth_wire::{MessageKind, MsgClass, Reth, MAX_MESSAGE_LEN};
-use common::{cut, seg, Rng, CANARY};
+use common::{cut, seg, Msns, Rng, CANARY};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -37,19 +37,10 @@ fn run(first_msn: u16, read_msn: u16, specs: &[MsgSpec], seed: u64) -> Result<()
     };
     let mut p = Placement::with_limits(PlacementConfig::new(first_msn), limits);
     let mut msgs = Vec::new();
-    let (mut n_send, mut n_write, mut n_read) = (0u16, 0u16, 0u16);
+    let mut msns = Msns::new(first_msn, read_msn);
     let mut region_len = 0u64;
     for s in specs {
-        let (kind, msn) = match s.class {
-            0 => (MessageKind::Send, first_msn.wrapping_add(n_send)),
-            1 => (MessageKind::RdmaWrite, first_msn.wrapping_add(n_write)),
-            _ => (MessageKind::ReadResponse, read_msn.wrapping_add(n_read)),
-        };
-        match kind {
-            MessageKind::Send => n_send += 1,
-            MessageKind::RdmaWrite => n_write += 1,
-            _ => n_read += 1,
-        }
+        let (kind, msn) = msns.next(s.class);
         let gap = rng.range(0, 8);
         let region_off = region_len + gap;
         if kind == MessageKind::RdmaWrite {
@@ -221,12 +212,11 @@ fn run(first_msn: u16, read_msn: u16, specs: &[MsgSpec], seed: u64) -> Result<()
     prop_assert_eq!(p.posted_recvs(), 0);
     prop_assert_eq!(p.outstanding_reads(), 0);
     prop_assert_eq!(
-        p.completed_msn(MsgClass::Send),
-        first_msn.wrapping_add(n_send).wrapping_sub(1)
-    );
-    prop_assert_eq!(
-        p.completed_msn(MsgClass::Write),
-        first_msn.wrapping_add(n_write).wrapping_sub(1)
+        [
+            p.completed_msn(MsgClass::Send),
+            p.completed_msn(MsgClass::Write)
+        ],
+        msns.last_send_write()
     );
     Ok(())
 }

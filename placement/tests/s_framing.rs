@@ -18,7 +18,7 @@ use bth_wire::{
     Bth, Extension, Inbound, MessageKind, MsgClass, Opcode, Position, Reth, Timestamps,
     MAX_MESSAGE_LEN,
 };
-use common::{Rng, CANARY};
+use common::{Msns, Rng, CANARY};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -124,19 +124,10 @@ fn scenario(first_msn: u16, read_msn: u16, base: u64, specs: &[Spec], rng: &mut 
     }
     s.region_len = region_len as usize;
     let (_, region) = fresh(&s);
-    let (mut n_send, mut n_write, mut n_read) = (0u16, 0u16, 0u16);
+    let mut msns = Msns::new(first_msn, read_msn);
     let mut at = base;
     for (sp, region_off) in specs.iter().zip(layout) {
-        let (kind, msn) = match sp.class {
-            0 => (MessageKind::Send, first_msn.wrapping_add(n_send)),
-            1 => (MessageKind::RdmaWrite, first_msn.wrapping_add(n_write)),
-            _ => (MessageKind::ReadResponse, read_msn.wrapping_add(n_read)),
-        };
-        match kind {
-            MessageKind::Send => n_send += 1,
-            MessageKind::RdmaWrite => n_write += 1,
-            _ => n_read += 1,
-        }
+        let (kind, msn) = msns.next(sp.class);
         let len = if kind == MessageKind::ReadResponse {
             sp.len.max(1)
         } else {
@@ -450,18 +441,15 @@ fn run(
             }
         }
     }
-    let (n_send, n_write) = s.msgs.iter().fold((0u16, 0u16), |(s, w), m| match m.kind {
-        MessageKind::Send => (s + 1, w),
-        MessageKind::RdmaWrite => (s, w + 1),
-        _ => (s, w),
-    });
-    prop_assert_eq!(
-        got.completed,
-        [
-            first_msn.wrapping_add(n_send).wrapping_sub(1),
-            first_msn.wrapping_add(n_write).wrapping_sub(1)
-        ]
-    );
+    let mut msns = Msns::new(first_msn, 0);
+    for m in &s.msgs {
+        msns.next(match m.kind {
+            MessageKind::Send => 0,
+            MessageKind::RdmaWrite => 1,
+            _ => 2,
+        });
+    }
+    prop_assert_eq!(got.completed, msns.last_send_write());
     Ok(())
 }
 

@@ -113,3 +113,41 @@ pub fn cut(len: u32, mss: u32) -> Vec<(u32, u32)> {
     }
     v
 }
+
+/// Each class's next MSN, as a sender numbers its messages: SENDs and WRITEs from `first`,
+/// READ responses from the READ requests' `read_first`. Class 0 is SEND, 1 WRITE, any other
+/// a READ response (how the generated specs name them).
+pub struct Msns {
+    first: u16,
+    read_first: u16,
+    /// Messages numbered so far: SEND, WRITE, READ response.
+    pub sent: [u16; 3],
+}
+
+impl Msns {
+    pub fn new(first: u16, read_first: u16) -> Msns {
+        Msns {
+            first,
+            read_first,
+            sent: [0; 3],
+        }
+    }
+
+    /// The next message of `class`: its kind and MSN.
+    pub fn next(&mut self, class: u8) -> (MessageKind, u16) {
+        let (kind, i, base) = match class {
+            0 => (MessageKind::Send, 0, self.first),
+            1 => (MessageKind::RdmaWrite, 1, self.first),
+            _ => (MessageKind::ReadResponse, 2, self.read_first),
+        };
+        let msn = base.wrapping_add(self.sent[i]);
+        self.sent[i] += 1;
+        (kind, msn)
+    }
+
+    /// The MSN the last SEND and the last WRITE took (`first − 1` where none was sent): what
+    /// placement reports completed once all arrived.
+    pub fn last_send_write(&self) -> [u16; 2] {
+        [0, 1].map(|i| self.first.wrapping_add(self.sent[i]).wrapping_sub(1))
+    }
+}
