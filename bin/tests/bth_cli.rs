@@ -146,3 +146,41 @@ fn decode_segment_exits_non_zero_when_the_icrc_does_not_match() {
         assert!(err.contains("ICRC mismatch"), "{err}");
     }
 }
+
+/// Amendment 4: a SYN's hello without timestamps (T=0, 16 bytes) is decoded, alone and in an
+/// option area beside the RFC 7323 timestamp option, as every tool shows it: T=0, no tsval
+/// or tsecr in the option, the timestamps in the option beside it.
+#[test]
+fn decode_reads_a_t0_hello_beside_the_timestamp_option() {
+    // CRC32C(00 FF 12 34 FF FF FF 00) = 0x84939265 (tcp-bth/wire/tests/known_answers.rs).
+    let hello = "fe10efab00ff1234ffffff0084939265";
+    let (ok, out, err) = run(&["decode", hello]);
+    assert!(ok, "{err}");
+    for want in [
+        "opcode        HELLO (0xff)\n",
+        "flags         T=0 M=0 R=0 A=0 S=0 rsvd=0\n",
+        "msn           4660\n",
+        "offset        16777215\n",
+        "icrc          0x84939265\n",
+        "timestamps    not in the hello (T=0)",
+        "length        16 bytes\n",
+    ] {
+        assert!(out.contains(want), "{want:?} in {out}");
+    }
+    assert!(!out.contains("tsval"), "{out}");
+    // MSS, window scale, SACK-permitted, timestamps (TSval 0x01020304), the hello, one EOL.
+    let area = format!("020405b4 030307 0402 080a0102030400000000 {hello} 00");
+    let (ok, out, err) = run(&["decode", "--options", &area]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("timestamps    val=16909060 ecr=0\ntcp_bth:\n  opcode        HELLO"),
+        "{out}"
+    );
+    assert!(out.contains("  flags         T=0 "), "{out}");
+    // A pure ACK without timestamps is still refused.
+    let (ok, _, err) = run(&["decode", "fe10efab001100000000000000000000"]);
+    assert!(
+        !ok && err.contains("requires the timestamp fields"),
+        "{err}"
+    );
+}

@@ -2,11 +2,9 @@
 //! CAP_NET_ADMIN) one small real cell end to end over every stack: kernel TCP, ours
 //! (per-segment framing) and ours S (S framing with segmentation offload).
 
-use bth_perf::Recovery;
 use bth_tools::compare::{
     self, render, AckClock, CeilingSpec, Cell, Link, RunRecord, Stack, Workload,
 };
-use std::time::Duration;
 
 fn quick_plan_is_small_and_interleaves_every_stack() {
     let p = compare::plan(true);
@@ -63,82 +61,25 @@ fn quick_plan_is_small_and_interleaves_every_stack() {
     assert_eq!(ids.len(), full.cells.len(), "cell ids are unique");
 }
 
-fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
-    let lat: Vec<Duration> = (1..=1000).map(Duration::from_micros).collect();
-    let seq = stack == Stack::OursSeq;
-    RunRecord {
-        cell: cell.into(),
-        stack,
-        run,
-        error: None,
-        messages: 1000,
-        verified: 1000,
-        bytes: 1_000_000_000,
-        elapsed_s: 8.0 / gbps,
-        gbps,
-        msgs_per_sec: 1000.0 * gbps / 8.0,
-        p50_us: Some(500.0),
-        p99_us: Some(990.0),
-        p999_us: Some(999.0),
-        cpu_client_s: 2.0,
-        cpu_server_s: 1.0,
-        client_thread: None,
-        server_thread: None,
-        retrans: 3,
-        client_retrans: 1,
-        server_retrans: 2,
-        spurious: stack.is_ours().then_some(1),
-        client_recovery: stack.is_ours().then_some(Recovery {
-            segments_sent: 100,
-            retransmits: 1,
-            spurious_retransmits: 1,
-            rack_losses: 0,
-            rto_losses: 0,
-            tlp_probes: 1,
-        }),
-        server_recovery: stack.is_ours().then_some(Recovery {
-            segments_sent: 50,
-            retransmits: 2,
-            spurious_retransmits: 0,
-            rack_losses: 1,
-            rto_losses: 1,
-            tlp_probes: 0,
-        }),
-        client_path: None,
-        server_path: None,
-        relay_pinned: None,
-        rx_held_max: if stack.is_ours() { 0 } else { 1 << 20 },
-        kernel_max_inq: (stack == Stack::Kernel).then_some(4096),
-        kernel_max_outq: (stack == Stack::Kernel).then_some(3 << 20),
-        // Machine-wide: 1.5 s (kernel) or 4 s (the others) per GB, 0.5 s of it softirq.
-        machine_cpu_s: Some(if stack == Stack::Kernel { 1.5 } else { 4.0 }),
-        machine_softirq_s: Some(0.5),
-        ooo_placed: stack.is_ours().then_some(7),
-        relay_queue_drops: None,
-        relay_busy: None,
-        relay_cpu_s: None,
-        device_drops: Some(0),
-        grant_holds: None,
-        seg_payload: None,
-        gso_sent: stack.is_ours().then_some(if seq { 40 } else { 0 }),
-        gso_segments: stack.is_ours().then_some(if seq { 1800 } else { 0 }),
-        super_segments_in: stack.is_ours().then_some(if seq { 40 } else { 0 }),
-        seq_framed: stack.is_ours().then_some(seq),
-        path: None,
-        congestion: (stack != Stack::Ceiling).then(|| "cubic".into()),
-        latencies: lat,
-    }
-}
-
 fn renders_a_synthetic_result_set() {
     let plan = compare::plan(true);
     let mut runs = Vec::new();
     for c in &plan.cells {
         for run in 0..plan.runs {
-            runs.push(synthetic(&c.id, Stack::Kernel, run, 4.0 + run as f64));
-            runs.push(synthetic(&c.id, Stack::Ours, run, 2.0 + run as f64));
+            runs.push(RunRecord::synthetic(
+                &c.id,
+                Stack::Kernel,
+                run,
+                4.0 + run as f64,
+            ));
+            runs.push(RunRecord::synthetic(
+                &c.id,
+                Stack::Ours,
+                run,
+                2.0 + run as f64,
+            ));
             if !c.plain {
-                runs.push(synthetic(
+                runs.push(RunRecord::synthetic(
                     &c.id,
                     Stack::OursSeq,
                     run,
@@ -148,8 +89,9 @@ fn renders_a_synthetic_result_set() {
         }
     }
     // One failed run is reported, not averaged in.
-    let mut bad = synthetic(&plan.cells[0].id, Stack::Ours, 9, 100.0);
+    let mut bad = RunRecord::synthetic(&plan.cells[0].id, Stack::Ours, 9, 100.0);
     bad.error = Some("timed out".into());
+    bad.detail = None;
     runs.push(bad);
     let results = compare::summarize(&plan, &runs);
     assert_eq!(results.len(), plan.cells.len());
@@ -287,26 +229,23 @@ fn one_small_real_cell_end_to_end() {
         assert_eq!(r.retrans, r.client_retrans + r.server_retrans);
         // Both stacks run CUBIC, whatever the machine's default (kernel: read back from
         // every socket).
-        assert_eq!(r.congestion.as_deref(), Some(compare::DEFAULT_KERNEL_CC));
+        assert_eq!(r.congestion(), Some(compare::DEFAULT_KERNEL_CC));
     }
     assert!(render::congestion_line(&runs).contains("kernel TCP cubic"));
     // Ours records each side's thread counters (the kernel's threads are not ours to count):
     // the server waited for the first packet at least, so it gave up the CPU.
-    assert_eq!((runs[0].client_thread, runs[0].server_thread), (None, None));
+    assert!(runs[0].ours().is_none() && runs[0].kernel().is_some());
+    let ours = runs[1].ours().expect("ours' figures");
     // The sender's view of the path, sampled during the run.
-    let path = runs[1].client_path.expect("the client's path samples");
+    let path = ours.client_path;
     assert!(path.samples > 0 && path.srtt_mean_us.is_some(), "{path:?}");
     assert!(path
         .in_flight_mean_bytes
         .is_some_and(|b| b <= path.in_flight_max_bytes));
-    let st = runs[1].server_thread.expect("the server's thread counters");
-    assert!(runs[1].client_thread.is_some());
+    let st = ours.server_thread;
     assert!(st.voluntary_switches > 0, "{st:?}");
     // Ours records both sides' counters; the client sent the data.
-    let (cr, sr) = (
-        runs[1].client_recovery.unwrap(),
-        runs[1].server_recovery.unwrap(),
-    );
+    let (cr, sr) = (ours.client_recovery, ours.server_recovery);
     assert!(
         cr.segments_sent > sr.segments_sent,
         "client {cr}; server {sr}"
@@ -331,18 +270,21 @@ fn one_small_real_cell_end_to_end() {
 /// verified as in ours' run.
 fn assert_ours_seq(ours: &RunRecord, seq: &RunRecord) {
     assert_eq!((ours.stack, seq.stack), (Stack::Ours, Stack::OursSeq));
-    assert_eq!(ours.seq_framed, Some(false));
-    assert_eq!((ours.gso_sent, ours.super_segments_in), (Some(0), Some(0)));
-    assert_eq!(seq.seq_framed, Some(true), "{seq:?}");
-    assert_eq!(seq.error, None);
+    assert_eq!(seq.error, None, "{seq:?}");
     assert!(seq.messages > 0 && seq.verified == seq.messages, "{seq:?}");
-    let (sent, stands_for) = (seq.gso_sent.unwrap(), seq.gso_segments.unwrap());
+    let (o, s) = (
+        ours.ours().expect("ours' figures"),
+        seq.ours().expect("ours S's figures"),
+    );
+    assert!(!o.seq_framed);
+    assert_eq!((o.gso_sent, o.super_segments_in), (0, 0));
+    assert!(s.seq_framed, "{seq:?}");
+    let (sent, stands_for) = (s.gso_sent, s.gso_segments);
     assert!(
         sent > 0 && stands_for >= 2 * sent,
         "{sent} super-segments standing for {stands_for} segments"
     );
-    assert!(seq.super_segments_in.unwrap() > 0, "{seq:?}");
-    assert!(seq.client_recovery.is_some() && seq.server_recovery.is_some());
+    assert!(s.super_segments_in > 0, "{seq:?}");
 }
 
 /// Our stack as a plain byte stream, through the relay with reordering: received bytes wait in
@@ -396,7 +338,7 @@ fn one_small_spray_cell_runs_both_stacks() {
     let runs = compare::run_cell(cell, 1, &prefix, 1, |_| {}).expect("topology");
     let stacks: Vec<Stack> = runs.iter().map(|r| r.stack).collect();
     assert_eq!(stacks, CEILING_CELL_RUN);
-    let path = runs[0].path.as_ref().expect("the ceiling's figures");
+    let path = runs[0].path().expect("the ceiling's figures");
     assert!(path.packets > 0 && path.gbps() > 0.0, "{path:?}");
     assert_ack_clock(&runs[0], &runs[1]);
     for r in &runs {
@@ -416,13 +358,18 @@ fn one_small_spray_cell_runs_both_stacks() {
             r.stack
         );
     }
-    assert!(runs[4].client_recovery.is_some() && runs[4].server_recovery.is_some());
+    assert!(
+        runs[4].ours().is_some(),
+        "ours' recovery counters: {:?}",
+        runs[4]
+    );
     // Ours S through the sprayed relay: S framing, every message verified (the relay's
     // devices have TSO; it cuts super-segments into segments to spray them).
-    assert_eq!(runs[5].seq_framed, Some(true), "{:?}", runs[5]);
+    let seq = runs[5].ours().expect("ours S's figures");
+    assert!(seq.seq_framed, "{:?}", runs[5]);
     assert_eq!(runs[5].verified, runs[5].messages);
     // The GSO ceiling's segments arrive too, cut by the relay or whole.
-    let gso = runs[2].path.as_ref().expect("the GSO ceiling's figures");
+    let gso = runs[2].path().expect("the GSO ceiling's figures");
     assert!(gso.packets > 0 && gso.gso_size == Some(1420), "{gso:?}");
     let cpus = bth_testbed::pinning::allowed_cpus().expect("this thread's CPU mask");
     if let Some(want) = bth_testbed::pinning::split(&cpus) {
@@ -455,11 +402,8 @@ const CEILING_CELL_RUN: [Stack; 6] = [
 /// packet per two it read in its window, and its sender read them.
 fn assert_ack_clock(bare: &RunRecord, acked: &RunRecord) {
     let (b, a) = (
-        bare.path.as_ref().expect("the ceiling's figures"),
-        acked
-            .path
-            .as_ref()
-            .expect("the ACK-clocked ceiling's figures"),
+        bare.path().expect("the ceiling's figures"),
+        acked.path().expect("the ACK-clocked ceiling's figures"),
     );
     assert_eq!(
         (b.acks, b.acks_sent, b.acks_received),
@@ -515,7 +459,11 @@ fn a_two_qp_cell_runs_both_stacks() {
     let stacks: Vec<Stack> = runs.iter().map(|r| r.stack).collect();
     assert_eq!(stacks, [Stack::Kernel, Stack::Ours, Stack::OursSeq]);
     assert_all_verified(&runs, 300);
-    assert_eq!(runs[2].seq_framed, Some(true));
+    assert!(
+        runs[2].ours().is_some_and(|o| o.seq_framed),
+        "{:?}",
+        runs[2]
+    );
     for r in &runs {
         assert_eq!(r.bytes, 300 * 4096);
         assert_eq!(r.relay_busy, None, "veth: no relay");
@@ -559,7 +507,7 @@ fn a_small_incast_over_tun_counts_relay_drops_per_run() {
         }
         // Ours and ours S alike.
         for rec in &r[1..] {
-            let holds = rec.grant_holds.expect("ours counts grant holds");
+            let holds = rec.ours().expect("ours counts grant holds").grant_holds;
             assert_eq!(
                 holds > 0,
                 cell.admission,
@@ -616,7 +564,7 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
         }
         assert_all_verified(&r[3..], 8);
         let mtu = cell.mtu;
-        let path = r[0].path.as_ref().expect("the ceiling's figures");
+        let path = r[0].path().expect("the ceiling's figures");
         assert_eq!(path.mtu, mtu);
         assert!(path.packets > 0 && path.ip_bytes == path.packets * u64::from(mtu));
         assert!(path.ip_gbps() > path.gbps() && path.packets_per_sec() > 0.0);
@@ -630,7 +578,7 @@ fn a_short_mtu_sweep_reports_ceiling_kernel_and_ours() {
         assert_ours_seq(&r[4], &r[5]);
         // The GSO ceiling: segments of ours' payload, MTU-sized once cut, and over veth
         // between two devices with TSO its super-packets arrive whole.
-        let gso = r[2].path.as_ref().expect("the GSO ceiling's figures");
+        let gso = r[2].path().expect("the GSO ceiling's figures");
         assert_eq!((gso.mtu, gso.gso_size), (mtu, Some(mtu - 80)));
         assert!(gso.packets > 0 && gso.ip_bytes == gso.packets * u64::from(mtu));
         assert!(
@@ -700,7 +648,7 @@ fn the_kernel_congestion_control_is_the_cells_and_a_missing_one_is_a_clear_error
     let runs = compare::run_cell(&reno, 1, &prefix, 1, |_| {}).expect("topology");
     assert_eq!(runs[0].stack, Stack::Kernel);
     assert_eq!(runs[0].error, None);
-    assert_eq!(runs[0].congestion.as_deref(), Some("reno"));
+    assert_eq!(runs[0].congestion(), Some("reno"));
     let bogus = Cell {
         count: 200,
         ..cell.with_kernel_cc("no-such-cc")
@@ -711,7 +659,7 @@ fn the_kernel_congestion_control_is_the_cells_and_a_missing_one_is_a_clear_error
         e.contains("no-such-cc") && e.contains("this kernel has"),
         "{e}"
     );
-    assert_eq!(runs[0].congestion, None);
+    assert_eq!(runs[0].congestion(), None);
     assert_eq!(runs[1].error, None, "ours does not depend on it");
     assert_eq!(runs[2].error, None, "nor does ours S");
     assert!(!std::path::Path::new(&format!("/run/netns/{prefix}-a")).exists());

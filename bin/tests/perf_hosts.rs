@@ -4,7 +4,9 @@
 //! each namespace with a route to the other's TUN prefix via the other's veth address and IPv4
 //! forwarding on, as the README tells users to set up two real hosts. The namespaces, link,
 //! addresses and routes are made here with `ip`, not by bth-perf's own set-up code, so the
-//! test checks the commands the README gives.
+//! test checks the commands the README gives. The verified run also goes over IPv6, as the
+//! README's IPv6 variant has it: veth fd98:X::1/64 and fd98:X::2/64, `--tun-addr`
+//! fd99:X:1::2/64 and fd99:X:2::2/64, `ip -6 route` and IPv6 forwarding.
 //!
 //! Also what an interrupted side leaves its peer: SIGTERM or Ctrl-C mid-run aborts the
 //! connection with RST before the process exits, so the other side reports the reset at once.
@@ -40,7 +42,17 @@ fn ip_in(ns: &Netns, args: &[&str]) {
 }
 
 impl Hosts {
+    /// IPv4 hosts (the README's main set-up).
     fn new() -> Hosts {
+        Hosts::of(false)
+    }
+
+    /// IPv6 hosts: every address IPv6 (the README's IPv6 variant).
+    fn ipv6() -> Hosts {
+        Hosts::of(true)
+    }
+
+    fn of(v6: bool) -> Hosts {
         let n = N.fetch_add(1, Ordering::SeqCst);
         // One subnet per run and test; namespaces keep them apart anyway.
         let x = (std::process::id() + n) % 200 + 20;
@@ -56,25 +68,66 @@ impl Hosts {
             &["link", "add", &va, "type", "veth", "peer", "name", &vb],
         );
         ip_in(&a, &["link", "set", &vb, "netns", &b.name]);
-        let (a_link, b_link) = (format!("192.168.{x}.1"), format!("192.168.{x}.2"));
-        ip_in(&a, &["addr", "add", &format!("{a_link}/30"), "dev", &va]);
-        ip_in(&b, &["addr", "add", &format!("{b_link}/30"), "dev", &vb]);
+        if v6 {
+            // A fresh veth's addresses (its link-local one too, which neighbour discovery
+            // goes out from) stay tentative for a second of duplicate address detection
+            // unless it is off: no other host is on this link.
+            for (ns, v) in [(&a, &va), (&b, &vb)] {
+                ns.exec(&["sysctl", "-qw", &format!("net.ipv6.conf.{v}.accept_dad=0")])
+                    .expect("accept_dad");
+            }
+        }
+        let (a_link, b_link, link_prefix) = if v6 {
+            (format!("fd98:{x}::1"), format!("fd98:{x}::2"), 64)
+        } else {
+            (format!("192.168.{x}.1"), format!("192.168.{x}.2"), 30)
+        };
+        let nodad: &[&str] = if v6 { &["nodad"] } else { &[] };
+        for (ns, v, addr) in [(&a, &va, &a_link), (&b, &vb, &b_link)] {
+            let cidr = format!("{addr}/{link_prefix}");
+            let mut args = vec!["addr", "add", &cidr, "dev", v];
+            args.extend_from_slice(nodad);
+            ip_in(ns, &args);
+        }
         ip_in(&a, &["link", "set", &va, "up"]);
         ip_in(&b, &["link", "set", &vb, "up"]);
-        let (a_net, b_net) = (format!("10.{x}.1.0/24"), format!("10.{x}.2.0/24"));
-        // The README's lines for two hosts: each routes the other's TUN prefix via the other.
-        ip_in(&a, &["route", "add", &b_net, "via", &b_link]);
-        ip_in(&b, &["route", "add", &a_net, "via", &a_link]);
-        for ns in [&a, &b] {
-            ns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])
-                .expect("ip_forward");
+        let (a_net, b_net) = if v6 {
+            (format!("fd99:{x}:1::/64"), format!("fd99:{x}:2::/64"))
+        } else {
+            (format!("10.{x}.1.0/24"), format!("10.{x}.2.0/24"))
+        };
+        // The README's lines for two hosts: each routes the other's TUN prefix via the other
+        // (`ip -6 route` for IPv6).
+        let family: &[&str] = if v6 { &["-6"] } else { &[] };
+        for (ns, net, via) in [(&a, &b_net, &b_link), (&b, &a_net, &a_link)] {
+            let mut args = family.to_vec();
+            args.extend_from_slice(&["route", "add", net, "via", via]);
+            ip_in(ns, &args);
         }
-        Hosts {
-            a,
-            b,
-            server: format!("10.{x}.1.2"),
-            server_tun: format!("10.{x}.1.2/24"),
-            client_tun: format!("10.{x}.2.2/24"),
+        let forwarding = if v6 {
+            "net.ipv6.conf.all.forwarding=1"
+        } else {
+            "net.ipv4.ip_forward=1"
+        };
+        for ns in [&a, &b] {
+            ns.exec(&["sysctl", "-qw", forwarding]).expect("forwarding");
+        }
+        if v6 {
+            Hosts {
+                a,
+                b,
+                server: format!("fd99:{x}:1::2"),
+                server_tun: format!("fd99:{x}:1::2/64"),
+                client_tun: format!("fd99:{x}:2::2/64"),
+            }
+        } else {
+            Hosts {
+                a,
+                b,
+                server: format!("10.{x}.1.2"),
+                server_tun: format!("10.{x}.1.2/24"),
+                client_tun: format!("10.{x}.2.2/24"),
+            }
         }
     }
 
@@ -222,7 +275,17 @@ const QPS: u64 = 8;
 /// --verify`): both processes exit 0, every byte each side received was checked there, and
 /// each side heard the same from the other.
 fn two_hosts_verified_send_on_eight_qps_both_ways() {
-    let hosts = Hosts::new();
+    verified_send_on_eight_qps_both_ways(&Hosts::new());
+}
+
+/// The same run with every address IPv6: the README's IPv6 variant (`--tun-addr` and the
+/// server address IPv6, `ip -6 route`, IPv6 forwarding).
+fn two_hosts_verified_send_on_eight_qps_both_ways_over_ipv6() {
+    let hosts = Hosts::ipv6();
+    verified_send_on_eight_qps_both_ways(&hosts);
+}
+
+fn verified_send_on_eight_qps_both_ways(hosts: &Hosts) {
     let opts = [
         "--op", "send", "-s", "65536", "-n", "300", "-q", "8", "-b", "--verify", "--json",
     ];
@@ -517,6 +580,50 @@ fn a_connection_count_out_of_range_is_refused_clearly() {
     }
 }
 
+/// A client given an IPv6 server address with an IPv4 --tun-addr (given, or the default) is
+/// refused before anything is set up (no root needed to see it), saying why and what to give;
+/// so is a kernel-side address of the other family.
+fn mixed_address_families_are_refused_clearly() {
+    let refused = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().expect("run bth-perf");
+        assert!(!out.status.success(), "{args:?}: {}", describe(&out));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(&["client", "2001:db8:99:1::2", "-n", "1"]);
+    assert!(
+        err.contains(
+            "the server address 2001:db8:99:1::2 is IPv6 but this client's --tun-addr \
+             10.99.2.2/24 (the default) is IPv4"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("give --tun-addr an IPv6 ADDR/PREFIX, e.g. 2001:db8:99:2::2/64"),
+        "{err}"
+    );
+    let err = refused(&["client", "10.99.1.2", "--tun-addr", "2001:db8:99:2::2/64"]);
+    assert!(
+        err.contains(
+            "the server address 10.99.1.2 is IPv4 but this client's --tun-addr \
+             2001:db8:99:2::2/64 is IPv6"
+        ),
+        "{err}"
+    );
+    let err = refused(&[
+        "server",
+        "--tun-addr",
+        "2001:db8:99:1::2/64",
+        "--tun-kernel-addr",
+        "10.99.1.1",
+    ]);
+    assert!(
+        err.contains(
+            "--tun-kernel-addr 10.99.1.1 is IPv4 but --tun-addr 2001:db8:99:1::2/64 is IPv6"
+        ),
+        "{err}"
+    );
+}
+
 /// The help explains the two-host set-up and how the peak is computed.
 fn help_explains_the_cross_host_setup() {
     let out = Command::new(BIN).arg("--help").output().expect("run");
@@ -525,6 +632,8 @@ fn help_explains_the_cross_host_setup() {
     for want in [
         "ip route add 10.99.2.0/24 via 192.168.0.2",
         "bth-perf client 10.99.1.2",
+        "ip -6 route add 2001:db8:99:2::/64 via 2001:db8::2",
+        "bth-perf client 2001:db8:99:1::2 --tun-addr 2001:db8:99:2::2/64",
         "best 10-ms window",
         "local",
     ] {
@@ -562,6 +671,7 @@ fn help_explains_the_cross_host_setup() {
 bth_tests::test_main!(
     a_client_whose_server_is_unreachable_fails_at_once_with_the_icmp_error[NetAdmin],
     two_hosts_verified_send_on_eight_qps_both_ways[NetAdmin],
+    two_hosts_verified_send_on_eight_qps_both_ways_over_ipv6[NetAdmin],
     two_hosts_refuse_different_options[NetAdmin],
     sigterm_to_the_client_resets_the_servers_connection[NetAdmin],
     ctrl_c_to_the_server_resets_the_clients_connection[NetAdmin],
@@ -569,5 +679,6 @@ bth_tests::test_main!(
     a_killed_server_is_noticed_by_the_client_by_its_user_timeout[NetAdmin],
     the_kernel_cuts_s_super_segments_into_segments_the_server_places[NetAdmin],
     a_connection_count_out_of_range_is_refused_clearly,
+    mixed_address_families_are_refused_clearly,
     help_explains_the_cross_host_setup,
 );

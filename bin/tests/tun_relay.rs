@@ -7,7 +7,7 @@
 use bth_io::sim::{LinkConfig, Spray, SprayMode};
 use bth_io::tun::{enter_netns, RelayStats};
 use bth_perf::tunpair::run_pair;
-use bth_perf::{PerfConfig, PerfOp};
+use bth_perf::{PerfConfig, PerfOp, RunMode};
 use bth_testbed::topology::{TwoNs, A_LINK};
 use bth_tests::netns::accept_within;
 use bth_tests::pattern;
@@ -45,9 +45,8 @@ fn spraying_relay_carries_every_message() {
         count: 400,
         tx_depth: 8,
         rx_depth: 8,
-        verify: true,
+        mode: RunMode::verified(),
         seed: 5,
-        plain: false,
         ..PerfConfig::default()
     };
     let mut ns = TwoNs::create(&prefix(), Some(link)).expect("namespaces");

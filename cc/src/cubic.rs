@@ -591,9 +591,7 @@ mod tests {
 
     #[test]
     fn no_growth_during_recovery_and_once_per_episode() {
-        let mut cc = Cubic::new(MSS as u32);
-        cc.on_congestion_event(ms(1), 10 * MSS);
-        assert_eq!(cc.cwnd(), 7 * MSS);
+        let mut cc = in_recovery_from_ten(Cubic::new(MSS as u32), 7);
         cc.on_congestion_event(ms(2), 7 * MSS);
         assert_eq!(cc.cwnd(), 7 * MSS);
         cc.on_ack(ms(3), 5 * MSS, Some(ms(1)), 5 * MSS);

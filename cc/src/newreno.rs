@@ -250,9 +250,7 @@ mod tests {
 
     #[test]
     fn recovery_ends_by_itself_after_a_flight_is_acked() {
-        let mut cc = NewReno::new(MSS as u32);
-        cc.on_congestion_event(ms(1), 10 * MSS);
-        assert_eq!(cc.cwnd(), 5 * MSS);
+        let mut cc = in_recovery_from_ten(NewReno::new(MSS as u32), 5);
         cc.on_ack(ms(2), 6 * MSS, None, 4 * MSS);
         assert!(cc.in_recovery());
         cc.on_ack(ms(3), 4 * MSS, None, 5 * MSS);

@@ -49,3 +49,13 @@ pub fn driver_turns<C: CongestionControl + ?Sized>(
         }
     }
 }
+
+/// `cc`, fresh, after a congestion event at 1 ms with ten of its segments in flight: in
+/// recovery, its window cut to `cwnd_segments` segments.
+pub fn in_recovery_from_ten<C: CongestionControl>(mut cc: C, cwnd_segments: u64) -> C {
+    let mss = cc.mss();
+    cc.on_congestion_event(ms(1), 10 * mss);
+    assert_eq!(cc.cwnd(), cwnd_segments * mss);
+    assert!(cc.in_recovery());
+    cc
+}

@@ -65,6 +65,10 @@
 -- When the capture does not hold that SYN (where Wireshark's relative numbers would start at 1
 -- from a guess), stream_off and place_off are absent and the tree says the offset is unknown.
 -- A zero-length message in S framing is msg_len 0 with one pad byte (tcp_bth.zero_length).
+-- A hello (opcode 0xFF, SYN and SYN-ACK) with T=0 is 16 bytes and has no tcp_bth.tsval or
+-- tcp_bth.tsecr: amendment 4 lets a SYN's hello leave the timestamps to the RFC 7323 option
+-- beside it (tcp.options.timestamp.tsval), so that a peer without BTH still negotiates them
+-- when the connection falls back to plain TCP; the info column shows "HELLO ... T=0".
 -- Expert infos: tcp_bth.len_inconsistent (length disagrees with the T flag and the opcode),
 --   tcp_bth.truncated, tcp_bth.unknown_opcode, tcp_bth.version_unsupported, tcp_bth.m_inconsistent,
 --   tcp_bth.icrc_bad, tcp_bth.zero_length_invalid (offset 0xFFFFFF on an opcode without a
@@ -72,7 +76,8 @@
 --   such an opcode or payload), tcp_bth.nak_received (a NAK: the connection ends with this RST),
 --   tcp_bth.s_beyond_msg_len (an S-framed segment whose place_off + payload length passes its
 --   msg_len), tcp_bth.s_invalid (S on a FIRST, MIDDLE or LAST opcode, a segment index other
---   than 0, or a msg_len of 2^24 or more).
+--   than 0, or a msg_len of 2^24 or more), tcp_bth.ts_missing (an ACKNOWLEDGE with T=0, which
+--   the codec refuses: only a hello may leave out the timestamps).
 --
 -- Tested with tshark 4.0 (Lua 5.2); uses the `bit32` or `bit` library, or Lua 5.3+ operators.
 
@@ -205,13 +210,16 @@ local E = {
     s_beyond = ProtoExpert.new("tcp_bth.s_beyond_msg_len",
         "S-framed segment passes the end of its message (placement offset + payload > length)",
         expert.group.MALFORMED, expert.severity.ERROR),
+    ts_missing = ProtoExpert.new("tcp_bth.ts_missing",
+        "ACKNOWLEDGE without timestamps (T=0): the BTH form of a pure ACK must carry them",
+        expert.group.MALFORMED, expert.severity.ERROR),
     s_invalid = ProtoExpert.new("tcp_bth.s_invalid",
         "S framing on a FIRST/MIDDLE/LAST opcode, a segment index other than 0, or a message "
         .. "length of 2^24 or more",
         expert.group.MALFORMED, expert.severity.ERROR),
 }
 p.experts = { E.len, E.truncated, E.opcode, E.version, E.more, E.icrc, E.zero_length, E.nak,
-    E.s_beyond, E.s_invalid }
+    E.s_beyond, E.s_invalid, E.ts_missing }
 
 -- CRC32C (Castagnoli, reflected polynomial 0x82F63B78), table driven.
 local CRC_TABLE = {}
@@ -295,7 +303,12 @@ end
 -- plen: the TCP payload length, or nil when unknown.
 local function summary_of(name, flags, op, msn, off, syndrome, plen)
     if op == 0xFF then
-        return string.format("%s first-msn=%d max-msg=%d", name, msn, off)
+        local text = string.format("%s first-msn=%d max-msg=%d", name, msn, off)
+        if band(flags, 0x04) == 0 then
+            -- Amendment 4: a SYN's hello without timestamps, beside the RFC 7323 option.
+            text = text .. " T=0"
+        end
+        return text
     elseif band(flags, 0x10) ~= 0 then
         return string.format("%s credit-msn=%d grant=%dx4KiB", name, msn, off)
     elseif op == ACKNOWLEDGE then
@@ -463,11 +476,20 @@ local function dissect_option(r, olen, payload, plen, stream_off, pinfo, tree)
         end
     end
 
+    -- Timestamps only with T=1: a hello with T=0 (a SYN's, amendment 4) is 16 bytes and has
+    -- none; its SYN carries the RFC 7323 option beside it (tcp.options.timestamp.tsval). An
+    -- ACKNOWLEDGE must have them (the BTH form of a pure ACK replaces that option).
     local at = 16
     if ts and olen >= at + 8 then
         sub:add(F.tsval, r:range(at, 4))
         sub:add(F.tsecr, r:range(at + 4, 4))
         at = at + 8
+    elseif op == 0xFF then
+        sub:add(r:range(4, 1), "Timestamps: not in the hello (T=0): in the RFC 7323 option "
+            .. "beside it (amendment 4)"):set_generated()
+    elseif op == ACKNOWLEDGE then
+        ft:add_proto_expert_info(E.ts_missing, string.format(
+            "%s with T=0: the BTH form of a pure ACK must carry the timestamps", name))
     end
     local ext = def and def[3] or 0
     if ext == 4 and olen >= at + 4 then

@@ -188,14 +188,20 @@ fn segment(u: &mut Unstructured) -> arbitrary::Result<Vec<u8>> {
         tsval: u.arbitrary()?,
         tsecr: u.arbitrary()?,
     };
-    match u.int_in_range(0..=2)? {
+    match u.int_in_range(0..=3)? {
         0 => {}
         1 => opts.timestamps = Some(ts),
-        _ => {
+        form => {
             let mut hello = Bth::new(Opcode::Hello);
             hello.msn = u.arbitrary()?;
             hello.mbo = u.int_in_range(0..=0xFF_FFFF)?;
-            hello.timestamps = Some(ts);
+            // 2: timestamps folded into the hello (T=1); 3: a hello without them (T=0)
+            // beside the RFC 7323 option (wire spec amendment 4).
+            if form == 2 {
+                hello.timestamps = Some(ts);
+            } else {
+                opts.timestamps = Some(ts);
+            }
             hello.seal(&[]);
             opts.bth = Some(hello);
         }

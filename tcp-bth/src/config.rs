@@ -23,7 +23,13 @@ pub struct Config {
     /// same option across a message (S, amendment 3), which segmentation offload can carry.
     /// Offered in the hello; S is used only when both ends ask for it.
     pub framing: Framing,
-    /// Offer RFC 7323 timestamps on a plain-TCP SYN.
+    /// Offer RFC 7323 timestamps on our SYN: on a plain-TCP SYN, and with `bth` beside a hello
+    /// without timestamps (T=0, wire spec amendment 4), so that a peer without BTH, which
+    /// ignores the hello, still negotiates timestamps (PAWS, RTT from echoes) when the
+    /// connection falls back to plain TCP. A BTH connection folds them into its options (T=1)
+    /// from the SYN-ACK on either way. Off with `bth`: the SYN's hello folds them (T=1, the
+    /// form before amendment 4) and a fallback has none. A listener uses them on a plain
+    /// connection only if the peer's SYN offered them too.
     pub timestamps: bool,
     /// Congestion control algorithm (`bth_cc`, built with the MSS).
     pub congestion: Algorithm,

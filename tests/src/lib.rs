@@ -6,6 +6,7 @@ pub mod livelock;
 pub mod many_qps;
 pub mod qpwork;
 pub mod rss;
+pub mod tcpdump;
 pub mod tunpair;
 
 use bth_io::sim::{pair_configs, LinkConfig, Pair};

@@ -150,24 +150,30 @@ fn assert_access_error(s: &mut Setup, bad_wr: u64) {
     );
 }
 
+/// A posts WRITE 3, `len` bytes of pattern 9, to B's region `rkey` at `addr`; returns the bytes.
+fn post_bad_write(s: &mut Setup, rkey: u32, addr: u64, len: usize) -> Vec<u8> {
+    let data = pattern(9, len);
+    s.p.a
+        .post_send(WorkRequest::write(3, rkey, addr, data.clone(), None))
+        .unwrap();
+    data
+}
+
+/// WRITE 3 of `len` bytes to B's region `rkey` at `addr` ends in an access error
+/// ([`assert_access_error`]).
+fn assert_write_refused(s: &mut Setup, rkey: u32, addr: u64, len: usize) {
+    post_bad_write(s, rkey, addr, len);
+    assert_access_error(s, 3);
+}
+
 #[test]
 fn write_with_wrong_rkey_is_a_remote_access_error() {
     let mut s = setup(1);
     let bad_rkey = s.good.rkey ^ 0x01; // same slot, wrong key byte
-    let data = pattern(9, 3000);
-    s.p.a
-        .post_send(WorkRequest::write(
-            3,
-            bad_rkey,
-            s.good.addr + 20_000,
-            data.to_vec(),
-            None,
-        ))
-        .unwrap();
+    let addr = s.good.addr + 20_000;
+    let data = post_bad_write(&mut s, bad_rkey, addr, 3000);
     // A SEND behind it must not land either.
-    s.p.a
-        .post_send(WorkRequest::send(4, data.to_vec(), None))
-        .unwrap();
+    s.p.a.post_send(WorkRequest::send(4, data, None)).unwrap();
     assert_access_error(&mut s, 3);
     let _ = (&s.first_msg, s.canary);
 }
@@ -175,12 +181,8 @@ fn write_with_wrong_rkey_is_a_remote_access_error() {
 #[test]
 fn write_to_region_without_remote_write_is_refused() {
     let mut s = setup(2);
-    let data = pattern(9, 3000);
     let (rkey, addr) = (s.canary.rkey, s.canary.addr);
-    s.p.a
-        .post_send(WorkRequest::write(3, rkey, addr, data.to_vec(), None))
-        .unwrap();
-    assert_access_error(&mut s, 3);
+    assert_write_refused(&mut s, rkey, addr, 3000);
 }
 
 #[test]
@@ -193,18 +195,8 @@ fn write_out_of_bounds_is_refused() {
     .enumerate()
     {
         let mut s = setup(3 + i as u64);
-        let data = pattern(9, 3000);
-        let addr = s.good.addr + off;
-        s.p.a
-            .post_send(WorkRequest::write(
-                3,
-                s.good.rkey,
-                addr,
-                data.to_vec(),
-                None,
-            ))
-            .unwrap();
-        assert_access_error(&mut s, 3);
+        let (rkey, addr) = (s.good.rkey, s.good.addr + off);
+        assert_write_refused(&mut s, rkey, addr, 3000);
     }
 }
 
@@ -218,18 +210,8 @@ fn write_below_region_and_address_overflow_are_refused() {
     .enumerate()
     {
         let mut s = setup(10 + i as u64);
-        let addr = addr.unwrap_or(s.good.addr - 1);
-        let data = pattern(9, 100);
-        s.p.a
-            .post_send(WorkRequest::write(
-                3,
-                s.good.rkey,
-                addr,
-                data.to_vec(),
-                None,
-            ))
-            .unwrap();
-        assert_access_error(&mut s, 3);
+        let (rkey, addr) = (s.good.rkey, addr.unwrap_or(s.good.addr - 1));
+        assert_write_refused(&mut s, rkey, addr, 100);
     }
 }
 
@@ -250,36 +232,18 @@ fn write_whose_address_range_wraps_is_refused() {
             .unwrap_err();
     assert!(format!("{err}").contains("wrap") || format!("{err:?}").contains("Wraps"));
     // ...so a hostile peer forges it: RETH addr = 2^64 - 11, 100 bytes (addr + len overflows).
-    let (_, a_nxt, a_rcv) = s.p.a.seq_state();
-    let mut b = Bth::new(Opcode::RdmaWriteOnly);
-    b.msn = 1; // the setup's WRITE was MSN 0: a reused MSN is a duplicate, dropped unplaced
-    b.timestamps = Some(Timestamps {
-        tsval: s.p.a.tsval_at(s.p.now).wrapping_add(10),
-        tsecr: 0,
-    });
-    b.ext = Extension::Reth(Reth {
-        rkey: s.good.rkey,
-        addr: u64::MAX - 10,
-    });
-    b.seal(&data);
-    let seg = TcpRepr {
-        src_port: A_PORT,
-        dst_port: B_PORT,
-        seq: a_nxt,
-        ack: a_rcv,
-        flags: TcpFlags::ACK,
-        window: 0xffff,
-        urgent: 0,
-        options: TcpOptions {
-            bth: Some(b),
-            ..TcpOptions::default()
+    let forged = Forge {
+        op: Opcode::RdmaWriteOnly,
+        msn: 1, // the setup's WRITE was MSN 0: a reused MSN is a duplicate, dropped unplaced
+        reth: Reth {
+            rkey: s.good.rkey,
+            addr: u64::MAX - 10,
         },
-        payload: &data,
-    }
-    .to_vec(a_ip())
-    .unwrap();
+        payload: data,
+        ..Forge::new(&mut s.p)
+    };
     let now = s.p.now;
-    s.p.b().handle_segment(now, &seg);
+    forged.send_to_b(&mut s.p, now);
     let b = s.p.b();
     assert_eq!(b.error(), Some(ConnectionError::RemoteAccess));
     assert_eq!(b.state(), State::Closed);
@@ -376,9 +340,14 @@ fn deregistered_region_is_never_written_after_deregistration() {
 
 // ---- RFC 5961 and blind injection ----
 
-/// A forged segment "from A" to B, checksummed; in BTH mode it carries a valid option (pure ACK
-/// opcode, or `data_op` with payload) so it passes the checks before the ones under test.
+/// A forged segment to B's port, checksummed: "from A" ([`Forge::new`]), or from anyone
+/// ([`Forge::bare`]). In BTH mode it carries a valid option (pure ACK opcode, or `op` with
+/// payload, and `reth` where the opcode has one) so it passes the checks before the ones under
+/// test.
+#[derive(Clone)]
 struct Forge {
+    ip: IpPair,
+    src_port: u16,
     seq: u32,
     ack: u32,
     flags: TcpFlags,
@@ -388,23 +357,62 @@ struct Forge {
     msn: u16,
     tsval: u32,
     sack: Option<(u32, u32)>,
+    reth: Reth,
 }
 
 impl Forge {
+    /// From `src_port` over `ip`: `flags`, no ACK number, no options, no payload.
+    fn bare(ip: IpPair, src_port: u16, seq: u32, flags: TcpFlags) -> Forge {
+        Forge {
+            ip,
+            src_port,
+            seq,
+            ack: 0,
+            flags,
+            payload: Vec::new(),
+            bth: false,
+            op: Opcode::Acknowledge,
+            msn: 0,
+            tsval: 0,
+            sack: None,
+            reth: Reth { rkey: 0, addr: 0 },
+        }
+    }
+
+    /// From A, in window: at A's SND.NXT, acknowledging its RCV.NXT, a little after A's clock.
     fn new(p: &mut Pair) -> Forge {
         let (_, a_nxt, a_rcv) = p.a.seq_state();
         Forge {
-            seq: a_nxt,
             ack: a_rcv,
-            flags: TcpFlags::ACK,
-            payload: Vec::new(),
             bth: matches!(p.a.mode(), Mode::Bth { .. }),
-            op: Opcode::Acknowledge,
-            msn: 0,
             tsval: p.a.tsval_at(p.now).wrapping_add(10),
-            sack: None,
+            ..Forge::bare(a_ip(), A_PORT, a_nxt, TcpFlags::ACK)
         }
     }
+
+    /// As [`Forge::new`], stamped with A's clock at `now`.
+    fn at(p: &mut Pair, now: Duration) -> Forge {
+        Forge {
+            tsval: p.a.tsval_at(now),
+            ..Forge::new(p)
+        }
+    }
+
+    /// A blind RST from A, without the option.
+    fn rst(p: &mut Pair, seq: u32) -> Forge {
+        Forge {
+            seq,
+            flags: TcpFlags::RST,
+            bth: false,
+            ..Forge::new(p)
+        }
+    }
+
+    /// Hands it to B's connection.
+    fn send_to_b(&self, p: &mut Pair, now: Duration) {
+        p.b().handle_segment(now, &self.bytes());
+    }
+
     fn bytes(&self) -> Vec<u8> {
         let bth = self.bth.then(|| {
             let mut b = Bth::new(self.op);
@@ -414,7 +422,7 @@ impl Forge {
                 tsecr: 0,
             });
             if matches!(self.op.extension(), tcp_bth::wire::ExtensionKind::Reth) {
-                b.ext = Extension::Reth(Reth { rkey: 0, addr: 0 });
+                b.ext = Extension::Reth(self.reth);
             }
             b.seal(&self.payload);
             b
@@ -427,7 +435,7 @@ impl Forge {
             options.sack.push(SackBlock { left: l, right: r });
         }
         TcpRepr {
-            src_port: A_PORT,
+            src_port: self.src_port,
             dst_port: B_PORT,
             seq: self.seq,
             ack: self.ack,
@@ -437,7 +445,7 @@ impl Forge {
             options,
             payload: &self.payload,
         }
-        .to_vec(a_ip())
+        .to_vec(self.ip)
         .unwrap()
     }
 }
@@ -446,6 +454,25 @@ impl Forge {
 fn drain_b(p: &mut Pair) -> usize {
     let now = p.now;
     std::iter::from_fn(|| p.b().poll_transmit(now)).count()
+}
+
+/// B sends a WRITE of `len` bytes (pattern `seed`) into a region of A's, all of it at once and
+/// none delivered yet: B's (SND.UNA, SND.NXT).
+fn b_write_in_flight(p: &mut Pair, seed: u64, len: usize) -> (u32, u32) {
+    let h = p.a.register_mr(vec![0u8; len], RW).unwrap();
+    p.b()
+        .post_send(WorkRequest::write(
+            1,
+            h.rkey,
+            h.addr,
+            pattern(seed, len),
+            None,
+        ))
+        .unwrap();
+    let now = p.now;
+    while p.b().poll_transmit(now).is_some() {}
+    let (una, nxt, _) = p.b().seq_state();
+    (una, nxt)
 }
 
 #[test]
@@ -465,6 +492,7 @@ fn forged_send_is_placed_only_with_valid_seq_and_ack() {
         msn: 0,
         tsval: base.tsval,
         sack: None,
+        ..base.clone()
     };
     let now = p.now;
     let cases = [
@@ -478,10 +506,9 @@ fn forged_send_is_placed_only_with_valid_seq_and_ack() {
         ),
     ];
     for (seq_add, ack_add, what) in cases {
-        let f = mk(seq_add, ack_add);
         let before = p.b().placement_counters();
         let (_, _, rcv) = p.b().seq_state();
-        p.b().handle_segment(now, &f.bytes());
+        mk(seq_add, ack_add).send_to_b(&mut p, now);
         assert_eq!(
             p.b().placement_counters().bytes_placed,
             before.bytes_placed,
@@ -491,8 +518,7 @@ fn forged_send_is_placed_only_with_valid_seq_and_ack() {
         assert_eq!(p.b().state(), State::Established, "{what}");
         assert!(drain_b(&mut p) <= 1, "{what}: at most one ACK in answer");
     }
-    let f = mk(0, 0);
-    p.b().handle_segment(now, &f.bytes());
+    mk(0, 0).send_to_b(&mut p, now);
     assert_eq!(
         p.b().placement_counters().bytes_placed,
         1000,
@@ -511,24 +537,12 @@ fn blind_rst_outside_window_or_below_rcv_nxt_is_ignored() {
         base.seq.wrapping_add(1 << 30),
         base.seq.wrapping_add(0x8000_0000),
     ] {
-        let f = Forge {
-            seq,
-            flags: TcpFlags::RST,
-            bth: false,
-            ..Forge::new(&mut p)
-        };
-        p.b().handle_segment(now, &f.bytes());
+        Forge::rst(&mut p, seq).send_to_b(&mut p, now);
         assert_eq!(p.b().state(), State::Established);
     }
     assert_eq!(p.b().stats().challenge_acks, 0);
     // In window but not exact: challenge ACK, no reset.
-    let f = Forge {
-        seq: base.seq.wrapping_add(100),
-        flags: TcpFlags::RST,
-        bth: false,
-        ..Forge::new(&mut p)
-    };
-    p.b().handle_segment(now, &f.bytes());
+    Forge::rst(&mut p, base.seq.wrapping_add(100)).send_to_b(&mut p, now);
     assert_eq!(p.b().state(), State::Established);
     assert_eq!(p.b().stats().challenge_acks, 1);
 }
@@ -552,10 +566,9 @@ fn blind_syn_with_any_sequence_number_never_resets() {
             let f = Forge {
                 seq: base.seq.wrapping_add(seq),
                 flags: TcpFlags::SYN,
-                tsval: p.a.tsval_at(now),
-                ..Forge::new(&mut p)
+                ..Forge::at(&mut p, now)
             };
-            p.b().handle_segment(now, &f.bytes());
+            f.send_to_b(&mut p, now);
             assert_eq!(p.b().state(), State::Established, "case {i}");
             assert!(p.b().error().is_none());
             // Answered by at most one ACK (challenge ACK in window, plain ACK outside).
@@ -577,19 +590,8 @@ fn blind_syn_with_any_sequence_number_never_resets() {
 fn ack_of_unsent_data_and_too_old_ack_do_not_move_snd_una() {
     let mut p = bth_pair(43);
     // Give B data in flight towards A so that SND.UNA < SND.NXT.
-    let h = p.a.register_mr(vec![0u8; 1 << 16], RW).unwrap();
-    p.b()
-        .post_send(WorkRequest::write(
-            1,
-            h.rkey,
-            h.addr,
-            pattern(1, 40_000).to_vec(),
-            None,
-        ))
-        .unwrap();
+    let (una, nxt) = b_write_in_flight(&mut p, 1, 40_000);
     let now = p.now;
-    while p.b().poll_transmit(now).is_some() {}
-    let (una, nxt, _) = p.b().seq_state();
     assert!(nxt.wrapping_sub(una) > 10_000);
     let base = Forge::new(&mut p);
     for (ack, what) in [
@@ -602,7 +604,7 @@ fn ack_of_unsent_data_and_too_old_ack_do_not_move_snd_una() {
             ack,
             ..Forge::new(&mut p)
         };
-        p.b().handle_segment(now, &f.bytes());
+        f.send_to_b(&mut p, now);
         assert_eq!(p.b().seq_state().0, una, "{what}: SND.UNA moved");
         assert_eq!(p.b().state(), State::Established);
         assert!(drain_b(&mut p) <= 1);
@@ -614,7 +616,7 @@ fn ack_of_unsent_data_and_too_old_ack_do_not_move_snd_una() {
         sack: Some((nxt.wrapping_add(10), nxt.wrapping_add(5000))),
         ..Forge::new(&mut p)
     };
-    p.b().handle_segment(now, &f.bytes());
+    f.send_to_b(&mut p, now);
     assert_eq!(p.b().seq_state().0, una);
     // The real exchange still completes.
     assert!(p.run_until(5 * SEC, |p| p.b().seq_state().0 == p.b().seq_state().1));
@@ -628,13 +630,7 @@ fn challenge_acks_are_rate_limited() {
     let now = p.now;
     let mut out = 0;
     for i in 0..1000u32 {
-        let f = Forge {
-            seq: base.seq.wrapping_add(1 + i),
-            flags: TcpFlags::RST,
-            bth: false,
-            ..Forge::new(&mut p)
-        };
-        p.b().handle_segment(now, &f.bytes());
+        Forge::rst(&mut p, base.seq.wrapping_add(1 + i)).send_to_b(&mut p, now);
         out += drain_b(&mut p);
     }
     assert_eq!(p.b().stats().challenge_acks, 1, "1000 RSTs in one instant");
@@ -644,13 +640,7 @@ fn challenge_acks_are_rate_limited() {
     let mut t = now;
     for i in 0..1000u32 {
         t += Duration::from_millis(2);
-        let f = Forge {
-            seq: base.seq.wrapping_add(1 + i),
-            flags: TcpFlags::RST,
-            bth: false,
-            ..Forge::new(&mut p)
-        };
-        p.b().handle_segment(t, &f.bytes());
+        Forge::rst(&mut p, base.seq.wrapping_add(1 + i)).send_to_b(&mut p, t);
     }
     let n = p.b().stats().challenge_acks;
     assert_eq!(
@@ -671,35 +661,19 @@ fn out_of_order_ranges_are_bounded_in_bth_mode() {
     let now = p.now;
     // 2000 one-segment WRITEs, each with a gap before it: each would open a new range.
     for i in 0..2000u32 {
-        let payload = vec![1u8; 100];
-        let mut b = Bth::new(Opcode::RdmaWriteOnly);
-        b.msn = (i % 512) as u16;
-        b.timestamps = Some(Timestamps {
-            tsval: base.tsval,
-            tsecr: 0,
-        });
-        b.ext = Extension::Reth(Reth {
-            rkey: region.rkey,
-            addr: region.addr + u64::from(i % 512) * 100,
-        });
-        b.seal(&payload);
-        let seg = TcpRepr {
-            src_port: A_PORT,
-            dst_port: B_PORT,
+        let f = Forge {
             seq: base.seq.wrapping_add(200 * (i + 1)),
-            ack: base.ack,
-            flags: TcpFlags::ACK,
-            window: 0xffff,
-            urgent: 0,
-            options: TcpOptions {
-                bth: Some(b),
-                ..TcpOptions::default()
+            payload: vec![1u8; 100],
+            bth: true,
+            op: Opcode::RdmaWriteOnly,
+            msn: (i % 512) as u16,
+            reth: Reth {
+                rkey: region.rkey,
+                addr: region.addr + u64::from(i % 512) * 100,
             },
-            payload: &payload,
-        }
-        .to_vec(a_ip())
-        .unwrap();
-        p.b().handle_segment(now, &seg);
+            ..base.clone()
+        };
+        f.send_to_b(&mut p, now);
         drain_b(&mut p);
     }
     let s = p.b().stats();
@@ -725,10 +699,9 @@ fn out_of_order_ranges_are_bounded_in_plain_mode() {
         let f = Forge {
             seq: base.seq.wrapping_add(100 * (i % 1000 + 1)),
             payload: vec![2u8; 50],
-            tsval: p.a.tsval_at(now),
-            ..Forge::new(&mut p)
+            ..Forge::at(&mut p, now)
         };
-        p.b().handle_segment(now, &f.bytes());
+        f.send_to_b(&mut p, now);
         drain_b(&mut p);
     }
     assert!(p.b().stats().ooo_table_full >= 4000);
@@ -739,26 +712,14 @@ fn out_of_order_ranges_are_bounded_in_plain_mode() {
 #[test]
 fn hammering_acks_with_sacks_and_credit_keeps_the_sender_bounded() {
     let mut p = bth_pair(52);
-    let h = p.a.register_mr(vec![0u8; 1 << 20], RW).unwrap();
-    p.b()
-        .post_send(WorkRequest::write(
-            1,
-            h.rkey,
-            h.addr,
-            pattern(2, 1 << 20).to_vec(),
-            None,
-        ))
-        .unwrap();
+    let (una, nxt) = b_write_in_flight(&mut p, 2, 1 << 20);
     let mut now = p.now;
-    while p.b().poll_transmit(now).is_some() {}
-    let (una, nxt, _) = p.b().seq_state();
     let mut x: u32 = 12345;
     for i in 0..20_000u32 {
         x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
         now += Duration::from_nanos(100);
-        let mut f = Forge::new(&mut p);
+        let mut f = Forge::at(&mut p, now);
         f.ack = una;
-        f.tsval = p.a.tsval_at(now);
         f.sack = Some((
             una.wrapping_add(x % 4_000_000),
             una.wrapping_add(x % 4_000_000 + i),
@@ -818,19 +779,7 @@ fn endpoint_expires_half_open_connections() {
     };
     let mut now = Duration::from_secs(1);
     for port in 0..500u16 {
-        let syn = TcpRepr {
-            src_port: 2000 + port,
-            dst_port: B_PORT,
-            seq: 7,
-            ack: 0,
-            flags: TcpFlags::SYN,
-            window: 100,
-            urgent: 0,
-            options: TcpOptions::default(),
-            payload: &[],
-        }
-        .to_vec(ip)
-        .unwrap();
+        let syn = Forge::bare(ip, 2000 + port, 7, TcpFlags::SYN).bytes();
         l.handle_segment(now, ip, &syn);
     }
     assert_eq!(l.syn_queue_len(), 500);
@@ -859,19 +808,7 @@ fn syn_ack_isn(l: &mut Endpoint, now: Duration, port: u16) -> u32 {
         src: [10, 77, 0, 1],
         dst: [10, 77, 0, 2],
     };
-    let syn = TcpRepr {
-        src_port: port,
-        dst_port: B_PORT,
-        seq: 1,
-        ack: 0,
-        flags: TcpFlags::SYN,
-        window: 100,
-        urgent: 0,
-        options: TcpOptions::default(),
-        payload: &[],
-    }
-    .to_vec(ip)
-    .unwrap();
+    let syn = Forge::bare(ip, port, 1, TcpFlags::SYN).bytes();
     l.handle_segment(now, ip, &syn);
     let mut isn = None;
     let mut buf = Vec::new();
@@ -967,10 +904,9 @@ fn second_fin_does_not_advance_rcv_nxt() {
             let f = Forge {
                 seq: rcv.wrapping_add(k),
                 flags: TcpFlags::ACK | TcpFlags::FIN,
-                tsval: p.a.tsval_at(now),
-                ..Forge::new(&mut p)
+                ..Forge::at(&mut p, now)
             };
-            p.b().handle_segment(now, &f.bytes());
+            f.send_to_b(&mut p, now);
             assert_eq!(p.b().seq_state().2, rcv, "bth={bth} k={k}: RCV.NXT moved");
             assert_eq!(p.b().state(), State::CloseWait);
         }

@@ -571,16 +571,28 @@ const LUA_COLUMNS: [&str; 11] = [
     "tcp_bth.place_off",
 ];
 
-/// frame number -> the BTH as the Lua dissector shows it.
-fn lua_fields(path: &str, extra: &[&str]) -> BTreeMap<u64, Option<LuaBth>> {
-    let script = lua_script();
-    let mut args = vec!["-X", &script, "-r", path, AS_DATA[0], AS_DATA[1]];
+/// What tshark shows with the Lua dissector for the capture at `path`: after the `extra`
+/// options (a display filter, preferences), the `columns` of each frame on its line, separated
+/// by [`LUA_SEP`].
+fn lua_table(path: &str, extra: &[&str], columns: &[&str]) -> String {
+    let (script, separator) = (lua_script(), format!("separator={LUA_SEP}"));
+    let mut args = vec!["-X", &script, "-r", path];
     args.extend_from_slice(extra);
-    args.extend_from_slice(&["-T", "fields", "-E", "separator=\t"]);
-    for c in LUA_COLUMNS {
+    args.extend_from_slice(&["-T", "fields", "-E", &separator]);
+    for c in columns {
         args.extend_from_slice(&["-e", c]);
     }
-    let out = tshark(&args);
+    tshark(&args)
+}
+
+/// The separator of [`lua_table`]'s columns.
+const LUA_SEP: char = '|';
+
+/// frame number -> the BTH as the Lua dissector shows it.
+fn lua_fields(path: &str, extra: &[&str]) -> BTreeMap<u64, Option<LuaBth>> {
+    let mut opts = vec![AS_DATA[0], AS_DATA[1]];
+    opts.extend_from_slice(extra);
+    let out = lua_table(path, &opts, &LUA_COLUMNS);
     // Numeric (0x04) in tshark 4.0; accept the value-string name too.
     let opcode = |s: &str| -> u8 {
         Opcode::ALL
@@ -591,7 +603,7 @@ fn lua_fields(path: &str, extra: &[&str]) -> BTreeMap<u64, Option<LuaBth>> {
     let opt = |s: &str| (!s.is_empty()).then(|| num(s) as u32);
     out.lines()
         .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
+            let f: Vec<&str> = l.split(LUA_SEP).collect();
             assert_eq!(f.len(), LUA_COLUMNS.len(), "{l:?}");
             let frame = num(f[0]);
             let v = (!f[1].is_empty()).then(|| LuaBth {
@@ -629,7 +641,8 @@ fn assert_lua_agrees(path: &str, a: &Analysis) -> BTreeMap<u64, Option<LuaBth>> 
 
 const LUA_EXPERTS: &str = "tcp_bth.len_inconsistent || tcp_bth.icrc_bad || tcp_bth.truncated || \
      tcp_bth.unknown_opcode || tcp_bth.version_unsupported || tcp_bth.m_inconsistent || \
-     tcp_bth.zero_length_invalid || tcp_bth.s_beyond_msg_len || tcp_bth.s_invalid";
+     tcp_bth.zero_length_invalid || tcp_bth.s_beyond_msg_len || tcp_bth.s_invalid || \
+     tcp_bth.ts_missing";
 
 fn lua_dissector_agrees_with_the_rust_decoder() {
     for framing in FRAMINGS {
@@ -718,6 +731,22 @@ fn segment_from(ip: IpPair, seq: u32, flags: TcpFlags, b: Option<Bth>, payload: 
         b.seal(payload);
         b
     });
+    let options = TcpOptions {
+        bth,
+        ..TcpOptions::default()
+    };
+    tcp_segment(ip, (seq, 1), flags, options, payload)
+}
+
+/// A segment from `ip`'s source (A's port, or B's for B's address) with these sequence and
+/// acknowledgement numbers, flags and options; window 100.
+fn tcp_segment(
+    ip: IpPair,
+    (seq, ack): (u32, u32),
+    flags: TcpFlags,
+    options: TcpOptions,
+    payload: &[u8],
+) -> Vec<u8> {
     let (src_port, dst_port) = if ip == A {
         (A_PORT, B_PORT)
     } else {
@@ -727,14 +756,11 @@ fn segment_from(ip: IpPair, seq: u32, flags: TcpFlags, b: Option<Bth>, payload: 
         src_port,
         dst_port,
         seq,
-        ack: 1,
+        ack,
         flags,
         window: 100,
         urgent: 0,
-        options: TcpOptions {
-            bth,
-            ..TcpOptions::default()
-        },
+        options,
         payload,
     }
     .to_vec(ip)
@@ -877,22 +903,10 @@ fn rust_decoder_flags_a_bad_length_and_a_bad_icrc() {
 /// The frames of the capture at `path` that match the display `filter` under the Lua
 /// dissector.
 fn lua_frames(path: &str, filter: &str) -> Vec<u64> {
-    let script = lua_script();
-    tshark(&[
-        "-X",
-        &script,
-        "-r",
-        path,
-        "-Y",
-        filter,
-        "-T",
-        "fields",
-        "-e",
-        "frame.number",
-    ])
-    .lines()
-    .map(|l| l.trim().parse().unwrap())
-    .collect()
+    lua_table(path, &["-Y", filter], &["frame.number"])
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
 }
 
 fn lua_dissector_flags_a_bad_length_and_a_bad_icrc() {
@@ -914,34 +928,20 @@ fn lua_dissector_flags_a_bad_length_and_a_bad_icrc() {
 fn lua_dissector_names_zero_length_ack_and_nak() {
     let file = crafted_capture();
     let path = file.path().to_str().unwrap();
-    let script = lua_script();
-    let out = tshark(&[
-        "-X",
-        &script,
-        "-r",
+    let out = lua_table(
         path,
-        "-Y",
-        "frame.number >= 4",
-        "-T",
-        "fields",
-        "-E",
-        "separator=|",
-        "-e",
-        "frame.number",
-        "-e",
-        "tcp_bth.offset",
-        "-e",
-        "tcp_bth.zero_length",
-        "-e",
-        "tcp_bth.syndrome",
-        "-e",
-        "tcp_bth.nak",
-        "-e",
-        "tcp_bth.nak.opcode",
-        "-e",
-        "_ws.col.Info",
-    ]);
-    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('|').collect()).collect();
+        &["-Y", "frame.number >= 4"],
+        &[
+            "frame.number",
+            "tcp_bth.offset",
+            "tcp_bth.zero_length",
+            "tcp_bth.syndrome",
+            "tcp_bth.nak",
+            "tcp_bth.nak.opcode",
+            "_ws.col.Info",
+        ],
+    );
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(LUA_SEP).collect()).collect();
     assert_eq!(rows.len(), 5, "{out}");
     // tshark 4.0 prints booleans as 1 and unsigned fields with a value string as numbers
     // (hex fields as 0x..); accept "True" as later versions print it.
@@ -984,6 +984,140 @@ fn lua_dissector_names_zero_length_ack_and_nak() {
     // 8: the zero-length offset where it cannot be: not shown as zero-length.
     let r = &rows[4];
     assert_eq!((num(r[1]), r[2]), (ZERO_LENGTH_MBO, ""), "{r:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fallback keeps timestamps (amendment 4), crafted
+// ---------------------------------------------------------------------------------------------
+
+/// A SYN or SYN-ACK with MSS, window scale, SACK-permitted, the RFC 7323 option and `hello`.
+fn handshake_segment(
+    ip: IpPair,
+    seq: u32,
+    flags: TcpFlags,
+    tsval: u32,
+    hello: Option<Bth>,
+) -> Vec<u8> {
+    let options = TcpOptions {
+        mss: Some(1460),
+        window_scale: Some(7),
+        sack_permitted: true,
+        timestamps: Some(Timestamps { tsval, tsecr: 0 }),
+        bth: hello.map(|mut h| {
+            h.seal(&[]);
+            h
+        }),
+        ..TcpOptions::default()
+    };
+    let ack = if flags.ack() { 1001 } else { 0 };
+    tcp_segment(ip, (seq, ack), flags, options, &[])
+}
+
+/// Crafted: 1 A's SYN, a hello without timestamps (T=0, 16 bytes) beside the RFC 7323 option
+/// (TSval 11); 2 a kernel's SYN-ACK from B: the RFC 7323 option (TSval 22), no hello; 3 an
+/// ACKNOWLEDGE with T=0 (16 bytes, ICRC sealed), which only a hello may be: malformed.
+fn crafted_fallback_capture() -> TempFile {
+    let file = TempFile::new("crafted-fallback");
+    let mut w = PcapWriter::create(file.path()).unwrap();
+    let hello = Bth {
+        mbo: ZERO_LENGTH_MBO,
+        ..Bth::new(Opcode::Hello)
+    };
+    let b_to_a = A.reversed();
+    let syn = handshake_segment(A, 1000, TcpFlags::SYN, 11, Some(hello));
+    let syn_ack = handshake_segment(b_to_a, 5000, TcpFlags::SYN | TcpFlags::ACK, 22, None);
+    // 3: a T=0 hello turned into an ACKNOWLEDGE by hand (the codec will not emit one).
+    let mut ack = segment_from(A, 1001, TcpFlags::ACK, None, &[]);
+    let opt = Bth::new(Opcode::Hello).to_vec().unwrap();
+    ack.extend_from_slice(&opt);
+    ack[12] = (5 + 4) << 4;
+    ack[25] = Opcode::Acknowledge.as_u8();
+    let icrc = tcp_bth::wire::bth::icrc(&ack[24..32], &[]);
+    ack[32..36].copy_from_slice(&icrc.to_be_bytes());
+    fix_checksum(&mut ack, A);
+    for (i, (ip, s)) in [(A, syn), (b_to_a, syn_ack), (A, ack)].iter().enumerate() {
+        w.write_tcp(Duration::from_micros(i as u64), *ip, s)
+            .unwrap();
+    }
+    drop(w);
+    file
+}
+
+/// The Rust decoder (what bth-dump prints) takes the T=0 hello with the RFC 7323 option beside
+/// it, the kernel's SYN-ACK as plain TCP with timestamps, and refuses the T=0 ACKNOWLEDGE.
+fn rust_decoder_reads_a_t0_hello_beside_the_timestamp_option() {
+    let file = crafted_fallback_capture();
+    let a = analyze_file(file.path()).unwrap();
+    assert_eq!((a.summary.packets, a.summary.checksum_errors), (3, 0));
+    assert_eq!(
+        (a.summary.bth_segments, a.summary.malformed),
+        (1, 1),
+        "frame 3"
+    );
+    let seg = |i: usize| a.records[i].0.segment().unwrap().clone();
+    let syn = seg(0);
+    let o = syn.options.as_ref().unwrap();
+    assert_eq!(
+        o.timestamps,
+        Some(Timestamps {
+            tsval: 11,
+            tsecr: 0
+        })
+    );
+    let hello = o.bth.expect("the hello");
+    assert_eq!(
+        (hello.opcode, hello.timestamps, hello.buffer_len()),
+        (Opcode::Hello, None, 16)
+    );
+    assert_eq!((syn.icrc(), syn.header_len), (Some(Icrc::Good), 20 + 36));
+    let syn_ack = seg(1);
+    let o = syn_ack.options.as_ref().unwrap();
+    assert_eq!((o.bth, o.timestamps.map(|t| t.tsval)), (None, Some(22)));
+    assert!(matches!(
+        seg(2).options,
+        Err(tcp_bth::wire::TcpOptionError::Bth(
+            tcp_bth::wire::BthError::TimestampsRequired(Opcode::Acknowledge)
+        ))
+    ));
+}
+
+/// The Lua dissector reads the T=0 hello without a timestamp field (tcp_bth.t false, no
+/// tcp_bth.tsval), tshark's TCP dissector the RFC 7323 option beside it, and flags the T=0
+/// ACKNOWLEDGE (tcp_bth.ts_missing) as the codec refuses it; nothing else is flagged.
+fn lua_dissector_reads_a_t0_hello_beside_the_timestamp_option() {
+    let file = crafted_fallback_capture();
+    let path = file.path().to_str().unwrap();
+    let out = lua_table(
+        path,
+        &[],
+        &[
+            "frame.number",
+            "tcp_bth.opcode",
+            "tcp_bth.t",
+            "tcp_bth.len",
+            "tcp_bth.tsval",
+            "tcp.options.timestamp.tsval",
+            "tcp_bth.icrc.status",
+            "_ws.col.Info",
+        ],
+    );
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(LUA_SEP).collect()).collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    let f = |v: &str| v == "0" || v.eq_ignore_ascii_case("false");
+    let r = &rows[0];
+    assert!(r[1] == "255" || r[1] == "0xff" || r[1] == "HELLO", "{r:?}");
+    assert!(f(r[2]), "T=0: {r:?}");
+    assert_eq!((r[3], r[4], r[5], r[6]), ("16", "", "11", "1"), "{r:?}");
+    assert!(
+        r[7].contains("[BTH HELLO first-msn=0 max-msg=16777215 T=0]"),
+        "{r:?}"
+    );
+    let r = &rows[1];
+    assert_eq!((r[1], r[4], r[5]), ("", "", "22"), "{r:?}");
+    let experts = |filter: &str| lua_frames(path, filter);
+    assert_eq!(experts(LUA_EXPERTS), vec![3]);
+    assert_eq!(experts("tcp_bth.ts_missing"), vec![3]);
+    assert!(bad_rows(path).trim().is_empty(), "{}", bad_rows(path));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1159,45 +1293,24 @@ fn lua_dissector_reads_s_framed_forms() {
     assert_eq!(frames("tcp_bth.icrc_bad"), Vec::<u64>::new());
     // The info column names the S fields; the dissector computes the same placement from the
     // raw sequence numbers with relative sequence numbers off.
-    let script = lua_script();
-    let info = tshark(&[
-        "-X",
-        &script,
-        "-r",
-        path,
-        "-T",
-        "fields",
-        "-e",
-        "_ws.col.Info",
-    ]);
+    let info = lua_table(path, &[], &["_ws.col.Info"]);
     let rows: Vec<&str> = info.lines().collect();
-    assert!(
-        rows[0].contains("[BTH HELLO first-msn=0 max-msg=16777215 S]"),
-        "{}",
-        rows[0]
-    );
-    assert!(
-        rows[2].contains("[BTH SEND_ONLY S msn=1 anchor=0x000000 off=12 len=20]"),
-        "{}",
-        rows[2]
-    );
-    assert!(
-        rows[4].contains(
-            "[BTH SEND_ONLY_WITH_IMMEDIATE S msn=3 anchor=0xffffff off=0 len=0 zero-length]"
+    for (frame, want) in [
+        (1, "[BTH HELLO first-msn=0 max-msg=16777215 S]"),
+        (3, "[BTH SEND_ONLY S msn=1 anchor=0x000000 off=12 len=20]"),
+        (
+            5,
+            "[BTH SEND_ONLY_WITH_IMMEDIATE S msn=3 anchor=0xffffff off=0 len=0 zero-length]",
         ),
-        "{}",
-        rows[4]
-    );
-    assert!(
-        rows[5].contains("[BTH ACK completed-msn=3 S]"),
-        "{}",
-        rows[5]
-    );
-    assert!(
-        rows[6].contains("[BTH SEND_ONLY S msn=0 anchor=0x0012ab off=unknown len=100]"),
-        "{}",
-        rows[6]
-    );
+        (6, "[BTH ACK completed-msn=3 S]"),
+        (
+            7,
+            "[BTH SEND_ONLY S msn=0 anchor=0x0012ab off=unknown len=100]",
+        ),
+    ] {
+        let row = rows[frame - 1];
+        assert!(row.contains(want), "frame {frame}: {row}");
+    }
     let raw = lua_fields(path, &["-o", "tcp.relative_sequence_numbers:FALSE"]);
     assert_eq!(raw, lua, "the same with raw sequence numbers");
 }
@@ -1253,5 +1366,7 @@ bth_tests::test_main!(
     lua_dissector_names_zero_length_ack_and_nak[Tshark],
     rust_decoder_reads_s_framed_forms,
     lua_dissector_reads_s_framed_forms[Tshark],
+    rust_decoder_reads_a_t0_hello_beside_the_timestamp_option,
+    lua_dissector_reads_a_t0_hello_beside_the_timestamp_option[Tshark],
     reader_survives_damaged_files,
 );

@@ -5,7 +5,7 @@
 //! every byte verified.
 
 use bth_io::sim::LinkConfig;
-use bth_perf::{PerfConfig, PerfOp, PerfReport, MAX_VERIFIED_WRITE_REGION};
+use bth_perf::{PerfConfig, PerfOp, PerfReport, RunMode, MAX_VERIFIED_WRITE_REGION};
 use bth_testbed::topology::TwoNs;
 use bth_tests::tunpair::{impaired_link, run_perf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -39,9 +39,8 @@ fn run(
         count: total.div_ceil(u64::from(SIZE)),
         tx_depth: 8,
         rx_depth: 8,
-        verify: true,
+        mode: RunMode::verified(),
         seed: 3,
-        plain: false,
         ..PerfConfig::default()
     };
     let prefix = format!(

@@ -10,29 +10,13 @@
 use bth_capture::{analyze_file, Icrc};
 use bth_io::tun::Offload;
 use bth_perf::ctrl::{Ctrl, Regions};
-use bth_perf::{PerfConfig, PerfOp};
+use bth_perf::{PerfConfig, PerfOp, RunMode};
 use bth_testbed::topology::{self, TwoNs};
+use bth_tests::tcpdump::{self, CaptureFile, Tcpdump};
 use bth_tests::tunpair::run_perf;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 use tcp_bth::wire::MsgClass;
 use tcp_bth::Framing;
-
-struct Cleanup(std::path::PathBuf);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-        let _ = std::fs::remove_file(self.0.with_extension("stderr"));
-    }
-}
-
-/// What tcpdump said it lost ("N packets dropped by kernel"), from its closing statistics.
-fn dropped_by_kernel(stderr: &str) -> Option<u64> {
-    stderr
-        .lines()
-        .find(|l| l.ends_with("packets dropped by kernel"))
-        .and_then(|l| l.split_whitespace().next()?.parse().ok())
-}
 
 const SIZE: u32 = 20_000;
 const COUNT: u64 = 60;
@@ -41,91 +25,31 @@ const COUNT: u64 = 60;
 /// tcpdump lose packets (a message's last segment missing from the file).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// tcpdump on the veth in namespace A, writing TCP packets to a file; stopped (and the file
-/// closed) by [`Tcpdump::stop`], or killed on drop.
-struct Tcpdump(std::process::Child);
-
-impl Tcpdump {
-    /// Start it on `ns`'s veth, writing to `file` at most `snaplen` bytes of each packet, and
-    /// return once it has the interface open.
-    fn start(ns: &TwoNs, file: &std::path::Path, snaplen: u32) -> Tcpdump {
-        let dump = Command::new("ip")
-            // Immediate mode: libpcap would otherwise hold the last packets in its ring buffer
-            // for up to a second, and they would be lost when tcpdump is stopped.
-            .args([
-                "netns",
-                "exec",
-                &ns.a,
-                "tcpdump",
-                "--immediate-mode",
-                "-B",
-                "32768",
-                "-i",
-                "bthv0",
-                "-U",
-                // In immediate mode libpcap's ring has one frame per packet, each as long as
-                // the snapshot length: with `-s 0` (256 KiB) the 32 MiB buffer held 128
-                // packets, and a burst longer than that was dropped ("packets dropped by
-                // kernel") once the stack got fast enough to send one.
-                "-s",
-                &snaplen.to_string(),
-                "-w",
-            ])
-            .arg(file)
-            .arg("tcp")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(file.with_extension("stderr")).expect("stderr file"))
-            .spawn()
-            .expect("tcpdump");
-        // tcpdump needs a moment to open the interface before traffic starts.
-        let t0 = std::time::Instant::now();
-        while std::fs::metadata(file).map_or(true, |m| m.len() == 0)
-            && t0.elapsed() < Duration::from_secs(5)
-        {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        Tcpdump(dump)
-    }
-
-    /// Let the last packets in, stop it with SIGTERM (it flushes and closes the file) and
-    /// return what it said on stderr.
-    fn stop(mut self, file: &std::path::Path) -> String {
-        std::thread::sleep(Duration::from_millis(300));
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-        std::fs::read_to_string(file.with_extension("stderr")).unwrap_or_default()
-    }
-}
-
-impl Drop for Tcpdump {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 /// A fresh topology (unique namespace names per run) whose stack TUN devices offload
 /// `offload`, and a capture file name for it, removed on drop.
-fn topology_and_file(tag: &str, offload: Offload) -> (TwoNs, Cleanup) {
+fn topology_and_file(tag: &str, offload: Offload) -> (TwoNs, CaptureFile) {
     static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = RUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let ns = TwoNs::create(&format!("bc{tag}{}x{n}", std::process::id()), None)
         .expect("namespaces")
         .with_offload(offload);
     let file = std::env::temp_dir().join(format!("bth-tun-{tag}-{}-{n}.pcap", std::process::id()));
-    (ns, Cleanup(file))
+    (ns, CaptureFile(file))
 }
 
 /// Runs the perf transfer `cfg` between two namespaces whose stack TUN devices offload
 /// `offload`, with tcpdump on the veth keeping `snaplen` bytes of each packet; returns the
 /// capture file (removed on drop) and what tcpdump said on stderr.
-fn capture_perf(tag: &str, offload: Offload, snaplen: u32, cfg: &PerfConfig) -> (Cleanup, String) {
+fn capture_perf(
+    tag: &str,
+    offload: Offload,
+    snaplen: u32,
+    cfg: &PerfConfig,
+) -> (CaptureFile, String) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (ns, cleanup) = topology_and_file(tag, offload);
-    let dump = Tcpdump::start(&ns, &cleanup.0, snaplen);
+    // On the veth in namespace A.
+    let dump = Tcpdump::start(&ns.a, "bthv0", &cleanup.0, snaplen);
     let (c, s) = run_perf(&ns, cfg);
     assert!(
         c.errors.is_empty() && s.errors.is_empty(),
@@ -133,7 +57,7 @@ fn capture_perf(tag: &str, offload: Offload, snaplen: u32, cfg: &PerfConfig) -> 
         c.errors,
         s.errors
     );
-    let said = dump.stop(&cleanup.0);
+    let said = dump.stop();
     (cleanup, said)
 }
 
@@ -142,27 +66,21 @@ fn capture_perf(tag: &str, offload: Offload, snaplen: u32, cfg: &PerfConfig) -> 
 /// capture file is removed on drop. Offload is off, so the capture holds real MSS-sized
 /// segments (amendment 3: captures checked with tshark are taken with offload off): tshark
 /// checks every checksum, and none may be left partial for a device to finish.
-fn capture_transfer(tag: &str, framing: Framing) -> Cleanup {
+fn capture_transfer(tag: &str, framing: Framing) -> CaptureFile {
     let cfg = PerfConfig {
         op: PerfOp::Mixed,
         size: SIZE,
         count: COUNT,
         tx_depth: 4,
         rx_depth: 4,
-        verify: true,
+        mode: RunMode::verified(),
         seed: 5,
-        plain: false,
         framing,
         ..PerfConfig::default()
     };
     // Every packet here fits 2 KiB (MTU 1500).
     let (cleanup, said) = capture_perf(tag, Offload::None, 2048, &cfg);
-    // A capture tcpdump lost packets from cannot show every message: say so, not a count.
-    assert_eq!(
-        dropped_by_kernel(&said),
-        Some(0),
-        "tcpdump did not report a complete capture: {said}"
-    );
+    tcpdump::assert_complete(&said);
     cleanup
 }
 
@@ -432,7 +350,7 @@ fn s_framed_super_segments_cross_the_veth_whole() {
         op: PerfOp::Send,
         size: MSG,
         count: 16,
-        verify: true,
+        mode: RunMode::verified(),
         framing: Framing::Seq,
         ..PerfConfig::default()
     };

@@ -44,9 +44,8 @@ fn zero_length(op: PerfOp, relay: Option<LinkConfig>) {
         count: ZERO_LENGTH_COUNT,
         tx_depth: 16,
         rx_depth: 16,
-        verify: true,
+        mode: bth_perf::RunMode::verified(),
         seed: 5,
-        plain: false,
         ..PerfConfig::default()
     };
     let mut ns = namespaces(relay);

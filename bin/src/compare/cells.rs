@@ -26,7 +26,7 @@ pub const BULK_LARGE: u32 = 1 << 20;
 /// Kernel TCP's largest send buffer: `net.ipv4.tcp_wmem`'s maximum, Linux's default (4 MiB),
 /// which the namespaces `bth-compare` creates start with. Its socket buffer lets kernel TCP
 /// keep up to this much written and not yet acknowledged (the runs record what it did keep:
-/// `RunRecord::kernel_max_outq`).
+/// `KernelDetail::kernel_max_outq`).
 pub const KERNEL_SNDBUF_MAX: u64 = 4 << 20;
 
 /// The most work requests our client keeps outstanding in a bulk cell: 256, so small messages
@@ -465,9 +465,12 @@ impl Cell {
             tx_depth: self.depth,
             rx_depth: self.depth,
             // Every byte of every run checked at the receiver (kernel runs check theirs too).
-            verify: true,
+            mode: bth_perf::RunMode {
+                verify: true,
+                plain: self.plain,
+                ..bth_perf::RunMode::default()
+            },
             seed: 1,
-            plain: self.plain,
             ..PerfConfig::default()
         }
     }

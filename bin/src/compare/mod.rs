@@ -39,12 +39,14 @@ pub use only::Only;
 pub use path_ceiling::{AckClock, CeilingSpec, PathCeiling};
 
 use bth_io::tun::devstats;
-use bth_perf::{PathSummary, Recovery};
+use bth_perf::tunpair::ThreadCounters;
+use bth_perf::PathSummary;
 use bth_testbed::pinning::{Pinned, PinnedCpus};
 use bth_testbed::topology::{RelayShare, TwoNs};
 use serde::Serialize;
 use std::io;
 use std::time::Duration;
+use tcp_bth::RecoveryStats;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -128,14 +130,21 @@ impl Stack {
     }
 }
 
-/// One run of one stack in one cell: everything the report needs, raw. A ceiling run
-/// ([`Stack::Ceiling`], [`Stack::CeilingAcked`]) counts packets as messages (the GSO
-/// ceiling's, [`Stack::CeilingGso`], the segments its super-packets stand for) and
+/// One run of one stack in one cell: everything the report needs, raw. The figures every
+/// stack has are fields of the record; what only one stack records is in [`RunRecord::detail`].
+/// A ceiling run ([`Stack::Ceiling`], [`Stack::CeilingAcked`]) counts packets as messages (the
+/// GSO ceiling's, [`Stack::CeilingGso`], the segments its super-packets stand for) and
 /// payload-equivalent bytes ([`PathCeiling::payload_bytes`]) as bytes; its CPU is the sender's
-/// (client) and the receiver's (server); its other figures are in `path`.
+/// (client) and the receiver's (server); its other figures are in its detail's `path`.
+///
+/// In the JSON file a run is one object: these fields, then its detail's fields beside them
+/// (`stack` says which stack's they are; a failed run has none).
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRecord {
     pub cell: String,
+    /// The stack that ran, or the probe of the path. Kept beside [`RunRecord::detail`], which
+    /// cannot stand for it: ours' two rows share a detail (they differ in framing), so do the
+    /// three ceilings, and a failed run has none.
     pub stack: Stack,
     pub run: usize,
     /// Why the run failed: the error's message, as the report and its JSON file record it.
@@ -152,49 +161,23 @@ pub struct RunRecord {
     pub p999_us: Option<f64>,
     pub cpu_client_s: f64,
     pub cpu_server_s: f64,
-    /// Ours only: each side's thread's minor page faults and voluntary and involuntary
-    /// context switches over the run (`getrusage(RUSAGE_THREAD)`), to tell a run whose CPU per
-    /// byte stands out from the others.
-    pub client_thread: Option<bth_perf::tunpair::ThreadCounters>,
-    pub server_thread: Option<bth_perf::tunpair::ThreadCounters>,
     /// Retransmitted segments, both directions: `client_retrans + server_retrans`.
     pub retrans: u64,
     /// Retransmitted segments of each side's connection, i.e. of what that side sent (kernel:
-    /// `tcpi_total_retrans` of its socket; ours: [`Recovery::retransmits`]). The server's are
+    /// `tcpi_total_retrans` of its socket; ours: [`RecoveryStats::retransmits`]). The server's are
     /// replies in request/response and the client's ACKs only in bulk.
     pub client_retrans: u64,
     pub server_retrans: u64,
-    /// Ours only: retransmissions later found unnecessary, both sides.
-    pub spurious: Option<u64>,
-    /// Ours only: every loss-recovery counter of each side's connection at the end of the run
-    /// (segments sent, retransmissions, spurious ones, RACK loss detections, RTOs, tail loss
-    /// probes). The kernel's `TCP_INFO` has no such split.
-    pub client_recovery: Option<Recovery>,
-    pub server_recovery: Option<Recovery>,
-    /// Ours only: each side's smoothed RTT, congestion window and bytes in flight, sampled at
-    /// least a millisecond apart while it had data in flight and weighted by time
-    /// ([`bth_perf::PathSamples`]; the receiver of a bulk run has little: its control messages).
-    pub client_path: Option<PathSummary>,
-    pub server_path: Option<PathSummary>,
     /// Receive-side bytes held outside posted buffers (max over the run). Ours: the receiving
     /// connection's staging structures (`Connection::rx_held`: byte-stream queue and
     /// out-of-order store; both 0 with `tcp_bth`, where segments are placed directly); kernel:
     /// SO_MEMINFO rmem_alloc of the receiving socket.
     pub rx_held_max: u64,
-    /// Kernel only: largest SIOCINQ (unread in-order payload bytes) on the receiving socket.
-    pub kernel_max_inq: Option<u64>,
-    /// Kernel only: largest SIOCOUTQ (bytes written and not yet acknowledged: what its socket
-    /// buffer let it queue) on the sending socket, sampled after a write at most every 200 µs (several
-    /// connections: each one's largest, added). Our bulk cells keep at least this many bytes
-    /// outstanding ([`cells::bulk_depth`]).
-    pub kernel_max_outq: Option<u64>,
     /// The whole machine's CPU seconds over the run, setup and teardown included, from
     /// `/proc/stat` (`compare::machine_cpu`): both sides, the relay and softirq work alike; and of it,
     /// softirq. None if `/proc/stat` could not be read.
     pub machine_cpu_s: Option<f64>,
     pub machine_softirq_s: Option<f64>,
-    /// Ours only: segments placed directly while an earlier hole was open (receiver side).
-    pub ooo_placed: Option<u64>,
     /// Packets the relay's full queue refused during this run, both directions (bottleneck
     /// cells only: each of their runs has a relay of its own, `Link::per_run_topology`).
     pub relay_queue_drops: Option<u64>,
@@ -217,9 +200,6 @@ pub struct RunRecord {
     /// Relay cells with `--pin-relay`: the cores the relay's and the stacks' threads ran on.
     /// None when the scheduler placed them.
     pub relay_pinned: Option<PinnedCpus>,
-    /// Ours only: how often the senders held data back for the receiver's grant
-    /// (`Stats::grant_holds` of the client's connections, summed).
-    pub grant_holds: Option<u64>,
     /// Packets the network devices dropped during this run (`/proc/net/dev` receive and
     /// transmit drops, every device but `lo`, both namespaces, read just before and just after
     /// the run, devices present in both readings): the topology's veth or relay TUN devices,
@@ -228,28 +208,90 @@ pub struct RunRecord {
     /// they could not be read.
     pub device_drops: Option<u64>,
     /// Payload bytes in one full data segment from the client: kernel, `tcpi_snd_mss` (its
-    /// MSS less the options it sends); ours, `Config::mss` less the `tcp_bth` option area
-    /// (tcp_bth runs only); the ceiling, [`path_ceiling::payload_per_packet`].
+    /// MSS less the options it sends; None if `TCP_INFO` could not be read); ours,
+    /// `Config::mss` less the `tcp_bth` option area (tcp_bth runs only: None in plain cells);
+    /// the ceiling, [`path_ceiling::payload_per_packet`].
     pub seg_payload: Option<u32>,
-    /// Ours only, both sides' connections together: super-segments written (segmentation
-    /// offload: S framing on devices with TSO; 0 per-segment), the segments they stood for,
-    /// and super-segments read whole (the receiving device has TSO).
-    pub gso_sent: Option<u64>,
-    pub gso_segments: Option<u64>,
-    pub super_segments_in: Option<u64>,
-    /// Ours only: every connection ran S framing (both hellos asked for it): true in
-    /// [`Stack::OursSeq`]'s runs, false in [`Stack::Ours`]'.
-    pub seq_framed: Option<bool>,
-    /// Ceiling only: what the receiver counted.
-    pub path: Option<PathCeiling>,
-    /// The congestion control the stack ran: kernel, read back from every socket
-    /// (`TCP_CONGESTION`, the cell's `kernel_cc`); ours, `tcp_bth::Config::congestion` of the
-    /// perf apps (the stack's default). None for the ceiling and for a failed run.
-    pub congestion: Option<String>,
+    /// What only this run's stack records ([`StackDetail`]: the variant of [`Self::stack`]'s
+    /// kind); None for a failed run, which recorded none of it. Its fields stand beside the
+    /// others in the JSON file.
+    #[serde(flatten)]
+    pub detail: Option<StackDetail>,
     /// Per-message latencies, sorted (bulk: one way, client post to server completion;
     /// request/response: round trip). Not written to the JSON file.
     #[serde(skip)]
     pub latencies: Vec<Duration>,
+}
+
+/// What one kind of stack alone records in a run ([`RunRecord::detail`]). Written untagged,
+/// its fields flattened into the run's JSON object: the run's `stack` says which it is.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum StackDetail {
+    /// [`Stack::Kernel`].
+    Kernel(KernelDetail),
+    /// [`Stack::Ours`] and [`Stack::OursSeq`] (boxed: many times the others' size).
+    Ours(Box<OursDetail>),
+    /// The probes of the path: [`Stack::Ceiling`], [`Stack::CeilingAcked`],
+    /// [`Stack::CeilingGso`].
+    Ceiling {
+        /// What the receiver counted.
+        path: PathCeiling,
+    },
+}
+
+/// Kernel TCP's own figures of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelDetail {
+    /// Largest SIOCINQ (unread in-order payload bytes) on the receiving socket.
+    pub kernel_max_inq: u64,
+    /// Largest SIOCOUTQ (bytes written and not yet acknowledged: what its socket buffer let
+    /// it queue) on the sending socket, sampled after a write at most every 200 µs (several
+    /// connections: each one's largest, added). Our bulk cells keep at least this many bytes
+    /// outstanding ([`cells::bulk_depth`]).
+    pub kernel_max_outq: u64,
+    /// The congestion control every socket ran, read back from each (`TCP_CONGESTION`, the
+    /// cell's `kernel_cc`).
+    pub congestion: String,
+}
+
+/// Our stack's own figures of a run (either framing).
+#[derive(Debug, Clone, Serialize)]
+pub struct OursDetail {
+    /// Each side's thread's minor page faults and voluntary and involuntary context switches
+    /// over the run (`getrusage(RUSAGE_THREAD)`), to tell a run whose CPU per byte stands out
+    /// from the others.
+    pub client_thread: ThreadCounters,
+    pub server_thread: ThreadCounters,
+    /// Retransmissions later found unnecessary, both sides.
+    pub spurious: u64,
+    /// Every loss-recovery counter of each side's connection at the end of the run (segments
+    /// sent, retransmissions, spurious ones, RACK loss detections, RTOs, tail loss probes).
+    /// The kernel's `TCP_INFO` has no such split.
+    pub client_recovery: RecoveryStats,
+    pub server_recovery: RecoveryStats,
+    /// Each side's smoothed RTT, congestion window and bytes in flight, sampled at least a
+    /// millisecond apart while it had data in flight and weighted by time
+    /// ([`bth_perf::PathSamples`]; the receiver of a bulk run has little: its control messages).
+    pub client_path: PathSummary,
+    pub server_path: PathSummary,
+    /// Segments placed directly while an earlier hole was open (receiver side).
+    pub ooo_placed: u64,
+    /// How often the senders held data back for the receiver's grant (`Stats::grant_holds`
+    /// of the client's connections, summed).
+    pub grant_holds: u64,
+    /// Both sides' connections together: super-segments written (segmentation offload: S
+    /// framing on devices with TSO; 0 per-segment), the segments they stood for, and
+    /// super-segments read whole (the receiving device has TSO).
+    pub gso_sent: u64,
+    pub gso_segments: u64,
+    pub super_segments_in: u64,
+    /// Every connection ran S framing (both hellos asked for it): true in
+    /// [`Stack::OursSeq`]'s runs, false in [`Stack::Ours`]'.
+    pub seq_framed: bool,
+    /// The congestion control the stack ran: `tcp_bth::Config::congestion` of the perf apps
+    /// (the stack's default).
+    pub congestion: String,
 }
 
 impl RunRecord {
@@ -257,14 +299,14 @@ impl RunRecord {
     fn failed(cell: &Cell, stack: Stack, run: usize, e: &io::Error) -> RunRecord {
         RunRecord {
             error: Some(e.to_string()),
-            ..RunRecord::empty(cell, stack, run)
+            ..RunRecord::empty(&cell.id, stack, run)
         }
     }
 
-    /// A run of `stack` with nothing counted yet.
-    fn empty(cell: &Cell, stack: Stack, run: usize) -> RunRecord {
+    /// A run of `stack` in cell `cell` with nothing counted yet, and no detail.
+    fn empty(cell: &str, stack: Stack, run: usize) -> RunRecord {
         RunRecord {
-            cell: cell.id.clone(),
+            cell: cell.to_string(),
             stack,
             run,
             error: None,
@@ -279,36 +321,156 @@ impl RunRecord {
             p999_us: None,
             cpu_client_s: 0.0,
             cpu_server_s: 0.0,
-            client_thread: None,
-            server_thread: None,
             retrans: 0,
             client_retrans: 0,
             server_retrans: 0,
-            spurious: None,
-            client_recovery: None,
-            client_path: None,
-            server_path: None,
-            server_recovery: None,
             rx_held_max: 0,
-            kernel_max_inq: None,
-            kernel_max_outq: None,
             machine_cpu_s: None,
             machine_softirq_s: None,
-            ooo_placed: None,
             relay_queue_drops: None,
             relay_busy: None,
             relay_cpu_s: None,
             relay_pinned: None,
-            grant_holds: None,
             device_drops: None,
             seg_payload: None,
-            gso_sent: None,
-            gso_segments: None,
-            super_segments_in: None,
-            seq_framed: None,
-            path: None,
-            congestion: None,
+            detail: None,
             latencies: Vec::new(),
+        }
+    }
+
+    /// A made-up successful run, for tests of the summaries and the rendering (no network):
+    /// `stack` in cell `cell` moving 1000 messages of 1 MB at `gbps`, latencies 1 µs to 1 ms
+    /// (p50 500 µs, p99 990 µs, p99.9 999 µs), CPU 2 s client and 1 s server, machine-wide 1.5 s
+    /// (kernel) or 4 s (the others) with 0.5 s softirq, no device drops, no relay; and the
+    /// stack's detail. The stacks retransmit 3 segments (client 1, server 2; ours: 1 spurious;
+    /// RACK, RTO and TLP once each, both sides together) and run CUBIC; kernel TCP holds
+    /// 1 MiB outside posted buffers (4 KiB unread, 3 MiB outstanding); ours places 7 segments
+    /// out of order and, in S framing, writes 40 super-segments of 1800 segments and reads 40
+    /// whole. A ceiling run retransmits nothing; its path figures (1000 packets of 1500 bytes
+    /// over the run, our ACK clock's and the GSO probe's own) need not add up to its bytes.
+    #[doc(hidden)]
+    pub fn synthetic(cell: &str, stack: Stack, run: usize, gbps: f64) -> RunRecord {
+        let elapsed_s = 8.0 / gbps;
+        let seq = stack == Stack::OursSeq;
+        let detail = match stack {
+            Stack::Kernel => StackDetail::Kernel(KernelDetail {
+                kernel_max_inq: 4096,
+                kernel_max_outq: 3 << 20,
+                congestion: DEFAULT_KERNEL_CC.into(),
+            }),
+            Stack::Ours | Stack::OursSeq => StackDetail::Ours(Box::new(OursDetail {
+                client_thread: ThreadCounters::default(),
+                server_thread: ThreadCounters::default(),
+                spurious: 1,
+                client_recovery: RecoveryStats {
+                    segments_sent: 100,
+                    retransmits: 1,
+                    spurious_retransmits: 1,
+                    rack_losses: 0,
+                    rto_losses: 0,
+                    tlp_probes: 1,
+                    ..RecoveryStats::default()
+                },
+                server_recovery: RecoveryStats {
+                    segments_sent: 50,
+                    retransmits: 2,
+                    spurious_retransmits: 0,
+                    rack_losses: 1,
+                    rto_losses: 1,
+                    tlp_probes: 0,
+                    ..RecoveryStats::default()
+                },
+                client_path: PathSummary::default(),
+                server_path: PathSummary::default(),
+                ooo_placed: 7,
+                grant_holds: 0,
+                gso_sent: if seq { 40 } else { 0 },
+                gso_segments: if seq { 1800 } else { 0 },
+                super_segments_in: if seq { 40 } else { 0 },
+                seq_framed: seq,
+                congestion: DEFAULT_KERNEL_CC.into(),
+            })),
+            Stack::Ceiling | Stack::CeilingAcked | Stack::CeilingGso => {
+                let (mtu, gso) = (1500, stack == Stack::CeilingGso);
+                let acks = stack.ack_clock();
+                let acked = acks != AckClock::None;
+                StackDetail::Ceiling {
+                    path: PathCeiling {
+                        mtu,
+                        packets: 1000,
+                        ip_bytes: 1000 * u64::from(mtu),
+                        lost: 0,
+                        foreign: 0,
+                        elapsed_s,
+                        sender_cpu_s: 2.0,
+                        receiver_cpu_s: 1.0,
+                        acks,
+                        acks_sent: if acked { 500 } else { 0 },
+                        acks_received: if acked { 500 } else { 0 },
+                        gso_size: gso.then(|| path_ceiling::payload_per_packet(mtu)),
+                        super_packets: if gso { 20 } else { 0 },
+                    },
+                }
+            }
+        };
+        let retrans = if stack.is_ceiling() { (0, 0) } else { (1, 2) };
+        RunRecord {
+            messages: 1000,
+            verified: 1000,
+            bytes: 1_000_000_000,
+            elapsed_s,
+            gbps,
+            msgs_per_sec: 1000.0 * gbps / 8.0,
+            p50_us: Some(500.0),
+            p99_us: Some(990.0),
+            p999_us: Some(999.0),
+            cpu_client_s: 2.0,
+            cpu_server_s: 1.0,
+            retrans: retrans.0 + retrans.1,
+            client_retrans: retrans.0,
+            server_retrans: retrans.1,
+            rx_held_max: if stack == Stack::Kernel { 1 << 20 } else { 0 },
+            machine_cpu_s: Some(if stack == Stack::Kernel { 1.5 } else { 4.0 }),
+            machine_softirq_s: Some(0.5),
+            device_drops: Some(0),
+            detail: Some(detail),
+            latencies: (1..=1000).map(Duration::from_micros).collect(),
+            ..RunRecord::empty(cell, stack, run)
+        }
+    }
+
+    /// Our stack's figures of this run (ours per-segment or S; None for the other stacks and
+    /// a failed run).
+    pub fn ours(&self) -> Option<&OursDetail> {
+        match &self.detail {
+            Some(StackDetail::Ours(o)) => Some(o.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Kernel TCP's figures of this run (None for the other stacks and a failed run).
+    pub fn kernel(&self) -> Option<&KernelDetail> {
+        match &self.detail {
+            Some(StackDetail::Kernel(k)) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// What the receiver of a ceiling run counted (None for the stacks and a failed run).
+    pub fn path(&self) -> Option<&PathCeiling> {
+        match &self.detail {
+            Some(StackDetail::Ceiling { path }) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The congestion control the stack ran (kernel TCP: read back from every socket; ours:
+    /// its default). None for the ceiling and for a failed run.
+    pub fn congestion(&self) -> Option<&str> {
+        match &self.detail {
+            Some(StackDetail::Kernel(k)) => Some(&k.congestion),
+            Some(StackDetail::Ours(o)) => Some(&o.congestion),
+            _ => None,
         }
     }
 
@@ -343,11 +505,13 @@ fn run_kernel(ns: &TwoNs, cell: &Cell, run: usize, port: u16) -> io::Result<RunR
         client_retrans: k.client_retrans,
         server_retrans: k.server_retrans,
         rx_held_max: k.max_rmem,
-        kernel_max_inq: Some(k.max_inq),
-        kernel_max_outq: Some(k.max_outq),
         seg_payload: k.client_mss,
-        congestion: Some(k.congestion),
-        ..RunRecord::empty(cell, Stack::Kernel, run)
+        detail: Some(StackDetail::Kernel(KernelDetail {
+            kernel_max_inq: k.max_inq,
+            kernel_max_outq: k.max_outq,
+            congestion: k.congestion,
+        })),
+        ..RunRecord::empty(&cell.id, Stack::Kernel, run)
     };
     r.fill_rates(k.latencies);
     Ok(r)
@@ -518,7 +682,7 @@ pub struct Summary {
     /// Max over runs.
     pub rx_held_max: u64,
     pub kernel_max_inq: Option<u64>,
-    /// Max over runs ([`RunRecord::kernel_max_outq`]).
+    /// Max over runs ([`KernelDetail::kernel_max_outq`]).
     pub kernel_max_outq: Option<u64>,
     /// Medians over the runs that have them: the relay's queue drops (bottleneck cells) and
     /// our senders' grant holds.
@@ -642,12 +806,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Ours: median over `runs` of one recovery counter, client and server added.
-fn both_sides(stack: Stack, runs: &[&&RunRecord], counter: fn(&Recovery) -> u64) -> Option<f64> {
+fn both_sides(
+    stack: Stack,
+    runs: &[&&RunRecord],
+    counter: fn(&RecoveryStats) -> u64,
+) -> Option<f64> {
     stack.is_ours().then(|| {
         median(
             runs.iter()
-                .filter_map(|r| Some(counter(&r.client_recovery?) + counter(&r.server_recovery?)))
-                .map(|n| n as f64)
+                .filter_map(|r| r.ours())
+                .map(|o| (counter(&o.client_recovery) + counter(&o.server_recovery)) as f64)
                 .collect(),
         )
     })
@@ -700,7 +868,7 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         spurious: stack.is_ours().then(|| {
             median(
                 ok.iter()
-                    .filter_map(|r| r.spurious.map(|s| s as f64))
+                    .filter_map(|r| r.ours().map(|o| o.spurious as f64))
                     .collect(),
             )
         }),
@@ -708,10 +876,18 @@ fn summary(stack: Stack, runs: &[&RunRecord]) -> Summary {
         rto_losses: both_sides(stack, &ok, |r| r.rto_losses),
         tlp_probes: both_sides(stack, &ok, |r| r.tlp_probes),
         rx_held_max: ok.iter().map(|r| r.rx_held_max).max().unwrap_or(0),
-        kernel_max_inq: ok.iter().filter_map(|r| r.kernel_max_inq).max(),
-        kernel_max_outq: ok.iter().filter_map(|r| r.kernel_max_outq).max(),
+        kernel_max_inq: ok
+            .iter()
+            .filter_map(|r| r.kernel())
+            .map(|k| k.kernel_max_inq)
+            .max(),
+        kernel_max_outq: ok
+            .iter()
+            .filter_map(|r| r.kernel())
+            .map(|k| k.kernel_max_outq)
+            .max(),
         relay_queue_drops: median_of(&ok, |r| r.relay_queue_drops),
-        grant_holds: median_of(&ok, |r| r.grant_holds),
+        grant_holds: median_of(&ok, |r| r.ours().map(|o| o.grant_holds)),
         relay_busy: median_f64(&ok, |r| r.relay_busy),
         sender_held: sender_held(&ok),
         device_drops: median_of(&ok, |r| r.device_drops),
@@ -736,9 +912,9 @@ fn sender_held(runs: &[&&RunRecord]) -> Option<[f64; 6]> {
     let per_run: Vec<[f64; 6]> = runs
         .iter()
         .filter_map(|r| {
-            let busier = [r.client_path, r.server_path]
+            let o = r.ours()?;
+            let busier = [o.client_path, o.server_path]
                 .into_iter()
-                .flatten()
                 .max_by_key(|p| p.limits.busy_us)?;
             busier.limits.shares()
         })
@@ -749,7 +925,7 @@ fn sender_held(runs: &[&&RunRecord]) -> Option<[f64; 6]> {
 
 /// Median of a ceiling figure over the runs that measured one.
 fn path_median(runs: &[&&RunRecord], f: fn(&PathCeiling) -> f64) -> Option<f64> {
-    let v: Vec<f64> = runs.iter().filter_map(|r| r.path.as_ref()).map(f).collect();
+    let v: Vec<f64> = runs.iter().filter_map(|r| r.path()).map(f).collect();
     (!v.is_empty()).then(|| median(v))
 }
 

@@ -6,7 +6,7 @@
 //! [`FULL_MTUS`] ([`sweep_cells`]).
 
 use super::path_ceiling::{measure, payload_per_packet, CeilingSpec};
-use super::{Cell, Link, Plan, RunRecord, Stack, Workload};
+use super::{Cell, Link, Plan, RunRecord, Stack, StackDetail, Workload};
 use bth_testbed::topology::TwoNs;
 use std::io;
 
@@ -104,10 +104,10 @@ pub(super) fn run_ceiling(
         cpu_client_s: c.sender_cpu_s,
         cpu_server_s: c.receiver_cpu_s,
         seg_payload: Some(payload_per_packet(c.mtu)),
-        ..RunRecord::empty(cell, stack, run)
+        ..RunRecord::empty(&cell.id, stack, run)
     };
     r.fill_rates(Vec::new());
-    r.path = Some(c);
+    r.detail = Some(StackDetail::Ceiling { path: c });
     Ok(r)
 }
 
@@ -115,7 +115,6 @@ pub(super) fn run_ceiling(
 mod tests {
     use super::super::{plan, summarize, Plan};
     use super::*;
-    use crate::compare::tests::fake;
     use crate::compare::{AckClock, PathCeiling};
 
     #[test]
@@ -226,12 +225,12 @@ mod tests {
         let mut runs = Vec::new();
         for c in &cells {
             for run in 0..2 {
-                runs.push(fake(c, Stack::Ceiling, run, 8.0));
-                runs.push(fake(c, Stack::CeilingAcked, run, 5.0));
-                runs.push(fake(c, Stack::CeilingGso, run, 12.0));
-                runs.push(fake(c, Stack::Kernel, run, 4.0));
-                runs.push(fake(c, Stack::Ours, run, 2.0));
-                runs.push(fake(c, Stack::OursSeq, run, 6.0));
+                runs.push(RunRecord::synthetic(&c.id, Stack::Ceiling, run, 8.0));
+                runs.push(RunRecord::synthetic(&c.id, Stack::CeilingAcked, run, 5.0));
+                runs.push(RunRecord::synthetic(&c.id, Stack::CeilingGso, run, 12.0));
+                runs.push(RunRecord::synthetic(&c.id, Stack::Kernel, run, 4.0));
+                runs.push(RunRecord::synthetic(&c.id, Stack::Ours, run, 2.0));
+                runs.push(RunRecord::synthetic(&c.id, Stack::OursSeq, run, 6.0));
             }
         }
         let plan = Plan {
@@ -264,8 +263,8 @@ mod tests {
             cells: vec![Cell::new(Workload::Bulk, 4096, 1, Link::Veth)],
         };
         let one = vec![
-            fake(&plain.cells[0], Stack::Kernel, 0, 4.0),
-            fake(&plain.cells[0], Stack::Ours, 0, 1.0),
+            RunRecord::synthetic(&plain.cells[0].id, Stack::Kernel, 0, 4.0),
+            RunRecord::synthetic(&plain.cells[0].id, Stack::Ours, 0, 1.0),
         ];
         let r = summarize(&plain, &one);
         assert!(r[0].ceiling.is_none() && r[0].ours_over_ceiling.is_none());
@@ -288,9 +287,9 @@ mod tests {
                 (Stack::Ceiling, 10.0, AckClock::None),
                 (Stack::CeilingAcked, 8.0, AckClock::Every(2)),
             ] {
-                let mut ceiling = fake(c, stack, 0, gbps);
+                let mut ceiling = RunRecord::synthetic(&c.id, stack, 0, gbps);
                 ceiling.seg_payload = Some(payload_per_packet(c.mtu));
-                ceiling.path = Some(PathCeiling {
+                let path = PathCeiling {
                     mtu: c.mtu,
                     packets: 1000,
                     ip_bytes: 1000 * u64::from(c.mtu),
@@ -304,13 +303,14 @@ mod tests {
                     acks_received: if acks == AckClock::None { 0 } else { 499 },
                     gso_size: None,
                     super_packets: 0,
-                });
+                };
+                ceiling.detail = Some(StackDetail::Ceiling { path });
                 runs.push(ceiling);
             }
             // The GSO ceiling: 1000 segments in 20 super-packets read whole.
-            let mut gso = fake(c, Stack::CeilingGso, 0, 20.0);
+            let mut gso = RunRecord::synthetic(&c.id, Stack::CeilingGso, 0, 20.0);
             gso.seg_payload = Some(payload_per_packet(c.mtu));
-            gso.path = Some(PathCeiling {
+            let path = PathCeiling {
                 mtu: c.mtu,
                 packets: 1000,
                 ip_bytes: 1000 * u64::from(c.mtu),
@@ -324,13 +324,14 @@ mod tests {
                 acks_received: 0,
                 gso_size: Some(payload_per_packet(c.mtu)),
                 super_packets: 20,
-            });
+            };
+            gso.detail = Some(StackDetail::Ceiling { path });
             runs.push(gso);
-            runs.push(fake(c, Stack::Kernel, 0, 4.0));
-            let mut ours = fake(c, Stack::Ours, 0, 1.0);
+            runs.push(RunRecord::synthetic(&c.id, Stack::Kernel, 0, 4.0));
+            let mut ours = RunRecord::synthetic(&c.id, Stack::Ours, 0, 1.0);
             ours.seg_payload = Some(c.mtu - 80);
             runs.push(ours);
-            let mut seq = fake(c, Stack::OursSeq, 0, 5.0);
+            let mut seq = RunRecord::synthetic(&c.id, Stack::OursSeq, 0, 5.0);
             seq.seg_payload = Some(c.mtu - 80);
             runs.push(seq);
         }

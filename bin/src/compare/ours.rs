@@ -4,7 +4,7 @@
 //! same for both of our rows: [`Stack::Ours`] asks for per-segment framing, [`Stack::OursSeq`]
 //! for S framing (its devices have TSO: `Cell::offload_for`, set by `run_cell`).
 
-use super::{Cell, RunRecord, Stack, Workload};
+use super::{Cell, OursDetail, RunRecord, Stack, StackDetail, Workload};
 use bth_perf::tunpair::{Admission, PairRun, QpsRun};
 use bth_perf::{aggregate, PerfConfig, PerfReport};
 use bth_testbed::topology::TwoNs;
@@ -55,7 +55,7 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> io::Resu
         },
     };
     let r = q.run(ns, LIMIT)?;
-    let mut rec = RunRecord::empty(cell, stack, run);
+    let mut rec = RunRecord::empty(&cell.id, stack, run);
     let (mut latencies, mut start, mut end) = (Vec::new(), None::<Instant>, None::<Instant>);
     let mut ooo = 0;
     // S framing runs only where both hellos asked for it (plain: no framing at all).
@@ -96,28 +96,14 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> io::Resu
     };
     let (client, server) = (sum(|p| &p.client.report), sum(|p| &p.server.report));
     let (cr, sr) = (client.recovery, server.recovery);
-    rec.client_path = Some(client.path.summary());
-    rec.server_path = Some(server.path.summary());
     rec.elapsed_s = end
         .zip(start)
         .map_or(0.0, |(e, s)| e.saturating_duration_since(s).as_secs_f64());
     rec.cpu_client_s = r.client_cpu.as_secs_f64();
     rec.cpu_server_s = r.server_cpu.as_secs_f64();
-    rec.client_thread = Some(r.client_thread);
-    rec.server_thread = Some(r.server_thread);
     rec.retrans = cr.retransmits + sr.retransmits;
     rec.client_retrans = cr.retransmits;
     rec.server_retrans = sr.retransmits;
-    rec.spurious = Some(cr.spurious_retransmits + sr.spurious_retransmits);
-    rec.client_recovery = Some(cr);
-    rec.server_recovery = Some(sr);
-    let (cc, sc) = (client.counters, server.counters);
-    rec.gso_sent = Some(cc.gso_sent + sc.gso_sent);
-    rec.gso_segments = Some(cc.gso_segments + sc.gso_segments);
-    rec.super_segments_in = Some(cc.super_segments_in + sc.super_segments_in);
-    rec.seq_framed = Some(want_seq);
-    rec.ooo_placed = Some(ooo);
-    rec.grant_holds = Some(r.grant_holds);
     // The stacks' own TUN devices (gone when the run ends, so read by each side's thread);
     // `run_cell` adds the topology's devices.
     rec.device_drops = r.device_drops;
@@ -130,7 +116,23 @@ pub(super) fn run(ns: &TwoNs, cell: &Cell, stack: Stack, run: usize) -> io::Resu
                 .map(|p| u32::from(p.client.mss).saturating_sub(option_area))
         })
         .flatten();
-    rec.congestion = Some(r.congestion.into());
+    let (cc, sc) = (client.counters, server.counters);
+    rec.detail = Some(StackDetail::Ours(Box::new(OursDetail {
+        client_thread: r.client_thread,
+        server_thread: r.server_thread,
+        spurious: cr.spurious_retransmits + sr.spurious_retransmits,
+        client_recovery: cr,
+        server_recovery: sr,
+        client_path: client.path.summary(),
+        server_path: server.path.summary(),
+        ooo_placed: ooo,
+        grant_holds: r.grant_holds,
+        gso_sent: cc.gso_sent + sc.gso_sent,
+        gso_segments: cc.gso_segments + sc.gso_segments,
+        super_segments_in: cc.super_segments_in + sc.super_segments_in,
+        seq_framed: want_seq,
+        congestion: r.congestion.into(),
+    })));
     rec.fill_rates(latencies);
     Ok(rec)
 }

@@ -18,7 +18,7 @@ pub fn congestion_line(records: &[super::RunRecord]) -> String {
         let mut v: Vec<&str> = records
             .iter()
             .filter(|r| r.stack.is_ours() == ours && !r.stack.is_ceiling())
-            .filter_map(|r| r.congestion.as_deref())
+            .filter_map(|r| r.congestion())
             .collect();
         v.sort_unstable();
         v.dedup();

@@ -113,7 +113,7 @@ pub fn section(results: &[CellResult], seed: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{plan, summarize, tests::fake, Stack};
+    use super::super::{plan, summarize, RunRecord, Stack};
     use super::*;
 
     #[test]
@@ -130,7 +130,7 @@ mod tests {
         assert!(ids
             .iter()
             .all(|id| id.starts_with("bulk-1MiB-relay-") && !id.ends_with("-plain")));
-        // A small lossy cell, simulated beside a fake real run of 0.5 Gbit/s.
+        // A small lossy cell, simulated beside a synthetic run of ours at 0.5 Gbit/s.
         let mut cell = Cell::new(Workload::Bulk, 1 << 20, 4, Link::relay(0.0, 0.01));
         cell.id = "bulk-1MiB-relay-r0-l1".into();
         let small = super::super::Plan {
@@ -139,8 +139,8 @@ mod tests {
             cells: vec![cell.clone()],
         };
         let recs = vec![
-            fake(&cell, Stack::Kernel, 0, 1.0),
-            fake(&cell, Stack::Ours, 0, 0.5),
+            RunRecord::synthetic(&cell.id, Stack::Kernel, 0, 1.0),
+            RunRecord::synthetic(&cell.id, Stack::Ours, 0, 0.5),
         ];
         let t = section(&summarize(&small, &recs), 1);
         let row = t

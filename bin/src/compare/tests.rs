@@ -1,60 +1,8 @@
-//! The charts drawn from fixed, fake run records (no network, no root): each sweep's chart is
-//! written, is well-formed SVG and has a line for each stack.
+//! The charts drawn from fixed, synthetic run records ([`RunRecord::synthetic`]: no network,
+//! no root): each sweep's chart is written, is well-formed SVG and has a line for each stack.
 
 use super::*;
 use std::path::{Path, PathBuf};
-
-/// A successful run moving 1 GB at `gbps`.
-pub(super) fn fake(cell: &Cell, stack: Stack, run: usize, gbps: f64) -> RunRecord {
-    let ours = stack.is_ours();
-    RunRecord {
-        cell: cell.id.clone(),
-        stack,
-        run,
-        error: None,
-        messages: 1000,
-        verified: 1000,
-        bytes: 1_000_000_000,
-        elapsed_s: 8.0 / gbps,
-        gbps,
-        msgs_per_sec: 1000.0 * gbps / 8.0,
-        p50_us: Some(500.0),
-        p99_us: Some(990.0),
-        p999_us: Some(999.0),
-        cpu_client_s: 2.0,
-        cpu_server_s: 1.0,
-        client_thread: None,
-        server_thread: None,
-        retrans: 0,
-        client_retrans: 0,
-        server_retrans: 0,
-        spurious: ours.then_some(0),
-        client_recovery: ours.then(Recovery::default),
-        server_recovery: ours.then(Recovery::default),
-        client_path: None,
-        server_path: None,
-        relay_pinned: None,
-        rx_held_max: 0,
-        kernel_max_inq: None,
-        kernel_max_outq: None,
-        machine_cpu_s: Some(0.5),
-        machine_softirq_s: Some(0.1),
-        ooo_placed: None,
-        relay_queue_drops: None,
-        relay_busy: None,
-        relay_cpu_s: None,
-        device_drops: None,
-        grant_holds: None,
-        seg_payload: None,
-        gso_sent: ours.then_some(0),
-        gso_segments: ours.then_some(0),
-        super_segments_in: ours.then_some(0),
-        seq_framed: ours.then_some(stack == Stack::OursSeq),
-        path: None,
-        congestion: None,
-        latencies: vec![Duration::from_micros(500)],
-    }
-}
 
 /// One run of the ceilings, kernel TCP, ours and ours S in each of `cells` (GSO ceiling 5×,
 /// ceiling 4×, kernel 3×, ours S 2× ours, growing cell by cell), as a one-run plan.
@@ -62,12 +10,12 @@ fn with_ceiling_runs(cells: Vec<Cell>) -> (Plan, Vec<RunRecord>) {
     let mut runs = Vec::new();
     for (i, c) in cells.iter().enumerate() {
         let g = 1.0 + i as f64;
-        runs.push(fake(c, Stack::Ceiling, 0, 4.0 * g));
-        runs.push(fake(c, Stack::CeilingAcked, 0, 3.5 * g));
-        runs.push(fake(c, Stack::CeilingGso, 0, 5.0 * g));
-        runs.push(fake(c, Stack::Kernel, 0, 3.0 * g));
-        runs.push(fake(c, Stack::Ours, 0, g));
-        runs.push(fake(c, Stack::OursSeq, 0, 2.0 * g));
+        runs.push(RunRecord::synthetic(&c.id, Stack::Ceiling, 0, 4.0 * g));
+        runs.push(RunRecord::synthetic(&c.id, Stack::CeilingAcked, 0, 3.5 * g));
+        runs.push(RunRecord::synthetic(&c.id, Stack::CeilingGso, 0, 5.0 * g));
+        runs.push(RunRecord::synthetic(&c.id, Stack::Kernel, 0, 3.0 * g));
+        runs.push(RunRecord::synthetic(&c.id, Stack::Ours, 0, g));
+        runs.push(RunRecord::synthetic(&c.id, Stack::OursSeq, 0, 2.0 * g));
     }
     let plan = Plan {
         quick: false,
@@ -84,9 +32,14 @@ pub(super) fn results_of(cells: Vec<Cell>) -> Vec<CellResult> {
     for (i, c) in cells.iter().enumerate() {
         for run in 0..2 {
             let kernel = 3.0 / (1.0 + i as f64);
-            runs.push(fake(c, Stack::Kernel, run, kernel));
-            runs.push(fake(c, Stack::Ours, run, kernel / 3.0));
-            runs.push(fake(c, Stack::OursSeq, run, kernel / 2.0));
+            runs.push(RunRecord::synthetic(&c.id, Stack::Kernel, run, kernel));
+            runs.push(RunRecord::synthetic(&c.id, Stack::Ours, run, kernel / 3.0));
+            runs.push(RunRecord::synthetic(
+                &c.id,
+                Stack::OursSeq,
+                run,
+                kernel / 2.0,
+            ));
         }
     }
     let plan = Plan {
@@ -412,15 +365,23 @@ fn a_runs_device_drops_add_the_stacks_own_devices_to_the_topologys_for_ours_only
     assert_eq!(add_drops(Some(7), None, Stack::Ours), None);
 }
 
+/// The detail of a run of ours, to edit.
+pub(super) fn ours_mut(r: &mut RunRecord) -> &mut OursDetail {
+    match &mut r.detail {
+        Some(StackDetail::Ours(o)) => o.as_mut(),
+        _ => panic!("{:?} has no detail of ours", r.stack),
+    }
+}
+
 /// The quick plan's first cell with three runs of each stack, ours' run `i` given to `edit`.
 fn three_runs(edit: impl Fn(usize, &mut RunRecord)) -> (Plan, Vec<RunRecord>) {
     let cells = vec![plan(true).cells.remove(0)];
     let mut runs = Vec::new();
     for run in 0..3 {
-        let mut r = fake(&cells[0], Stack::Ours, run, 1.0);
+        let mut r = RunRecord::synthetic(&cells[0].id, Stack::Ours, run, 1.0);
         edit(run, &mut r);
         runs.push(r);
-        runs.push(fake(&cells[0], Stack::Kernel, run, 2.0));
+        runs.push(RunRecord::synthetic(&cells[0].id, Stack::Kernel, run, 2.0));
     }
     let plan = Plan {
         quick: true,
@@ -450,7 +411,8 @@ fn the_table_shows_the_relays_median_share_of_a_core_and_a_dash_without_a_relay(
         row.split('|').nth(col).unwrap().trim().to_string()
     };
     assert_eq!(cell("ours"), "97 %");
-    assert_eq!(cell("kernel"), "–");
+    // Kernel TCP's row in a bulk cell names what its socket buffer kept outstanding.
+    assert_eq!(cell("kernel (outq 3.0 MiB)"), "–");
 }
 
 /// What held ours' sender back: per run the busier side's shares, their medians per cell, and
@@ -469,8 +431,9 @@ fn the_senders_limits_are_medians_of_the_busier_side() {
     };
     let (plan, runs) = three_runs(|run, r| {
         // The client sent the data; the server's few control messages must not count.
-        r.client_path = Some(path(1000, [900, 500, 800][run]));
-        r.server_path = Some(path(10, 10));
+        let o = ours_mut(r);
+        o.client_path = path(1000, [900, 500, 800][run]);
+        o.server_path = path(10, 10);
     });
     let results = summarize(&plan, &runs);
     let held = results[0].ours.sender_held.expect("ours has them");

@@ -1,7 +1,7 @@
 //! The connection-count dimension and the incast cells over TUN, without a network: plan
 //! building (`--qps`, the full plan's cells), the incast table, the charts leaving both out.
 
-use super::tests::{fake, results_of};
+use super::tests::{ours_mut, results_of};
 use super::*;
 
 #[test]
@@ -88,9 +88,11 @@ fn incast_cells_have_a_table_of_their_own_with_relay_drops() {
     let mut runs = Vec::new();
     for c in &cells {
         for stack in [Stack::Kernel, Stack::Ours, Stack::OursSeq] {
-            let mut r = fake(c, stack, 0, 0.4);
+            let mut r = RunRecord::synthetic(&c.id, stack, 0, 0.4);
             r.relay_queue_drops = Some(if c.admission { 0 } else { 123 });
-            r.grant_holds = stack.is_ours().then_some(if c.admission { 77 } else { 0 });
+            if stack.is_ours() {
+                ours_mut(&mut r).grant_holds = if c.admission { 77 } else { 0 };
+            }
             runs.push(r);
         }
     }

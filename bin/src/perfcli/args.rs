@@ -3,7 +3,7 @@
 
 use super::sweep::{sweep_iters, sweep_sizes};
 use bth_io::tun::Offload;
-use bth_perf::{PerfConfig, PerfError, PerfOp};
+use bth_perf::{PerfConfig, PerfError, PerfOp, RunMode};
 use bth_testbed::topology::{check_mtu, parse_mtu, DEFAULT_MTU};
 use clap::Args;
 use std::time::Duration;
@@ -155,6 +155,17 @@ impl PerfArgs {
     }
 
     /// The rows to run, or why not.
+    /// The switches the options set, as both sides must share them.
+    pub fn mode(&self) -> RunMode {
+        RunMode {
+            bidir: self.bidirectional,
+            verify: self.verify,
+            plain: self.plain,
+            lat: self.lat,
+            sweep: self.all,
+        }
+    }
+
     pub fn plan(&self) -> Result<Plan, ArgsError> {
         if !(1..=MAX_QPS).contains(&self.qps) {
             return Err(ArgsError::Qps(self.qps));
@@ -205,14 +216,10 @@ impl PerfArgs {
                     duration,
                     tx_depth,
                     rx_depth,
-                    bidir: self.bidirectional,
-                    verify: self.verify,
+                    mode: self.mode(),
                     seed: 1,
-                    plain: self.plain,
                     framing: self.framing,
                     qps: self.qps,
-                    lat: self.lat,
-                    sweep: self.all,
                     // Per-message times only matter to bth-compare; a long -D run would
                     // hold 16 bytes per message.
                     trace: false,

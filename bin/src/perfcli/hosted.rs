@@ -10,7 +10,7 @@ use super::run::{SideRun, Who};
 use super::table::Banner;
 use bth_perf::drive::Port;
 use clap::Args;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 
 /// The stack's address on the server's host when `--tun-addr` is not given.
 pub const SERVER_TUN: &str = "10.99.1.2/24";
@@ -20,23 +20,25 @@ pub const CLIENT_TUN: &str = "10.99.2.2/24";
 /// The TUN device of `server` and `client`.
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct HostArgs {
-    /// Our stack's address and the prefix routed into the TUN device, ADDR/PREFIX [default:
-    /// 10.99.1.2/24 for the server, 10.99.2.2/24 for the client]. The other host needs a
-    /// route for PREFIX via this host.
+    /// Our stack's address and the prefix routed into the TUN device, ADDR/PREFIX, IPv4 or
+    /// IPv6 (e.g. 2001:db8:99:1::2/64) [default: 10.99.1.2/24 for the server, 10.99.2.2/24
+    /// for the client]. The other host needs a route for PREFIX via this host (`ip -6 route`
+    /// for IPv6); a client's must be of its server address's family.
     #[arg(long, value_name = "ADDR/PREFIX")]
     pub tun_addr: Option<TunAddr>,
     /// Name of the TUN device created for the run (removed when bth-perf exits).
     #[arg(long, default_value = "bth0", value_name = "NAME")]
     pub tun_name: String,
-    /// The kernel side's address on the TUN device [default: the first other host address of
-    /// the prefix, e.g. 10.99.1.1 for 10.99.1.2/24].
+    /// The kernel side's address on the TUN device, of --tun-addr's family [default: the first
+    /// other host address of the prefix, e.g. 10.99.1.1 for 10.99.1.2/24, 2001:db8:99:1::1
+    /// for 2001:db8:99:1::2/64].
     #[arg(long, value_name = "ADDR")]
-    pub tun_kernel_addr: Option<Ipv4Addr>,
+    pub tun_kernel_addr: Option<IpAddr>,
 }
 
 /// Run one side; [`Outcome::Passed`] when every row ran and succeeded.
 pub fn run_host(
-    server: Option<Ipv4Addr>,
+    server: Option<IpAddr>,
     args: &PerfArgs,
     host: &HostArgs,
 ) -> Result<Outcome, RunError> {
@@ -50,19 +52,26 @@ pub fn run_host(
     } else {
         CLIENT_TUN
     };
-    let tun = match host.tun_addr {
+    let tun: TunAddr = match host.tun_addr {
         Some(t) => t,
         None => default.parse()?,
     };
+    if let Some(s) = server {
+        tun.check_server(s, host.tun_addr.is_none())?;
+    }
     let kernel = tun.kernel_side(host.tun_kernel_addr)?;
-    let forward = IpForward::enable().map_err(RunError::setup("IPv4 forwarding"))?;
+    tun.check_mtu(args.mtu)?;
+    let family = tun.family();
+    let forward =
+        IpForward::enable(family).map_err(RunError::setup(format!("{family} forwarding")))?;
     let dev = host_tun(&host.tun_name, &tun, kernel, args.mtu, args.offload())
         .map_err(RunError::setup(format!("TUN device {}", host.tun_name)))?;
     let mut port = Port::open(dev, tun.addr).map_err(RunError::setup("stack"))?;
+    let stack = SocketAddr::new(tun.addr, args.port);
     let printer = Printer::of(args);
     let note = |s: String| printer.note(&s);
     note(format!(
-        "{role}: stack at {} behind TUN {} (kernel side {kernel}/{}); IPv4 forwarding {}",
+        "{role}: stack at {} behind TUN {} (kernel side {kernel}/{}); {family} forwarding {}",
         tun.addr,
         host.tun_name,
         tun.prefix,
@@ -73,7 +82,8 @@ pub fn run_host(
         }
     ));
     note(format!(
-        "{role}: the {peer}'s host needs `ip route add {} via <this host's address>`",
+        "{role}: the {peer}'s host needs `{} add {} via <this host's address>`",
+        family.ip_route(),
         tun.network()
     ));
     let (who, connection) = match server {
@@ -82,12 +92,12 @@ pub fn run_host(
                 "server: waiting for `bth-perf client {}` (port {})",
                 tun.addr, args.port
             ));
-            (Who::Server, format!("{}:{} <- client", tun.addr, args.port))
+            (Who::Server, format!("{stack} <- client"))
         }
-        Some(s) => (
-            Who::Client(SocketAddrV4::new(s, args.port)),
-            format!("{} -> {s}:{}", tun.addr, args.port),
-        ),
+        Some(s) => {
+            let server = SocketAddr::new(s, args.port);
+            (Who::Client(server), format!("{} -> {server}", tun.addr))
+        }
     };
     let banner = Banner {
         role,

@@ -16,7 +16,7 @@ use bth_perf::ServersClosed;
 use bth_testbed::ready::{join_both, spawn_set_up};
 use bth_testbed::topology::{self, TwoNs};
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 /// What one side's thread returns: its rows, and the packets its own TUN device dropped
 /// (None if they could not be read).
@@ -45,7 +45,7 @@ fn side(
             let who = if server {
                 Who::Server
             } else {
-                Who::Client(SocketAddrV4::new(topology::A_STACK, args.port))
+                Who::Client(SocketAddr::from((topology::A_STACK, args.port)))
             };
             let run = SideRun {
                 who,

@@ -80,7 +80,7 @@ pub fn footer(role: &str, peer: &str, rows: &[Row]) -> Vec<String> {
     // that only answers READs counts no message.
     let reads_only = rows
         .iter()
-        .all(|r| r.cfg.op == bth_perf::PerfOp::Read && !r.cfg.bidir);
+        .all(|r| r.cfg.op == bth_perf::PerfOp::Read && !r.cfg.mode.bidir);
     let mut out = own(role, rows.len(), &sum);
     if reads_only && sum.messages == 0 {
         if let Some(first) = out.first_mut() {
@@ -178,14 +178,14 @@ pub fn json_side(role: &str, banner: &Banner, rows: &[Row]) -> JsonSide {
     JsonSide {
         role: role.to_string(),
         op: first.op.to_string(),
-        mode: if first.plain { "plain" } else { "bth" },
+        mode: if first.mode.plain { "plain" } else { "bth" },
         qps: first.qps,
         mtu: banner.mtu,
         tx_depth: first.tx_depth,
         rx_depth: first.rx_depth,
-        bidirectional: first.bidir,
-        verify: first.verify,
-        lat: first.lat,
+        bidirectional: first.mode.bidir,
+        verify: first.mode.verify,
+        lat: first.mode.lat,
         duration_s: first.duration.map(|d| d.as_secs_f64()),
         connection: banner.connection.clone(),
         rows: rows

@@ -8,7 +8,7 @@ use bth_perf::drive::{run_many, Port, Role};
 use bth_perf::{
     aggregate, Client, PerfApp, PerfConfig, PerfReport, Role as Role2, Server, ServersClosed,
 };
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::Duration;
 use tcp_bth::{Config, Keepalive};
 
@@ -45,8 +45,8 @@ impl Row {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Who {
     Server,
-    /// Connects to the server's stack at this address.
-    Client(SocketAddrV4),
+    /// Connects to the server's stack at this address (IPv4 or IPv6, as the stack's own).
+    Client(SocketAddr),
 }
 
 /// The client's TCP port for connection `n` of this process: distinct per connection, so a
@@ -96,7 +96,7 @@ impl SideRun<'_> {
     ) -> (Vec<PerfReport>, Option<String>) {
         let closed = self.in_process.and_then(|c| c.get(i));
         let conn = Config {
-            bth: !cfg.plain,
+            bth: !cfg.mode.plain,
             framing: cfg.framing,
             // A peer killed mid-run (or its host gone) is noticed within seconds, not after
             // --timeout: keepalive while waiting on it (probes after 2 s of silence, one a

@@ -44,7 +44,7 @@ pub fn header(b: &Banner) -> String {
     let Some(cfg) = b.rows.first() else {
         return String::new();
     };
-    let kind = if cfg.lat { "Latency" } else { "BW" };
+    let kind = if cfg.mode.lat { "Latency" } else { "BW" };
     let size = match (b.rows.first(), b.rows.last()) {
         (Some(f), Some(l)) if b.rows.len() > 1 => {
             format!("{} - {}[B] (-a, {} sizes)", f.size, l.size, b.rows.len())
@@ -56,7 +56,7 @@ pub fn header(b: &Banner) -> String {
         None if b.rows.len() > 1 => " Iterations      : per row, see the table".to_string(),
         None => format!(" Iterations      : {}", cfg.count),
     };
-    let mode = match (cfg.plain, cfg.framing) {
+    let mode = match (cfg.mode.plain, cfg.framing) {
         (true, _) => "plain TCP byte stream (--plain)",
         (false, tcp_bth::Framing::PerSegment) => "tcp_bth (BTH option)",
         (false, tcp_bth::Framing::Seq) => {
@@ -79,8 +79,8 @@ pub fn header(b: &Banner) -> String {
         format!(" RX depth        : {}", cfg.rx_depth),
         format!(" Message size    : {size}"),
         length,
-        format!(" Bidirectional   : {}", on_off(cfg.bidir)),
-        format!(" Verify          : {}", on_off(cfg.verify)),
+        format!(" Bidirectional   : {}", on_off(cfg.mode.bidir)),
+        format!(" Verify          : {}", on_off(cfg.mode.verify)),
         RULE.to_string(),
     ]
     .join("\n")

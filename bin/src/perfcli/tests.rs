@@ -2,13 +2,13 @@
 //! table and JSON output, `--tun-addr`.
 
 use super::args::{ArgsError, PerfArgs, DEFAULT_ITERS_BW, DEFAULT_ITERS_LAT};
-use super::host::{HostError, TunAddr};
+use super::host::{Family, HostError, TunAddr};
 use super::json::JsonRow;
 use super::sweep::{sweep_iters, sweep_sizes, SWEEP_MIN_ITERS};
 use super::table::{bw_row, header, lat_row, title, Banner};
 use bth_perf::{PerfConfig, PerfError, PerfOp, PerfReport};
 use clap::Parser;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
@@ -112,10 +112,10 @@ fn the_plan_has_perftests_defaults() {
         (PerfOp::Send, 65536, DEFAULT_ITERS_BW)
     );
     assert_eq!((r.tx_depth, r.rx_depth, r.qps), (16, 16, 1));
-    assert!(!r.verify && !r.bidir && !r.lat && !r.sweep && !r.trace);
+    assert!(!r.mode.verify && !r.mode.bidir && !r.mode.lat && !r.mode.sweep && !r.trace);
     let lat = plan(&["--lat"]).unwrap();
     assert_eq!(
-        (lat[0].count, lat[0].tx_depth, lat[0].lat),
+        (lat[0].count, lat[0].tx_depth, lat[0].mode.lat),
         (DEFAULT_ITERS_LAT, 1, true)
     );
     // The receive depth follows a deeper TX depth.
@@ -199,7 +199,7 @@ fn the_sweep_is_every_power_of_two_from_2_bytes_to_8_mib() {
     assert!(sizes.windows(2).all(|w| w[1] == 2 * w[0]));
     let rows = plan(&["-a"]).unwrap();
     assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), sizes);
-    assert!(rows.iter().all(|r| r.sweep));
+    assert!(rows.iter().all(|r| r.mode.sweep));
     // Without -n the large sizes run fewer messages; -n applies to every row.
     assert_eq!(sweep_iters(2, DEFAULT_ITERS_BW), DEFAULT_ITERS_BW);
     assert_eq!(sweep_iters(1 << 20, DEFAULT_ITERS_BW), 256);
@@ -326,22 +326,37 @@ fn a_json_row_carries_the_table_and_the_counters() {
     assert!(v["peer"].is_null());
 }
 
+fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("an address")
+}
+
+/// `2001:db8:99:<net>::<host>`.
+fn v6(net: u16, host: u16) -> IpAddr {
+    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0x99, net, 0, 0, 0, host))
+}
+
 #[test]
 fn tun_addresses_parse_and_leave_room_for_the_kernel_side() {
     let t: TunAddr = "10.99.1.2/24".parse().unwrap();
-    assert_eq!((t.addr, t.prefix), (Ipv4Addr::new(10, 99, 1, 2), 24));
+    assert_eq!((t.addr, t.prefix), (v4(10, 99, 1, 2), 24));
+    assert_eq!(t.family(), Family::V4);
     assert_eq!(t.network(), "10.99.1.0/24");
-    assert_eq!(t.kernel_side(None), Ok(Ipv4Addr::new(10, 99, 1, 1)));
+    assert_eq!(t.kernel_side(None), Ok(v4(10, 99, 1, 1)));
     let first: TunAddr = "10.99.1.1/24".parse().unwrap();
-    assert_eq!(first.kernel_side(None), Ok(Ipv4Addr::new(10, 99, 1, 2)));
+    assert_eq!(first.kernel_side(None), Ok(v4(10, 99, 1, 2)));
     assert_eq!(
-        t.kernel_side(Some(Ipv4Addr::new(10, 99, 1, 200))),
-        Ok(Ipv4Addr::new(10, 99, 1, 200))
+        t.kernel_side(Some(v4(10, 99, 1, 200))),
+        Ok(v4(10, 99, 1, 200))
     );
     for bad in [
         t.addr,
-        Ipv4Addr::new(10, 99, 2, 1),
-        Ipv4Addr::new(10, 99, 1, 255),
+        v4(10, 99, 2, 1),
+        v4(10, 99, 1, 255),
+        v4(10, 99, 1, 0),
     ] {
         assert!(matches!(
             t.kernel_side(Some(bad)),
@@ -352,8 +367,20 @@ fn tun_addresses_parse_and_leave_room_for_the_kernel_side() {
         ("10.99.1.2", HostError::Syntax("10.99.1.2".into())),
         ("10.99.1/24", HostError::Syntax("10.99.1/24".into())),
         ("10.99.1.2/x", HostError::Syntax("10.99.1.2/x".into())),
-        ("10.99.1.2/31", HostError::Prefix(31)),
-        ("10.99.1.2/0", HostError::Prefix(0)),
+        (
+            "10.99.1.2/31",
+            HostError::Prefix {
+                prefix: 31,
+                family: Family::V4,
+            },
+        ),
+        (
+            "10.99.1.2/0",
+            HostError::Prefix {
+                prefix: 0,
+                family: Family::V4,
+            },
+        ),
     ] {
         assert_eq!(s.parse::<TunAddr>(), Err(err), "{s}");
     }
@@ -365,6 +392,171 @@ fn tun_addresses_parse_and_leave_room_for_the_kernel_side() {
         "10.99.1.255/24".parse::<TunAddr>(),
         Err(HostError::NotHost(_))
     ));
+    // The smallest prefix with room for both: /30, its two host addresses.
+    let narrow: TunAddr = "10.99.1.2/30".parse().unwrap();
+    assert_eq!(narrow.kernel_side(None), Ok(v4(10, 99, 1, 1)));
+    assert_eq!(
+        "10.99.1.2/31".parse::<TunAddr>().unwrap_err().to_string(),
+        "/31: an IPv4 prefix must be 1 to 30 (the stack and the kernel need an address each)"
+    );
+    assert_eq!(
+        "10.99.1.255/24".parse::<TunAddr>().unwrap_err().to_string(),
+        "10.99.1.255/24 is the broadcast address of its prefix: the stack needs a host address"
+    );
+}
+
+#[test]
+fn ipv6_tun_addresses_parse_and_leave_room_for_the_kernel_side() {
+    let t: TunAddr = "2001:db8:99:1::2/64".parse().unwrap();
+    assert_eq!((t.addr, t.prefix), (v6(1, 2), 64));
+    assert_eq!(t.family(), Family::V6);
+    assert_eq!(t.to_string(), "2001:db8:99:1::2/64");
+    assert_eq!(t.network(), "2001:db8:99:1::/64");
+    // The kernel side defaults to the first other host address of the prefix, as for IPv4.
+    assert_eq!(t.kernel_side(None), Ok(v6(1, 1)));
+    let first: TunAddr = "2001:db8:99:1::1/64".parse().unwrap();
+    assert_eq!(first.kernel_side(None), Ok(v6(1, 2)));
+    assert_eq!(t.kernel_side(Some(v6(1, 0x200))), Ok(v6(1, 0x200)));
+    // IPv6 has no broadcast address: the prefix's last address is a host's.
+    let last = IpAddr::V6(Ipv6Addr::new(
+        0x2001, 0xdb8, 0x99, 1, 0xffff, 0xffff, 0xffff, 0xffff,
+    ));
+    assert_eq!(t.kernel_side(Some(last)), Ok(last));
+    // Not the stack's, not outside the prefix, not the network (subnet-router anycast) one.
+    for bad in [t.addr, v6(2, 1), v6(1, 0)] {
+        assert_eq!(
+            t.kernel_side(Some(bad)),
+            Err(HostError::KernelAddr {
+                kernel: bad,
+                tun: t
+            })
+        );
+    }
+    // Prefixes other than /64, the host part crossing segment boundaries.
+    let wide: TunAddr = "fd99:1::2/48".parse().unwrap();
+    assert_eq!(wide.network(), "fd99:1::/48");
+    assert_eq!(wide.kernel_side(None), Ok(ip("fd99:1::1")));
+    let narrow: TunAddr = "fd99:1::2/126".parse().unwrap();
+    assert_eq!(narrow.network(), "fd99:1::/126");
+    assert_eq!(narrow.kernel_side(None), Ok(ip("fd99:1::1")));
+    let odd: TunAddr = "fd99:1:2:3:4:5:6:7/67".parse().unwrap();
+    assert_eq!(odd.network(), "fd99:1:2:3::/67");
+    assert_eq!(odd.kernel_side(None), Ok(ip("fd99:1:2:3::1")));
+    for (s, err) in [
+        (
+            "2001:db8:99:1::2",
+            HostError::Syntax("2001:db8:99:1::2".into()),
+        ),
+        (
+            "2001:db8:99:1::g/64",
+            HostError::Syntax("2001:db8:99:1::g/64".into()),
+        ),
+        (
+            "2001:db8:99:1::2/127",
+            HostError::Prefix {
+                prefix: 127,
+                family: Family::V6,
+            },
+        ),
+        (
+            "2001:db8:99:1::2/0",
+            HostError::Prefix {
+                prefix: 0,
+                family: Family::V6,
+            },
+        ),
+    ] {
+        assert_eq!(s.parse::<TunAddr>(), Err(err), "{s}");
+    }
+    assert!(matches!(
+        "2001:db8:99:1::/64".parse::<TunAddr>(),
+        Err(HostError::NotHost(_))
+    ));
+    assert_eq!(
+        "2001:db8:99:1::/64"
+            .parse::<TunAddr>()
+            .unwrap_err()
+            .to_string(),
+        "2001:db8:99:1::/64 is the network address (the subnet-router anycast address) of its \
+         prefix: the stack needs a host address"
+    );
+    for s in [
+        "::1/64",
+        "ff02::2/64",
+        "fe80::2/64",
+        "::ffff:10.99.1.2/96",
+        "127.0.0.2/8",
+    ] {
+        assert!(
+            matches!(s.parse::<TunAddr>(), Err(HostError::Unusable { .. })),
+            "{s}"
+        );
+    }
+    assert_eq!(
+        "fe80::2/64".parse::<TunAddr>().unwrap_err().to_string(),
+        "fe80::2 is an IPv6 link-local address, which no other host routes to: the stack needs \
+         a unicast address another host can route to"
+    );
+    // An IPv6 device needs IPv6's minimum MTU; IPv4 does not.
+    assert_eq!(t.check_mtu(1280), Ok(()));
+    assert_eq!(t.check_mtu(1279), Err(HostError::Ipv6Mtu(1279)));
+    let t4: TunAddr = "10.99.1.2/24".parse().unwrap();
+    assert_eq!(t4.check_mtu(576), Ok(()));
+}
+
+#[test]
+fn mixed_address_families_are_refused() {
+    let t6: TunAddr = "2001:db8:99:2::2/64".parse().unwrap();
+    let t4: TunAddr = "10.99.2.2/24".parse().unwrap();
+    // The kernel side's address is of the stack's family.
+    assert_eq!(
+        t6.kernel_side(Some(v4(10, 99, 2, 1))),
+        Err(HostError::KernelFamily {
+            kernel: v4(10, 99, 2, 1),
+            tun: t6
+        })
+    );
+    assert_eq!(
+        t4.kernel_side(Some(v6(2, 1))).unwrap_err().to_string(),
+        "--tun-kernel-addr 2001:db8:99:2::1 is IPv6 but --tun-addr 10.99.2.2/24 is IPv4: the \
+         kernel side takes another address of the stack's prefix"
+    );
+    // A client's stack and its server are of one family.
+    assert_eq!(t6.check_server(v6(1, 2), false), Ok(()));
+    assert_eq!(t4.check_server(v4(10, 99, 1, 2), true), Ok(()));
+    assert_eq!(
+        t4.check_server(v6(1, 2), true).unwrap_err().to_string(),
+        "the server address 2001:db8:99:1::2 is IPv6 but this client's --tun-addr 10.99.2.2/24 \
+         (the default) is IPv4: a run is IPv4 or IPv6 throughout (give --tun-addr an IPv6 \
+         ADDR/PREFIX, e.g. 2001:db8:99:2::2/64, routed to this host from the server's)"
+    );
+    assert_eq!(
+        t6.check_server(v4(10, 99, 1, 2), false),
+        Err(HostError::ServerFamily {
+            server: v4(10, 99, 1, 2),
+            tun: t6,
+            default: false
+        })
+    );
+    assert!(t6
+        .check_server(v4(10, 99, 1, 2), false)
+        .unwrap_err()
+        .to_string()
+        .contains("give --tun-addr an IPv4 ADDR/PREFIX, e.g. 10.99.2.2/24"));
+}
+
+#[test]
+fn forwarding_and_routes_are_per_family() {
+    assert_eq!(
+        Family::V4.forwarding_path(),
+        "/proc/sys/net/ipv4/ip_forward"
+    );
+    assert_eq!(
+        Family::V6.forwarding_path(),
+        "/proc/sys/net/ipv6/conf/all/forwarding"
+    );
+    assert_eq!(Family::V4.ip_route(), "ip route");
+    assert_eq!(Family::V6.ip_route(), "ip -6 route");
 }
 
 /// With READs one way, the side that answers them counts no message; both footers say why

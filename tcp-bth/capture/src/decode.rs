@@ -3,7 +3,7 @@
 //! its sender's ISN, its placement offset.
 
 use super::error::{Malformed, NotTcp, Problem, Stop, Truncated};
-use super::ip::{ip_layer, ip_pair, pseudo_header_sum, IpPart};
+use super::ip::{ip_layer, pseudo_header_sum, IpPart};
 use super::link::link_payload;
 use super::{FlowKey, RawPacket};
 use bth_wire::{
@@ -314,7 +314,7 @@ fn tcp_layer(
     let be32 = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     let captured = &b[header_len..];
     let payload_len = u32::try_from(captured.len() as u64 + missing).unwrap_or(u32::MAX);
-    let pair = ip_pair(ip.src, ip.dst).ok_or(Malformed::MixedAddresses)?;
+    let pair = bth_wire::IpPair::from_addrs(ip.src, ip.dst).ok_or(Malformed::MixedAddresses)?;
     let (checksum, options) = if truncated {
         (Checksum::Unverified, TcpOptions::parse(&b[20..header_len]))
     } else {
@@ -651,6 +651,59 @@ mod tests {
             (m.len, m.max_end, m.segments, m.misplaced, m.unplaced),
             (Some(25), 25, 3, 0, 0)
         );
+    }
+
+    /// Amendment 4: a SYN whose hello has no timestamps (T=0, 16 bytes) beside the RFC 7323
+    /// option decodes cleanly, its ICRC checked, both options kept; it gives its direction's
+    /// ISN like any SYN.
+    #[test]
+    fn a_syn_with_a_t0_hello_beside_the_timestamp_option_is_well_formed() {
+        let mut hello = Bth::new(Opcode::Hello);
+        hello.mbo = 0xFF_FFFF;
+        hello.seal(&[]);
+        let ts = bth_wire::Timestamps {
+            tsval: 77,
+            tsecr: 0,
+        };
+        let syn = TcpRepr {
+            src_port: 1000,
+            dst_port: 2000,
+            seq: 500,
+            ack: 0,
+            flags: TcpFlags::SYN,
+            window: 100,
+            urgent: 0,
+            options: TcpOptions {
+                mss: Some(1460),
+                window_scale: Some(7),
+                sack_permitted: true,
+                timestamps: Some(ts),
+                bth: Some(hello),
+                ..TcpOptions::default()
+            },
+            payload: &[],
+        }
+        .to_vec(V4)
+        .unwrap();
+        assert_eq!(syn.len(), 20 + 36);
+        let b = s_send(1, 0, 10);
+        let file = write(&[(V4, syn), (V4, segment(V4, 501, Some(b), &[1; 10]))]);
+        let a = analyze(CaptureReader::new(&file[..]).unwrap()).unwrap();
+        let s = a.records[0].0.segment().unwrap();
+        assert_eq!(
+            (s.checksum, s.icrc(), &s.problem),
+            (Checksum::Good, Some(Icrc::Good), &None)
+        );
+        let o = s.options.as_ref().unwrap();
+        assert_eq!(o.timestamps, Some(ts));
+        assert_eq!(
+            s.bth().map(|b| (b.opcode, b.timestamps)),
+            Some((Opcode::Hello, None))
+        );
+        assert_eq!((a.summary.malformed, a.summary.bth_segments), (0, 2));
+        // The SYN placed the S-framed segment after it.
+        let d = a.records[1].0.segment().unwrap().data.unwrap();
+        assert_eq!(d.offset, Some(0));
     }
 
     #[test]

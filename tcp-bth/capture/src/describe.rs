@@ -85,9 +85,20 @@ fn seq_framed_data(s: &mut String, b: &Bth) {
 
 /// Timestamps, extension and length: the same in both framings.
 fn tail(s: &mut String, b: &Bth) {
-    if let Some(ts) = b.timestamps {
-        let _ = writeln!(s, "tsval         {}", ts.tsval);
-        let _ = writeln!(s, "tsecr         {}", ts.tsecr);
+    match b.timestamps {
+        Some(ts) => {
+            let _ = writeln!(s, "tsval         {}", ts.tsval);
+            let _ = writeln!(s, "tsecr         {}", ts.tsecr);
+        }
+        // Amendment 4: a SYN's hello may leave them to the RFC 7323 option beside it.
+        None if b.opcode == Opcode::Hello => {
+            let _ = writeln!(
+                s,
+                "timestamps    not in the hello (T=0): a SYN's, beside the RFC 7323 \
+                 timestamp option (amendment 4)"
+            );
+        }
+        None => {}
     }
     match b.ext {
         Extension::None => {}
@@ -199,6 +210,35 @@ mod tests {
         assert!(t.contains("segment       0\n"), "{t}");
         zl.opcode = Opcode::SendLast;
         assert!(bth(&zl).contains("offset        16777215\n"));
+    }
+
+    /// A hello without timestamps (amendment 4) says where they are; one with them shows them.
+    #[test]
+    fn a_t0_hello_says_its_timestamps_ride_beside_it() {
+        let mut hello = Bth::new(Opcode::Hello);
+        hello.mbo = 0xFF_FFFF;
+        let t = bth(&hello);
+        assert!(
+            t.contains("flags         T=0 M=0 R=0 A=0 S=0 rsvd=0\n"),
+            "{t}"
+        );
+        assert!(t.contains("timestamps    not in the hello (T=0)"), "{t}");
+        assert!(!t.contains("tsval"), "{t}");
+        assert!(t.contains("length        16 bytes\n"), "{t}");
+        let o = TcpOptions {
+            mss: Some(1460),
+            timestamps: Some(Timestamps { tsval: 9, tsecr: 0 }),
+            bth: Some(hello),
+            ..TcpOptions::default()
+        };
+        let t = options(&o);
+        assert!(t.contains("timestamps    val=9 ecr=0\ntcp_bth:\n"), "{t}");
+        hello.timestamps = Some(Timestamps { tsval: 1, tsecr: 2 });
+        let t = bth(&hello);
+        assert!(
+            t.contains("tsval         1\n") && !t.contains("not in the hello"),
+            "{t}"
+        );
     }
 
     #[test]

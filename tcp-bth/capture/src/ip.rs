@@ -4,20 +4,6 @@ use super::error::{IpError, Malformed, NotTcp, Stop};
 use bth_wire::IpPair;
 use std::net::IpAddr;
 
-pub(super) fn ip_pair(src: IpAddr, dst: IpAddr) -> Option<IpPair> {
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => Some(IpPair::V4 {
-            src: s.octets(),
-            dst: d.octets(),
-        }),
-        (IpAddr::V6(s), IpAddr::V6(d)) => Some(IpPair::V6 {
-            src: s.octets(),
-            dst: d.octets(),
-        }),
-        _ => None,
-    }
-}
-
 /// The folded (not complemented) sum of the TCP pseudo header: what a sender leaves in the
 /// checksum field for the NIC to complete under checksum offload.
 pub(super) fn pseudo_header_sum(ip: IpPair, tcp_len: usize) -> u16 {

@@ -3,27 +3,30 @@
 //! (or hang: a server that expects 5,000 SENDs of 64 KiB gets 10 of 4 KiB), so the server
 //! refuses it and tells the client which options differ, naming both values.
 
-use super::{PerfConfig, PerfOp};
+use super::{PerfConfig, PerfOp, RunMode};
 use std::fmt;
 use std::time::Duration;
 
 /// The shared options, as the hello carries them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
+    /// The operation (`--op`).
     pub op: PerfOp,
+    /// Message size in bytes (`--size`).
     pub size: u32,
     /// Messages per requester; 0 when `duration` is set.
     pub count: u64,
     /// Compared to the millisecond (what the hello carries).
     pub duration: Option<Duration>,
+    /// WRs each requester keeps outstanding (`--tx-depth`; saturates at `u32::MAX`).
     pub tx_depth: u32,
+    /// Receive buffers kept posted for the peer's SENDs (`--rx-depth`; saturates at
+    /// `u32::MAX`).
     pub rx_depth: u32,
+    /// Connections of the run (`-q`).
     pub qps: u32,
-    pub bidir: bool,
-    pub verify: bool,
-    pub plain: bool,
-    pub lat: bool,
-    pub sweep: bool,
+    /// The switches (`-b`, `--verify`, `--plain`, `--lat`, `-a`).
+    pub mode: RunMode,
 }
 
 impl Default for Options {
@@ -32,13 +35,9 @@ impl Default for Options {
     }
 }
 
-const BIDIR: u8 = 1;
-const VERIFY: u8 = 2;
-const PLAIN: u8 = 4;
-const LAT: u8 = 8;
-const SWEEP: u8 = 16;
-
 impl Options {
+    /// `cfg`'s options as its hello will carry them: `duration` cut to whole milliseconds,
+    /// `count` 0 when a duration is set.
     pub fn of(cfg: &PerfConfig) -> Options {
         let depth = |d: usize| u32::try_from(d).unwrap_or(u32::MAX);
         // Whole milliseconds on the wire: compare what will be sent.
@@ -53,35 +52,7 @@ impl Options {
             tx_depth: depth(cfg.tx_depth),
             rx_depth: depth(cfg.rx_depth),
             qps: cfg.qps,
-            bidir: cfg.bidir,
-            verify: cfg.verify,
-            plain: cfg.plain,
-            lat: cfg.lat,
-            sweep: cfg.sweep,
-        }
-    }
-
-    pub(crate) fn flags(&self) -> u8 {
-        [
-            (self.bidir, BIDIR),
-            (self.verify, VERIFY),
-            (self.plain, PLAIN),
-            (self.lat, LAT),
-            (self.sweep, SWEEP),
-        ]
-        .into_iter()
-        .filter(|(on, _)| *on)
-        .fold(0, |f, (_, bit)| f | bit)
-    }
-
-    pub(crate) fn from_flags(flags: u8, o: Options) -> Options {
-        Options {
-            bidir: flags & BIDIR != 0,
-            verify: flags & VERIFY != 0,
-            plain: flags & PLAIN != 0,
-            lat: flags & LAT != 0,
-            sweep: flags & SWEEP != 0,
-            ..o
+            mode: cfg.mode,
         }
     }
 
@@ -97,7 +68,9 @@ impl Options {
 /// One option on which client and server differ, as each side's command line would say it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {
+    /// The client's value (`--size 4096`, `no --verify`).
     pub client: String,
+    /// The server's value, in the same form.
     pub server: String,
 }
 
@@ -125,15 +98,15 @@ pub fn compare(client: &Options, server: &Options) -> Vec<Mismatch> {
     let fields: [(String, String); 11] = [
         sides(&|o| format!("--op {}", o.op)),
         sides(&|o| format!("--size {}", o.size)),
-        sides(&|o| flag("all", o.sweep)),
+        sides(&|o| flag("all", o.mode.sweep)),
         sides(&Options::length),
         sides(&|o| format!("--qps {}", o.qps)),
         sides(&|o| format!("--tx-depth {}", o.tx_depth)),
         sides(&|o| format!("--rx-depth {}", o.rx_depth)),
-        sides(&|o| flag("bidirectional", o.bidir)),
-        sides(&|o| flag("lat", o.lat)),
-        sides(&|o| flag("verify", o.verify)),
-        sides(&|o| flag("plain", o.plain)),
+        sides(&|o| flag("bidirectional", o.mode.bidir)),
+        sides(&|o| flag("lat", o.mode.lat)),
+        sides(&|o| flag("verify", o.mode.verify)),
+        sides(&|o| flag("plain", o.mode.plain)),
     ];
     fields
         .into_iter()

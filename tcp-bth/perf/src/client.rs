@@ -5,6 +5,7 @@
 use super::app::{PerfApp, Role, Turn};
 use super::check::Options;
 use super::ctrl::{Ctrl, Hello, Regions};
+use super::mismatch::Mismatch;
 use super::plain::PlainClient;
 use super::requester::Requester;
 use super::responder::Responder;
@@ -23,6 +24,7 @@ pub struct ClientRole {
     qp: u32,
     hello_sent: bool,
     plain: PlainClient,
+    mismatch: Mismatch,
 }
 
 impl PerfApp<ClientRole> {
@@ -37,6 +39,7 @@ impl PerfApp<ClientRole> {
             qp,
             hello_sent: false,
             plain: PlainClient::default(),
+            mismatch: Mismatch::default(),
         };
         PerfApp::with(cfg, true, role)
     }
@@ -55,8 +58,12 @@ impl Role for ClientRole {
         self.plain.turn(side, c, now, self.qp)
     }
 
+    fn mismatch(&mut self, side: &mut Side, c: &mut Connection, now: Duration) -> Turn {
+        self.mismatch.client(side, c, now, self.qp)
+    }
+
     fn progress(&self, side: &Side) -> (u64, Option<u64>) {
-        if side.cfg.plain {
+        if side.cfg.mode.plain {
             self.plain.progress(side)
         } else {
             side.progress()
@@ -69,7 +76,7 @@ impl Role for ClientRole {
 fn send_hello(side: &mut Side, c: &mut Connection, qp: u32) -> Result<(), PerfError> {
     side.cfg.validate()?;
     let mut regions = Regions::default();
-    if side.cfg.bidir {
+    if side.cfg.mode.bidir {
         let (resp, r) = Responder::set_up(c, &side.cfg)?;
         side.resp = Some(resp);
         regions = r;
@@ -102,6 +109,7 @@ fn run(side: &mut Side, c: &mut Connection, now: Duration) -> Result<(), PerfErr
     for m in side.poll(c, now) {
         match side.common_ctrl(c, m, now) {
             Some(Ctrl::Accept(r)) if side.req.is_none() && !side.closed => {
+                side.settled = true;
                 side.start(now);
                 side.req = Some(Requester::new(
                     side.cfg.clone(),
@@ -111,8 +119,8 @@ fn run(side: &mut Side, c: &mut Connection, now: Duration) -> Result<(), PerfErr
                 ));
             }
             Some(Ctrl::Refuse(reason)) => {
-                side.report.errors.push(PerfError::Refused { reason });
-                side.close(c, false);
+                side.refusal(PerfError::Refused { reason });
+                side.refused_at = Some(now);
             }
             Some(other) => side.unexpected(&other),
             None => {}
@@ -120,6 +128,10 @@ fn run(side: &mut Side, c: &mut Connection, now: Duration) -> Result<(), PerfErr
     }
     hold |= side.top_up(c)? && side.cfg.op == PerfOp::SendRecv;
     if side.closed {
+        return Ok(());
+    }
+    if side.refused_at.is_some() {
+        side.close_after_refusal(c, now);
         return Ok(());
     }
     if let Some(req) = side.req.as_mut() {

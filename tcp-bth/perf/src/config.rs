@@ -1,6 +1,6 @@
 //! What one perf connection runs ([`PerfConfig`]) and the checks that make a run possible.
 
-use super::{PerfError, PerfOp};
+use super::{PerfError, PerfOp, RunMode};
 use std::time::Duration;
 
 /// The largest WRITE target a verified [`PerfOp::Write`] run registers (`count * size`: every
@@ -12,6 +12,7 @@ pub const MAX_VERIFIED_WRITE_REGION: u64 = 4 << 30;
 /// ([`super::check`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PerfConfig {
+    /// The operation (`--op`).
     pub op: PerfOp,
     /// Message size in bytes.
     pub size: u32,
@@ -25,24 +26,16 @@ pub struct PerfConfig {
     pub tx_depth: usize,
     /// Receive buffers kept posted for the peer's SENDs.
     pub rx_depth: usize,
-    /// Both sides send ([`PerfOp::Send`], [`PerfOp::Write`], [`PerfOp::WriteImm`],
-    /// [`PerfOp::Read`], [`PerfOp::Mixed`]): the server runs a requester as well, the client a
-    /// responder.
-    pub bidir: bool,
-    /// Check every byte (costs a pattern fill and a compare per message).
-    pub verify: bool,
+    /// The switches both sides must share: `-b` (for [`PerfOp::Send`], [`PerfOp::Write`],
+    /// [`PerfOp::WriteImm`], [`PerfOp::Read`], [`PerfOp::Mixed`]), `--verify`, `--plain`,
+    /// `--lat`, `-a`.
+    pub mode: RunMode,
+    /// Seed of the payload pattern.
     pub seed: u64,
-    /// Plain TCP byte stream (the connection is opened without tcp_bth): the client writes
-    /// `count * size` bytes, the server reads them. No per-message latency.
-    pub plain: bool,
     /// The framing this side asks for (the handshake settles what runs).
     pub framing: tcp_bth::Framing,
     /// Connections of the run (`-q`); this connection is one of them. For the option check.
     pub qps: u32,
-    /// Latency mode (`--lat`): for the option check (the depth is what changes).
-    pub lat: bool,
-    /// Part of a size sweep (`-a`): for the option check.
-    pub sweep: bool,
     /// Keep the per-message times [`super::PerfReport::posted`] and
     /// [`super::PerfReport::arrived`] (16 bytes per message: `bth-compare` needs them for
     /// one-way latencies, a long `--duration` run does not).
@@ -58,14 +51,10 @@ impl Default for PerfConfig {
             duration: None,
             tx_depth: 16,
             rx_depth: 16,
-            bidir: false,
-            verify: false,
+            mode: RunMode::default(),
             seed: 1,
-            plain: false,
             framing: tcp_bth::Framing::PerSegment,
             qps: 1,
-            lat: false,
-            sweep: false,
             trace: true,
         }
     }
@@ -75,7 +64,7 @@ impl PerfConfig {
     /// Whether plain WRITEs each get their own offset (verified [`PerfOp::Write`]), rather
     /// than cycling through `tx_depth` slots.
     pub(crate) fn own_offsets(&self) -> bool {
-        self.op == PerfOp::Write && self.verify && !self.plain
+        self.op == PerfOp::Write && self.mode.verify && !self.mode.plain
     }
 
     /// Length of the WRITE target region a responder registers.
@@ -117,22 +106,22 @@ impl PerfConfig {
             ("--iters", self.duration.is_none() && self.count == 0),
             ("--duration", self.duration.is_some_and(|d| d.is_zero())),
             // The byte stream has no message boundaries but the size.
-            ("--size with --plain", self.plain && self.size == 0),
+            ("--size with --plain", self.mode.plain && self.size == 0),
         ] {
             if zero {
                 return Err(PerfError::Zero { what });
             }
         }
-        if self.op == PerfOp::Write && self.verify && self.duration.is_some() {
+        if self.op == PerfOp::Write && self.mode.verify && self.duration.is_some() {
             return Err(PerfError::VerifiedWriteNeedsCount);
         }
-        if self.bidir {
+        if self.mode.bidir {
             if self.op == PerfOp::SendRecv {
                 return Err(PerfError::BidirUnsupported {
                     why: "sendrecv (request/response is two-way already)",
                 });
             }
-            if self.plain {
+            if self.mode.plain {
                 return Err(PerfError::BidirUnsupported {
                     why: "--plain (the byte stream runs one way)",
                 });

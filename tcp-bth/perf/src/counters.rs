@@ -1,12 +1,20 @@
 //! One side's connection counters as `bth-perf` prints them and sends them to the peer at the
-//! end of a run: loss recovery (what this side sent and how it repaired it, [`Recovery`]),
-//! ACKs, and segments dropped on arrival, by cause. From [`tcp_bth::Stats`] and
-//! [`tcp_bth::RecoveryStats`].
+//! end of a run: loss recovery (what this side sent and how it repaired it,
+//! [`RecoveryStats`]), ACKs, and segments dropped on arrival, by cause. From
+//! [`tcp_bth::Stats`] and [`tcp_bth::RecoveryStats`], regrouped: the drops by cause in one
+//! struct, the ACKs sent derived from segments and super-segments.
+//!
+//! Each side of a run reports the counters of its own connection: what *it* sent and how it
+//! repaired the losses of what it sent. Which side that is depends on the operation: SEND and
+//! WRITE data leaves the client, but in an RDMA READ the responder (the server) sends the data,
+//! so a lossy READ run shows its retransmissions on the server's side and almost none on the
+//! client's. A report of one side alone therefore says nothing about the other direction;
+//! `bth-perf` prints each side's counters in that side's own output, `bth-compare` records
+//! both sides of every run.
 
-use super::Recovery;
 use serde::Serialize;
 use std::ops::AddAssign;
-use tcp_bth::Connection;
+use tcp_bth::{Connection, RecoveryStats};
 
 /// Segments this side's connection dropped on arrival, by cause.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -19,6 +27,7 @@ pub struct Drops {
     pub bad_bth: u64,
     /// Failed the timestamp check (PAWS).
     pub paws: u64,
+    /// Outside the receive window (RFC 9293 §3.10.7.4), late pure ACKs excepted.
     pub out_of_window: u64,
     /// SENDs with no receive buffer posted for them.
     pub receiver_not_ready: u64,
@@ -31,6 +40,7 @@ pub struct Drops {
 }
 
 impl Drops {
+    /// Every drop, whatever the cause.
     pub fn total(&self) -> u64 {
         let mut d = *self;
         d.fields_mut().iter().map(|f| **f).sum()
@@ -51,32 +61,45 @@ impl Drops {
     }
 }
 
+/// One connection's counters, as `bth-perf` prints them and sends them to the peer at close
+/// (all counts since the connection opened).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ConnCounters {
-    pub recovery: Recovery,
+    /// Loss recovery of what this side sent. Only the first six fields (segments sent to tail
+    /// loss probes) travel to the peer; the others arrive as 0.
+    pub recovery: RecoveryStats,
+    /// Segments handed to the connection, malformed ones included.
     pub segments_in: u64,
+    /// Segments the connection built: data, SYN, FIN, ACKs and RSTs (`Stats::segments_out`).
     pub segments_out: u64,
     /// Segments sent without payload: ACKs, credit and grant updates, SYN and FIN.
     pub acks_sent: u64,
     /// ACKs sent that were built the moment they fell due rather than at the end of a driver
     /// turn.
     pub acks_immediate: u64,
+    /// ACKs sent with a D-SACK block (a duplicate arrived).
     pub dsacks_sent: u64,
+    /// D-SACK blocks received from the peer.
     pub dsacks_received: u64,
     /// Recovery episodes undone because every retransmission proved spurious.
     pub undos: u64,
+    /// NAKs sent (each fails the QP: the peer's request was refused).
     pub naks_sent: u64,
+    /// NAKs received from the peer.
     pub naks_received: u64,
+    /// Segments dropped on arrival, by cause.
     pub drops: Drops,
     /// Payload bytes sent (retransmissions included) copied into their segments, and handed
     /// to the data path as the application's own buffers with no copy (the TUN driver's
     /// gathered writes, payloads of 2 KiB and more).
     pub payload_copied: u64,
+    /// See `payload_copied`: the bytes sent with no copy.
     pub payload_gathered: u64,
     /// Payload bytes copied once when posted into a buffer of the connection's (READ
     /// responses, sends from registered regions), and those of them copied again into their
     /// segments (0 where the driver gathers: `Stats::tx_payload_staged_copied`).
     pub payload_staged: u64,
+    /// See `payload_staged`: those copied a second time.
     pub payload_staged_copied: u64,
     /// Pure ACKs that the peer's data overtook, taken for their SACK and credit.
     pub late_acks: u64,
@@ -89,14 +112,17 @@ pub struct ConnCounters {
     /// Super-segments written (segmentation offload, S framing only) and the segments they
     /// stand for; super-segments read whole (a device with TSO).
     pub gso_sent: u64,
+    /// The segments `gso_sent` stood for.
     pub gso_segments: u64,
+    /// Super-segments read whole.
     pub super_segments_in: u64,
 }
 
 impl ConnCounters {
+    /// The counters of `c` now.
     pub fn of(c: &Connection) -> ConnCounters {
         let s = c.stats();
-        let recovery = Recovery::of(c);
+        let recovery = c.recovery_stats();
         ConnCounters {
             recovery,
             segments_in: s.segments_in,
@@ -252,13 +278,16 @@ impl ConnCounters {
 /// report says of the run so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct PeerSummary {
+    /// Messages its report counts as completed.
     pub messages: u64,
+    /// Payload bytes of those messages.
     pub bytes: u64,
     /// Messages it checked byte for byte (the responder checks SENDs and WRITEs, the
     /// requester READs).
     pub verified: u64,
     /// Errors in its report.
     pub errors: u64,
+    /// Its connection's counters.
     pub counters: ConnCounters,
 }
 
@@ -292,11 +321,15 @@ impl AddAssign for PeerSummary {
 }
 
 impl AddAssign for ConnCounters {
-    /// Sums (the counters of several connections of one run).
+    /// Sums (the counters of several connections of one run). The recovery counters through
+    /// their own sum, which covers the fields the statistics message does not carry.
     fn add_assign(&mut self, other: ConnCounters) {
+        let mut recovery = self.recovery;
+        recovery += other.recovery;
         let mut o = other;
         for (a, b) in self.fields_mut().into_iter().zip(o.fields_mut()) {
             *a += *b;
         }
+        self.recovery = recovery;
     }
 }

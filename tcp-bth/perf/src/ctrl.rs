@@ -12,11 +12,14 @@
 
 use super::check::Options;
 use super::counters::PeerSummary;
-use super::PerfOp;
+use super::{PerfOp, RunMode};
 use std::time::Duration;
 use thiserror::Error;
 
+/// First four bytes of every control message.
 pub const MAGIC: [u8; 4] = *b"BTHP";
+/// Protocol version, the byte after [`MAGIC`]; a message with another is refused
+/// ([`CtrlError::Version`]).
 pub const VERSION: u8 = 1;
 /// Largest control message: receive buffers are at least this long, refusals are cut to fit.
 pub const CTRL_MAX: usize = 1024;
@@ -25,27 +28,39 @@ const HEAD: usize = MAGIC.len() + 2;
 /// The remote access a responder gives its requester: the WRITE target and the READ source.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Regions {
+    /// rkey of the WRITE target MR (0 where none is registered: a hello without `-b`,
+    /// `--plain`).
     pub write_rkey: u32,
+    /// Address of the WRITE target's first byte: WRITE `i` goes to this plus its offset.
     pub write_addr: u64,
+    /// rkey of the READ source MR (0 where none is registered, as for `write_rkey`).
     pub read_rkey: u32,
+    /// Address of the READ source's first byte: READ `i` reads its slot,
+    /// `(i % tx_depth) * size` bytes on.
     pub read_addr: u64,
 }
 
 /// The client's first message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello {
+    /// What the client runs; the server refuses the run unless its own are equal.
     pub options: Options,
     /// Which of the run's `options.qps` connections this is (from 0).
     pub qp: u32,
-    /// The client's regions (zero unless `options.bidir`).
+    /// The client's regions (zero unless `options.mode.bidir`).
     pub regions: Regions,
 }
 
+/// One control message (see the module docs for who sends which, when).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ctrl {
+    /// Client → server, first: the client's options, connection and regions.
     Hello(Hello),
+    /// Server → client: the options agree; the server's regions.
     Accept(Regions),
+    /// Server → client: the options differ, in words; cut to fit [`CTRL_MAX`].
     Refuse(String),
+    /// Requester → responder, behind its last message: how many messages it posted.
     Done(u64),
     /// Boxed: the counters are far larger than every other message.
     Stats(Box<PeerSummary>),
@@ -54,18 +69,35 @@ pub enum Ctrl {
 /// Why a control message could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CtrlError {
+    /// The message ends before its fields do.
     #[error("control message of {len} bytes is too short for its {what}")]
-    Short { what: &'static str, len: usize },
+    Short {
+        /// The part being read: `header`, `hello`, `accept`, `done` or `statistics`.
+        what: &'static str,
+        /// The whole message's length, in bytes.
+        len: usize,
+    },
+    /// The message does not start with [`MAGIC`]: the peer is no `bth-perf`.
     #[error("the peer does not speak bth-perf's protocol (no BTHP magic)")]
     Magic,
+    /// The message is of another protocol [`VERSION`].
     #[error("the peer speaks bth-perf protocol version {got}, this one {VERSION}")]
-    Version { got: u8 },
+    Version {
+        /// The peer's version byte.
+        got: u8,
+    },
+    /// A tag byte (the one after the version) that names no message.
     #[error("unknown control message tag {0:#04x}")]
     Tag(u8),
+    /// A hello whose operation code names no [`PerfOp`].
     #[error("unknown operation code {0} in the hello")]
     Op(u8),
+    /// Longer than [`CTRL_MAX`].
     #[error("control message of {len} bytes, at most {CTRL_MAX}")]
-    TooLong { len: usize },
+    TooLong {
+        /// Its length in bytes (of a frame: the length its prefix announces).
+        len: usize,
+    },
 }
 
 impl Ctrl {
@@ -80,6 +112,8 @@ impl Ctrl {
         }
     }
 
+    /// The message as a SEND's payload: [`MAGIC`], [`VERSION`], a tag byte, then the fields,
+    /// big-endian.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = MAGIC.to_vec();
         v.push(VERSION);
@@ -88,7 +122,7 @@ impl Ctrl {
                 v.push(b'H');
                 let o = &h.options;
                 v.push(o.op.code());
-                v.push(o.flags());
+                v.push(o.mode.to_bits());
                 v.extend_from_slice(&o.qps.to_be_bytes());
                 v.extend_from_slice(&h.qp.to_be_bytes());
                 v.extend_from_slice(&o.size.to_be_bytes());
@@ -131,6 +165,8 @@ impl Ctrl {
         v
     }
 
+    /// Read a message [`Ctrl::encode`] made (a SEND's payload, or a frame's body). Bytes after
+    /// the fields are ignored; a refusal's text is everything after the tag.
     pub fn decode(b: &[u8]) -> Result<Ctrl, CtrlError> {
         if b.len() > CTRL_MAX {
             return Err(CtrlError::TooLong { len: b.len() });
@@ -163,19 +199,16 @@ impl Ctrl {
                 let rx_depth = r.u32()?;
                 let regions = r.regions()?;
                 let duration = (ms > 0).then(|| Duration::from_millis(ms));
-                let options = Options::from_flags(
-                    flags,
-                    Options {
-                        op,
-                        size,
-                        count,
-                        duration,
-                        tx_depth,
-                        rx_depth,
-                        qps,
-                        ..Options::default()
-                    },
-                );
+                let options = Options {
+                    op,
+                    size,
+                    count,
+                    duration,
+                    tx_depth,
+                    rx_depth,
+                    qps,
+                    mode: RunMode::from_bits(flags),
+                };
                 Ok(Ctrl::Hello(Hello {
                     options,
                     qp,

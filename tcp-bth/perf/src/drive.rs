@@ -2,11 +2,12 @@
 //! at once (`-q`) on a [`Port`] (a TUN device, its driver and the endpoint it serves), in the
 //! shared driver turn (`bth_io::turn`); [`run_one`] is the one-connection case.
 
+use crate::side::RunRefused;
 use bth_io::tun::{Driver, DriverStats, TunDevice};
 use bth_io::turn::{self, PacketIo, RunError};
 use bth_testbed::interrupt::{self, DriverLoop};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, ConnectionHandle, EndpointConfig, EndpointStats, State};
@@ -14,18 +15,47 @@ use tcp_bth::{Config, Connection, ConnectionHandle, EndpointConfig, EndpointStat
 /// An application on one connection: called once per driver turn with the connection and the
 /// driver's time (post work, poll completions there); true when it is done.
 pub trait App {
+    /// One turn on `c` at driver time `now`; true when done (it is not called again).
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool;
+
+    /// Join the run of the other apps the driver runs with it (`-q`), which share `run`: the
+    /// first refusal ends them all ([`RunRefused`]). Nothing by default.
+    fn join_run(&mut self, run: &RunRefused) {
+        let _ = run;
+    }
+
+    /// Done although its connection never came (the run ended without it: [`RunRefused`]).
+    /// False by default: the driver waits for the connection.
+    fn done_unopened(&self) -> bool {
+        false
+    }
 }
 
 impl<R: super::Role> App for super::PerfApp<R> {
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         super::PerfApp::step(self, c, now)
     }
+
+    fn join_run(&mut self, run: &RunRefused) {
+        super::PerfApp::join_run(self, run);
+    }
+
+    fn done_unopened(&self) -> bool {
+        self.run_refused()
+    }
 }
 
 impl<A: App + ?Sized> App for &mut A {
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         (**self).step(c, now)
+    }
+
+    fn join_run(&mut self, run: &RunRefused) {
+        (**self).join_run(run);
+    }
+
+    fn done_unopened(&self) -> bool {
+        (**self).done_unopened()
     }
 }
 
@@ -34,8 +64,8 @@ impl<A: App + ?Sized> App for &mut A {
 pub enum Role {
     /// Accept the first SYN for the connection's `local_port`.
     Listen,
-    /// Connect to the stack at this address.
-    Connect(SocketAddrV4),
+    /// Connect to the stack at this address (of the port's family: IPv4 or IPv6).
+    Connect(SocketAddr),
 }
 
 /// Bytes of IPv4 and TCP header without options: what `tcp_bth::Config::mss` leaves out of
@@ -55,19 +85,17 @@ pub fn mss_for_mtu(mtu: u32) -> u16 {
 /// queue. Every connection on it takes its MSS from the device's MTU ([`mss_for_mtu`]).
 pub struct Port {
     driver: Driver,
-    local: Ipv4Addr,
+    local: IpAddr,
     ep: tcp_bth::Endpoint,
     listening: Option<u16>,
 }
 
 impl Port {
-    /// Set up the driver on `tun`, for a stack at `local` (the kernel routes `local` into the
-    /// device).
-    pub fn open(tun: TunDevice, local: Ipv4Addr) -> io::Result<Port> {
-        let me = IpPair::V4 {
-            src: local.octets(),
-            dst: local.octets(),
-        };
+    /// Set up the driver on `tun`, for a stack at `local`, IPv4 or IPv6 (the kernel routes
+    /// `local` into the device). The stack's connections are of `local`'s family.
+    pub fn open(tun: TunDevice, local: impl Into<IpAddr>) -> io::Result<Port> {
+        let local = local.into();
+        let me = IpPair::from_addrs(local, local).expect("one family");
         let driver = Driver::open(tun)?;
         Ok(Port {
             local,
@@ -82,7 +110,8 @@ impl Port {
         })
     }
 
-    pub fn local(&self) -> Ipv4Addr {
+    /// Our stack's address behind the device (as given to [`Port::open`]).
+    pub fn local(&self) -> IpAddr {
         self.local
     }
 
@@ -153,26 +182,23 @@ pub fn run_many<A: App>(
             port.listening = Some(conn.local_port);
         }
     }
+    if let Role::Connect(remote) = role {
+        conn.remote_port = remote.port();
+        conn.ip = IpPair::from_addrs(port.local, remote.ip()).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "cannot connect to {remote} from the stack at {}: one is IPv4, the other \
+                     IPv6",
+                    port.local
+                ),
+            )
+        })?;
+    }
     let mut qps = Qps {
         interrupt: interrupt::driver_loop(port.driver.waker()),
         aborted: None,
-        role,
-        conn: {
-            if let Role::Connect(remote) = role {
-                conn.remote_port = remote.port();
-                conn.ip = IpPair::V4 {
-                    src: port.local.octets(),
-                    dst: remote.ip().octets(),
-                };
-            }
-            conn
-        },
-        handles: vec![None; apps.len()],
-        done: vec![false; apps.len()],
-        apps,
-        each_turn,
-        opened: false,
-        error: None,
+        conns: Conns::new(role, conn, apps, each_turn),
     };
     let r = port.driver.serve(&mut port.ep, &mut qps, limit);
     let interrupt = qps.interrupt;
@@ -197,27 +223,27 @@ pub fn run_many<A: App>(
         interrupt.answer(aborted, r.is_ok());
     }
     drop(interrupt);
+    let Conns { handles, error, .. } = qps.conns;
     let silent = match r {
-        Err(RunError::TimedOut(_)) => never_answered(role, &qps.handles, &port.ep),
+        Err(RunError::TimedOut(_)) => never_answered(role, &handles, &port.ep),
         _ => None,
     };
-    if r.is_err() || qps.error.is_some() {
+    if r.is_err() || error.is_some() {
         // Nothing drives these connections any more: abort them (their RSTs go out with the
         // endpoint's next turn, on the next row or never) and free their 4-tuples.
-        for h in qps.handles.iter().flatten() {
+        for h in handles.iter().flatten() {
             if let Some(c) = port.ep.conn_mut(*h) {
                 c.abort();
             }
         }
     }
-    if let Some(e) = qps.error {
-        for h in qps.handles.iter().flatten() {
+    if let Some(e) = error {
+        for h in handles.iter().flatten() {
             port.ep.release(*h);
         }
         return Err(e);
     }
-    let conns = qps
-        .handles
+    let conns = handles
         .iter()
         .map(|h| h.and_then(|h| port.ep.release(h)))
         .collect();
@@ -271,13 +297,36 @@ fn abort_all(ep: &mut tcp_bth::Endpoint) -> usize {
     reset
 }
 
-/// The apps of one [`run_many`] and their connections, as one application of the driver turn.
+/// The apps of one [`run_many`], with what answers an interrupted process.
 struct Qps<'a, A, F> {
     /// Asked by the signal thread to abort everything (see [`run_many`]).
     interrupt: DriverLoop,
     /// Connections aborted once asked: the turn is then over, and `turn::run` goes on only
     /// until the RSTs have been written.
     aborted: Option<usize>,
+    conns: Conns<'a, A, F>,
+}
+
+impl<A: App, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
+    fn turn(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration) -> bool {
+        if self.interrupt.asked() {
+            // Before anything else of the turn: no new connection, no more data before the
+            // RSTs.
+            self.aborted.get_or_insert_with(|| abort_all(ep));
+            return true;
+        }
+        turn::App::turn(&mut self.conns, ep, now)
+    }
+}
+
+/// The apps of a run on one endpoint and their connections, as one application of the driver
+/// turn (`bth_io::turn::App`): what [`run_many`] serves on a port's driver, and what the
+/// simulated network (`bth_io::sim::net::Net`) serves in the tests. The apps share one
+/// [`RunRefused`] ([`App::join_run`]). A client opens every connection at its first turn, each
+/// from its own port (`conn`'s `local_port` plus the app's index; 0: ephemeral ports); a
+/// server hands connections to its apps in the order it accepts them, and an app whose
+/// connection never came is done once [`App::done_unopened`] says so.
+pub struct Conns<'a, A, F> {
     role: Role,
     conn: Config,
     apps: &'a mut [A],
@@ -289,14 +338,40 @@ struct Qps<'a, A, F> {
     error: Option<io::Error>,
 }
 
-impl<A: App, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
-    fn turn(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration) -> bool {
-        if self.interrupt.asked() {
-            // Before anything else of the turn: no new connection, no more data before the
-            // RSTs.
-            self.aborted.get_or_insert_with(|| abort_all(ep));
-            return true;
+impl<'a, A: App, F: FnMut(&[A])> Conns<'a, A, F> {
+    /// `apps`, one connection each, for `role`; `conn` gives the ports, addresses and options
+    /// (for [`Role::Connect`], the remote's address and port too). `each_turn` sees the apps
+    /// after every turn.
+    pub fn new(role: Role, conn: Config, apps: &'a mut [A], each_turn: F) -> Self {
+        let run = RunRefused::default();
+        for a in apps.iter_mut() {
+            a.join_run(&run);
         }
+        Conns {
+            role,
+            conn,
+            handles: vec![None; apps.len()],
+            done: vec![false; apps.len()],
+            apps,
+            each_turn,
+            opened: false,
+            error: None,
+        }
+    }
+
+    /// Each app's connection, once opened or accepted, in the apps' order.
+    pub fn handles(&self) -> &[Option<ConnectionHandle>] {
+        &self.handles
+    }
+
+    /// Which apps are done, in the apps' order.
+    pub fn done(&self) -> &[bool] {
+        &self.done
+    }
+}
+
+impl<A: App, F: FnMut(&[A])> turn::App for Conns<'_, A, F> {
+    fn turn(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration) -> bool {
         match self.role {
             Role::Connect(_) if !self.opened => {
                 self.opened = true;
@@ -316,7 +391,10 @@ impl<A: App, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
             }
             Role::Connect(_) => {}
             Role::Listen => {
-                for h in self.handles.iter_mut().filter(|h| h.is_none()) {
+                // Not for an app that is done without one (its run ended): the connection
+                // stays in the endpoint's queue, for the next run on the port or none.
+                let open = self.handles.iter_mut().zip(&self.done);
+                for (h, _) in open.filter(|(h, done)| h.is_none() && !**done) {
                     match ep.accept() {
                         Some(c) => *h = Some(c),
                         None => break,
@@ -334,6 +412,9 @@ impl<A: App, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
             if !*done {
                 match h.and_then(|h| ep.conn_mut(h)) {
                     Some(c) => *done = app.step(c, now),
+                    // The run ended without this connection: a server of `-q 8` whose client
+                    // runs `-q 1` and was refused.
+                    None if h.is_none() && app.done_unopened() => *done = true,
                     None => all = false,
                 }
             }

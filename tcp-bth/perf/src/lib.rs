@@ -1,7 +1,7 @@
 //! Client and server applications for throughput/latency runs (`bth-perf`) and the data-path
 //! integrity tests. Each is a small state machine called once per driver turn with the
 //! connection and the time, so the same code runs over the TUN driver and the simulated pair
-//! (`bth_io::sim::Pair`; the tests in `perf/tests.rs` run it there). One app drives one
+//! (`bth_io::sim::Pair`; the tests in `src/tests*.rs` run it there). One app drives one
 //! connection; a run of several connections (`-q`) gives each its own app
 //! ([`Client::for_qp`]) and sums their reports ([`aggregate`]).
 //!
@@ -14,7 +14,15 @@
 //! have completed or `duration` has passed, and SENDs a done message with its count behind the
 //! last one; the responder checks that count. Each side SENDs its connection counters to the
 //! other just before its FIN: the client closes when its work is done, the server when it sees
-//! the client's FIN.
+//! the client's FIN. With `-b` each side's report counts both directions: what its requester
+//! completed and what the peer's requester did here (the peer's READs, which complete nowhere
+//! here, from its done message, as plain WRITEs are counted).
+//!
+//! Sides that disagree on `--plain` find it in the handshake (a SYN with the tcp_bth option
+//! answered without it, or one without it); the byte stream they then share carries the
+//! server's refusal framed as `--plain` frames it, so both sides say why, and how to fix it,
+//! within a round trip or two (`mismatch.rs`). The connections of one run (`-q`) share its
+//! end: the first refusal ends them all, each side naming the cause once ([`RunRefused`]).
 //!
 //! Plain RDMA WRITE ([`PerfOp::Write`]) gives the server no completion per message: the client
 //! completes each WRITE when it is acknowledged, and its done message follows the WRITEs in
@@ -29,6 +37,8 @@
 //! their immediate. With `verify` the server checks every message's immediate (its index,
 //! arriving in order within its class) and length, so a zero-length run is verified too.
 
+#![warn(missing_docs)]
+
 mod aggregate;
 mod app;
 pub mod check;
@@ -38,10 +48,11 @@ pub mod counters;
 pub mod ctrl;
 pub mod drive;
 mod error;
+mod mismatch;
+mod mode;
 mod op;
 pub mod path;
 mod plain;
-mod recovery;
 mod report;
 mod requester;
 mod responder;
@@ -57,12 +68,12 @@ pub use client::{Client, ClientRole};
 pub use config::{PerfConfig, MAX_VERIFIED_WRITE_REGION};
 pub use counters::{ConnCounters, Drops, PeerSummary};
 pub use error::PerfError;
+pub use mode::RunMode;
 pub use op::{ParseOpError, PerfOp};
 pub use path::{LimitsSummary, PathSamples, PathSummary};
-pub use recovery::Recovery;
 pub use report::{percentile, LatencyStats, PerfReport, Timeline, BUCKET, PEAK_WINDOW};
 pub use server::{Server, ServerRole};
-pub use side::ServersClosed;
+pub use side::{RunRefused, ServersClosed};
 
 use bth_io::sim::workload::{filled, matches_fill};
 
@@ -109,7 +120,7 @@ fn nth_of(cfg: &PerfConfig, op: MsgOp, n: u64) -> u64 {
 
 /// Which pattern bytes message `i` carries (READ data comes from the server's region).
 fn payload(cfg: &PerfConfig, i: u64) -> Vec<u8> {
-    if cfg.verify {
+    if cfg.mode.verify {
         filled(cfg.seed, i, cfg.size as usize)
     } else {
         vec![0u8; cfg.size as usize]
@@ -125,6 +136,8 @@ fn is_payload(cfg: &PerfConfig, i: u64, got: &[u8]) -> bool {
 pub(crate) mod tests;
 #[cfg(test)]
 mod tests_ctrl;
+#[cfg(test)]
+mod tests_mismatch;
 #[cfg(test)]
 mod tests_protocol;
 #[cfg(test)]

@@ -3,14 +3,17 @@
 use std::fmt;
 use thiserror::Error;
 
+/// The operation a run measures (`--op`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PerfOp {
+    /// SEND with immediate: each message takes one of the responder's receive buffers.
     Send,
     /// Plain RDMA WRITE (no immediate): the server sees no message, only the client's done
     /// message at the end, and then checks its target region (see the module docs).
     Write,
     /// RDMA WRITE with immediate (so the server sees each message).
     WriteImm,
+    /// RDMA READ of `size` bytes from the server's READ source (`tx_depth` slots).
     Read,
     /// SEND, WRITE with immediate, READ in turn.
     Mixed,

@@ -26,16 +26,23 @@ pub const MIN_SAMPLES: u64 = 3;
 pub struct PathSummary {
     /// Connections the figures are per (`-q`: means and maxima per connection).
     pub connections: u64,
+    /// Samples taken (each with data in flight), over all connections.
     pub samples: u64,
     /// Driver time with data in flight the means are over.
     pub covered_us: u64,
+    /// Time-weighted mean smoothed RTT; `None` before the first RTT estimate.
     pub srtt_mean_us: Option<u64>,
+    /// Largest smoothed RTT sampled (0 before the first estimate).
     pub srtt_max_us: u64,
+    /// Smallest RTT measured; `None` if none was.
     pub min_rtt_us: Option<u64>,
-    /// Bytes in flight: RFC 6675's pipe.
+    /// Bytes in flight: RFC 6675's pipe, time-weighted mean; `None` with no time covered.
     pub in_flight_mean_bytes: Option<u64>,
+    /// Largest pipe sampled.
     pub in_flight_max_bytes: u64,
+    /// Time-weighted mean congestion window; `None` with no time covered.
     pub cwnd_mean_bytes: Option<u64>,
+    /// Largest congestion window sampled.
     pub cwnd_max_bytes: u64,
     /// What held the sender back, summed over the connections (`Connection::send_limits`).
     pub limits: LimitsSummary,
@@ -48,9 +55,13 @@ pub struct LimitsSummary {
     pub busy_us: u64,
     /// A segment went out, or the data path was full (the driver did not ask).
     pub sending_us: u64,
+    /// Held by the congestion window.
     pub cwnd_us: u64,
+    /// Held by the peer's TCP window.
     pub peer_window_us: u64,
+    /// Held for the peer's message credit: no receive posted for the next SEND (RNR).
     pub credit_us: u64,
+    /// Held by the peer's byte grant (receiver-driven admission).
     pub grant_us: u64,
     /// Data in flight and nothing more posted to send.
     pub nothing_to_send_us: u64,
@@ -108,15 +119,19 @@ pub struct PathSamples {
     pub covered_us: u64,
     /// Of it, the time with an RTT estimate (the first ACK of data gives one).
     pub srtt_covered_us: u64,
-    /// Smoothed RTT (µs) × time covered (µs), and the largest smoothed RTT sampled (µs).
+    /// Smoothed RTT (µs) × time covered (µs), summed: over `srtt_covered_us`, the mean.
     pub srtt_us_x_us: u128,
+    /// Largest smoothed RTT sampled, in µs (0 before the first estimate).
     pub srtt_max_us: u64,
     /// Smallest RTT measured over the connection's life (at the last sample).
     pub min_rtt_us: Option<u64>,
-    /// Congestion window and bytes in flight (bytes × µs), and their largest samples.
+    /// Congestion window (bytes) × time covered (µs), summed.
     pub cwnd_x_us: u128,
+    /// Largest congestion window sampled, in bytes.
     pub cwnd_max: u64,
+    /// Bytes in flight (RFC 6675's pipe) × time covered (µs), summed.
     pub pipe_x_us: u128,
+    /// Largest pipe sampled, in bytes.
     pub pipe_max: u64,
     /// The last sample, not yet weighted: its time, smoothed RTT (µs), window, pipe.
     last: Option<(Duration, Option<u64>, u64, u64)>,
@@ -200,12 +215,13 @@ impl PathSamples {
         (t > 0).then(|| Duration::from_micros((self.srtt_us_x_us / t) as u64))
     }
 
-    /// Time-weighted mean bytes in flight and congestion window.
+    /// Time-weighted mean bytes in flight; `None` with no time covered.
     pub fn pipe_mean(&self) -> Option<u64> {
         let t = u128::from(self.covered_us);
         (t > 0).then(|| (self.pipe_x_us / t) as u64)
     }
 
+    /// Time-weighted mean congestion window, in bytes; `None` with no time covered.
     pub fn cwnd_mean(&self) -> Option<u64> {
         let t = u128::from(self.covered_us);
         (t > 0).then(|| (self.cwnd_x_us / t) as u64)

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tcp_bth::{Connection, State};
 
 /// Read everything the stream has into `inbox`.
-fn read_all(c: &mut Connection, inbox: &mut Vec<u8>) {
+pub(crate) fn read_all(c: &mut Connection, inbox: &mut Vec<u8>) {
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = c.recv_bytes(&mut buf);
@@ -26,7 +26,8 @@ fn read_all(c: &mut Connection, inbox: &mut Vec<u8>) {
     }
 }
 
-fn send_frame(c: &mut Connection, m: &Ctrl) -> Result<(), PerfError> {
+/// Write `m` as a frame on the byte stream.
+pub(crate) fn send_frame(c: &mut Connection, m: &Ctrl) -> Result<(), PerfError> {
     c.send_bytes(&m.frame())
         .map(|_| ())
         .map_err(PerfError::Post)
@@ -80,15 +81,22 @@ impl PlainClient {
             match m? {
                 Ctrl::Accept(_) if !self.accepted && !side.closed => {
                     self.accepted = true;
+                    side.settled = true;
                     side.start(now);
                 }
                 Ctrl::Refuse(reason) => {
-                    side.report.errors.push(PerfError::Refused { reason });
-                    side.close(c, false);
+                    side.refusal(PerfError::Refused { reason });
+                    side.refused_at = Some(now);
                 }
                 Ctrl::Stats(s) => side.report.peer = Some(*s),
                 other => side.unexpected(&other),
             }
+        }
+        if side.refused_at.is_some() {
+            if !side.closed {
+                side.close_after_refusal(c, now);
+            }
+            return Ok(());
         }
         if self.accepted && !side.closed {
             self.stream(side, c, now);
@@ -177,9 +185,10 @@ impl PlainServer {
                 None => {}
                 Some(Ctrl::Hello(h)) => {
                     self.hello = true;
+                    side.settled = true;
                     if let Some(reason) = refusal(&h.options, &Options::of(&side.cfg)) {
                         send_frame(c, &Ctrl::Refuse(reason.clone()))?;
-                        side.report.errors.push(PerfError::OptionsDiffer { reason });
+                        side.refusal(PerfError::OptionsDiffer { reason });
                         side.close(c, false);
                         return Ok(());
                     }
@@ -196,7 +205,11 @@ impl PlainServer {
         }
         if c.state() == State::CloseWait && !side.closed {
             if !self.hello {
-                side.report.errors.push(PerfError::PeerClosedEarly);
+                // Unless another connection of the run was refused: this one's client gave
+                // up too.
+                if !side.run.is_set() {
+                    side.report.errors.push(PerfError::PeerClosedEarly);
+                }
             } else {
                 side.report.counters = ConnCounters::of(c);
                 send_frame(c, &Ctrl::Stats(Box::new(side.report.summary())))?;
@@ -224,7 +237,7 @@ impl PlainServer {
             }
         }
         side.mark_data(now);
-        if !side.cfg.verify {
+        if !side.cfg.mode.verify {
             side.report.messages = whole;
             return;
         }

@@ -2,8 +2,9 @@
 //! it: latency statistics ([`LatencyStats`]) and the peak bandwidth ([`Timeline`]).
 
 use super::counters::{ConnCounters, PeerSummary};
-use super::{PathSamples, PerfError, Recovery};
+use super::{PathSamples, PerfError};
 use std::time::Duration;
+use tcp_bth::RecoveryStats;
 use tcp_bth::{Connection, State};
 
 /// What a finished run measured on one side.
@@ -12,6 +13,7 @@ pub struct PerfReport {
     /// Messages completed on this side: the requester's completions and the responder's
     /// arrivals (both with `-b`).
     pub messages: u64,
+    /// Payload bytes of those messages (control messages not counted).
     pub bytes: u64,
     /// From the start of the run (the accept, or the hello at the server) to its last message.
     pub elapsed: Duration,
@@ -22,20 +24,23 @@ pub struct PerfReport {
     /// (with or without immediate) at the responder, READs at the requester. Zero without
     /// `verify`.
     pub verified: u64,
+    /// What went wrong on this side, in order; empty for a clean run.
     pub errors: Vec<PerfError>,
-    /// Requester: when message `i` was posted (`posted[i]`, driver time). Responder: when
-    /// message `i` completed at the receiver (`arrived[i]`, driver time; SEND and WRITE with
-    /// immediate: a plain WRITE has no completion at the receiver, so none for
-    /// [`super::PerfOp::Write`]). For one-way latencies across the two sides (`bth-compare`);
-    /// only with [`super::PerfConfig::trace`].
+    /// Requester: when message `i` was posted (`posted[i]`, driver time). For one-way
+    /// latencies across the two sides (`bth-compare`); only with
+    /// [`super::PerfConfig::trace`].
     pub posted: Vec<Duration>,
+    /// Responder: message index and driver time of each message that completed at the
+    /// receiver (SEND and WRITE with immediate: a plain WRITE has no completion at the
+    /// receiver, so none for [`super::PerfOp::Write`]). Like `posted`, only with
+    /// [`super::PerfConfig::trace`].
     pub arrived: Vec<(u64, Duration)>,
     /// This side's connection's loss-recovery counters: what this side sent and how it
     /// repaired it (in a READ the data, and so its retransmissions, are the responder's).
     /// Taken at the end of every turn of the app; whoever drives the connection calls
     /// [`PerfReport::record_recovery`] once more when the driver has stopped, because the
     /// driver still transmits after the app's last turn.
-    pub recovery: Recovery,
+    pub recovery: RecoveryStats,
     /// This side's connection counters (recovery included), taken with `recovery`.
     pub counters: ConnCounters,
     /// The peer's counters and summary as it sent them just before its FIN (`None` if it
@@ -50,14 +55,17 @@ pub struct PerfReport {
 }
 
 impl PerfReport {
+    /// Payload throughput over `elapsed`, in Gbit/s (0 when `elapsed` is 0).
     pub fn gbps(&self) -> f64 {
         self.bytes_per_sec() * 8.0 / 1e9
     }
 
+    /// Payload bytes per second over `elapsed` (0 when `elapsed` is 0).
     pub fn bytes_per_sec(&self) -> f64 {
         per_sec(self.bytes, self.elapsed)
     }
 
+    /// Messages per second over `elapsed` (0 when `elapsed` is 0).
     pub fn msgs_per_sec(&self) -> f64 {
         per_sec(self.messages, self.elapsed)
     }
@@ -121,14 +129,19 @@ pub fn percentile(v: &[Duration], q: f64) -> Option<Duration> {
 /// perftest's latency columns, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct LatencyStats {
+    /// Shortest latency.
     pub min_us: f64,
+    /// Longest latency.
     pub max_us: f64,
     /// The median.
     pub typical_us: f64,
+    /// The mean.
     pub avg_us: f64,
     /// Population standard deviation.
     pub stdev_us: f64,
+    /// 99th percentile ([`percentile`]: nearest rank).
     pub p99_us: f64,
+    /// 99.9th percentile.
     pub p999_us: f64,
 }
 

@@ -54,7 +54,7 @@ impl Requester {
     /// the peer's tail loss probe (one spurious retransmission in every verified run).
     /// Empty without `--verify` (every message shares one buffer of zeros).
     pub fn prepare(cfg: &PerfConfig) -> Vec<(u64, Bytes)> {
-        if !cfg.verify {
+        if !cfg.mode.verify {
             return Vec::new();
         }
         let first = match cfg.duration {
@@ -174,7 +174,7 @@ impl Requester {
             }),
         };
         if let Some(op) = wr_op {
-            let buf = if self.cfg.verify {
+            let buf = if self.cfg.mode.verify {
                 self.verified_payload(i)
             } else {
                 let cfg = &self.cfg;
@@ -254,7 +254,7 @@ impl Requester {
         };
         let posted = self.posted_at.remove(&i).unwrap_or(now);
         report.latencies.push(now.saturating_sub(posted));
-        if comp.op == WcOp::RdmaRead && self.cfg.verify {
+        if comp.op == WcOp::RdmaRead && self.cfg.mode.verify {
             let slot = i % self.cfg.tx_depth as u64;
             let size = self.cfg.size as usize;
             let got = comp.buf.as_deref().filter(|b| b.len() == size);

@@ -41,7 +41,7 @@ impl Responder {
             .map_err(|e| PerfError::Register(e.kind))?;
         let mut src = vec![0u8; span];
         // Empty with size 0 (zero-length runs read nothing).
-        if cfg.verify && span > 0 {
+        if cfg.mode.verify && span > 0 {
             for (slot, chunk) in src.chunks_mut(cfg.size as usize).enumerate() {
                 fill(cfg.seed ^ 0x5EED, slot as u64, chunk);
             }
@@ -123,7 +123,7 @@ impl Responder {
             self.replies.push(i);
         }
         let in_order = self.in_order(comp, i, report);
-        if !self.cfg.verify || !in_order {
+        if !self.cfg.mode.verify || !in_order {
             return;
         }
         let len = self.cfg.size as usize;
@@ -157,7 +157,7 @@ impl Responder {
         };
         let want = nth_of(&self.cfg, op, self.seen[class]);
         self.seen[class] += 1;
-        if !self.cfg.verify {
+        if !self.cfg.mode.verify {
             return true;
         }
         if comp.imm != Some(want as u32) {
@@ -201,13 +201,29 @@ impl Responder {
         if arrived != expected {
             report.errors.push(PerfError::ArrivalsDiffer {
                 sent: count,
+                expected,
                 arrived,
             });
         }
+        // Messages that complete nowhere here, counted now: plain WRITEs (always), and with
+        // `-b` the peer's READs, so that a row counts both directions for every operation.
+        let before = report.bytes;
         if self.cfg.op == PerfOp::Write {
             self.check_writes(c, count, report);
-            // No arrival per message: spread the lot over the run.
-            let bytes = report.bytes;
+        }
+        if self.cfg.mode.bidir {
+            let reads = match self.cfg.op {
+                PerfOp::Read => count,
+                PerfOp::Mixed => count / 3,
+                _ => 0,
+            };
+            report.messages += reads;
+            report.bytes += reads.saturating_mul(u64::from(self.cfg.size));
+        }
+        // No arrival per message: spread them over the run. Only these: with `-b` the report
+        // holds this side's own completions too, already in the timeline.
+        let bytes = report.bytes - before;
+        if bytes > 0 {
             report.timeline.record_span(Duration::ZERO, now, bytes);
         }
     }
@@ -218,7 +234,7 @@ impl Responder {
         let size = self.cfg.size as usize;
         report.messages += count;
         report.bytes += count.saturating_mul(size as u64);
-        if !self.cfg.verify {
+        if !self.cfg.mode.verify {
             return;
         }
         let region = c.mr_bytes(self.write_rkey).unwrap_or_default();

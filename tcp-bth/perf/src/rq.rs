@@ -32,7 +32,7 @@ impl RecvPool {
         // Which SENDs of data come in: the requester's SENDs at the server (and at the client
         // with -b), the server's replies at a request/response client.
         let replies = client && cfg.op == PerfOp::SendRecv;
-        let data = cfg.op.sends() && (!client || cfg.bidir);
+        let data = cfg.op.sends() && (!client || cfg.mode.bidir);
         let data_len = if replies {
             REPLY_LEN
         } else if data {

@@ -6,6 +6,7 @@
 use super::app::{PerfApp, Role, Turn};
 use super::check::{refusal, Options};
 use super::ctrl::{Ctrl, Hello, Regions};
+use super::mismatch::Mismatch;
 use super::plain::PlainServer;
 use super::requester::Requester;
 use super::responder::Responder;
@@ -24,14 +25,18 @@ pub struct ServerRole {
     regions: Option<Regions>,
     hello: bool,
     plain: PlainServer,
+    mismatch: Mismatch,
 }
 
 impl PerfApp<ServerRole> {
+    /// The server of one connection, running `cfg` (the client's hello must match it:
+    /// [`crate::check`]).
     pub fn new(cfg: PerfConfig) -> Server {
         let role = ServerRole {
             regions: None,
             hello: false,
             plain: PlainServer::default(),
+            mismatch: Mismatch::default(),
         };
         PerfApp::with(cfg, false, role)
     }
@@ -67,7 +72,8 @@ impl Role for ServerRole {
             req.step(c, now, &mut side.report, false)?;
         }
         if c.state() == State::CloseWait && side.req.as_ref().is_none_or(Requester::finished) {
-            if !self.hello {
+            // Unless another connection of the run was refused: this one's client gave up too.
+            if !self.hello && !side.run.is_set() {
                 side.report.errors.push(PerfError::PeerClosedEarly);
             }
             side.close(c, self.hello);
@@ -77,6 +83,10 @@ impl Role for ServerRole {
 
     fn plain(&mut self, side: &mut Side, c: &mut Connection, now: Duration) -> Turn {
         self.plain.turn(side, c, now)
+    }
+
+    fn mismatch(&mut self, side: &mut Side, c: &mut Connection, now: Duration) -> Turn {
+        self.mismatch.server(side, c, now)
     }
 }
 
@@ -88,7 +98,7 @@ fn set_up(side: &mut Side, c: &mut Connection) -> Result<Regions, PerfError> {
     side.top_up(c)?;
     // `-b`: this side sends too, from the turn that gets the hello, which also owes the
     // hello's ACK: its first payloads are made now (`Requester::prepare`).
-    if side.cfg.bidir {
+    if side.cfg.mode.bidir {
         side.prepared = Requester::prepare(&side.cfg);
     }
     Ok(regions)
@@ -103,15 +113,16 @@ fn on_hello(
     regions: Regions,
     now: Duration,
 ) -> Result<(), PerfError> {
+    side.settled = true;
     if let Some(reason) = refusal(&h.options, &Options::of(&side.cfg)) {
         side.send_ctrl(c, &Ctrl::Refuse(reason.clone()))?;
-        side.report.errors.push(PerfError::OptionsDiffer { reason });
+        side.refusal(PerfError::OptionsDiffer { reason });
         side.close(c, false);
         return Ok(());
     }
     side.send_ctrl(c, &Ctrl::Accept(regions))?;
     side.start(now);
-    if side.cfg.bidir {
+    if side.cfg.mode.bidir {
         side.req = Some(Requester::new(
             side.cfg.clone(),
             h.regions,

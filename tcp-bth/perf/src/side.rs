@@ -4,6 +4,7 @@
 
 use super::counters::ConnCounters;
 use super::ctrl::Ctrl;
+use super::mismatch::MISMATCH_WAIT;
 use super::requester::Requester;
 use super::responder::Responder;
 use super::rq::RecvPool;
@@ -11,7 +12,7 @@ use super::{PerfConfig, PerfError, PerfOp, PerfReport, CTRL_WR};
 use bth_framer::{WorkRequest, WrOp};
 use bth_placement::WcStatus;
 use bytes::Bytes;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tcp_bth::{Completion, Connection, Mode, State, WcOp};
@@ -49,6 +50,29 @@ impl ServersClosed {
     }
 }
 
+/// The connections of one side of a run (`-q`): once one of them is refused, refuses its
+/// peer, or finds that the two sides disagree on `--plain`, the others would get the same
+/// answer, so the run is over for all of them. A client connection still waiting for its
+/// answer then ends at once (RST, no error of its own: a hello held for a receive the server
+/// never posts waited out the RNR timeout, 10 s, and reported that); a server connection that
+/// never came ends too; and an error of a connection after it (another refusal of the same
+/// run, the peer's RST of a connection it gave up) is not recorded again. The driver shares
+/// one among the apps of a run ([`crate::drive::run_many`]); an app alone has its own.
+#[derive(Debug, Clone, Default)]
+pub struct RunRefused(Arc<AtomicBool>);
+
+impl RunRefused {
+    /// Mark the run refused; true if it already was.
+    pub(crate) fn set(&self) -> bool {
+        self.0.swap(true, Ordering::AcqRel)
+    }
+
+    /// A connection of the run was refused (or refused its peer).
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// Where a turn goes after looking at the negotiated mode.
 pub(crate) enum ModeStep {
     /// Handshake not finished.
@@ -57,6 +81,9 @@ pub(crate) enum ModeStep {
     Plain,
     /// tcp_bth, as configured.
     Bth,
+    /// The two sides disagree on `--plain`: the connection is a byte stream (which either side
+    /// can frame control messages on), but one side wanted tcp_bth ([`crate::mismatch`]).
+    Mismatch,
     /// The mode is not the configured one: the error is recorded and the connection aborted.
     Failed,
 }
@@ -81,6 +108,13 @@ pub struct Side {
     /// Both ends in this process ([`ServersClosed`]); a server lets go of it once it has
     /// counted itself closed.
     pub(crate) in_process: Option<ServersClosed>,
+    /// Shared with the run's other connections: one refusal ends them all.
+    pub(crate) run: RunRefused,
+    /// This connection has its answer: the client's accept or refusal, the server's hello, or
+    /// (server) a disagreement on `--plain` found in the handshake.
+    pub(crate) settled: bool,
+    /// Client: when the server's refusal arrived ([`Side::close_after_refusal`]).
+    pub(crate) refused_at: Option<Duration>,
 }
 
 impl Side {
@@ -98,20 +132,69 @@ impl Side {
             closed: false,
             time_wait_since: None,
             in_process: None,
+            run: RunRefused::default(),
+            settled: false,
+            refused_at: None,
         }
     }
 
     pub(crate) fn mode(&mut self, c: &mut Connection) -> ModeStep {
-        let err = match (c.mode(), self.cfg.plain) {
-            (Mode::Pending, _) => return ModeStep::Pending,
-            (Mode::Plain, true) => return ModeStep::Plain,
-            (Mode::Bth { .. }, false) => return ModeStep::Bth,
-            _ if !self.client => PerfError::PlainMismatch,
-            (Mode::Plain, false) => PerfError::PeerNotBth,
-            (Mode::Bth { .. }, true) => PerfError::BthInPlainMode,
+        let step = match (c.mode(), self.cfg.mode.plain) {
+            (Mode::Pending, _) => ModeStep::Pending,
+            // A server running --plain whose client's SYN offered tcp_bth: the client does not
+            // run --plain (the handshake settled on the byte stream all the same).
+            (Mode::Plain, true) if !self.client && c.peer_offered_bth() => ModeStep::Mismatch,
+            (Mode::Plain, true) => ModeStep::Plain,
+            (Mode::Bth { .. }, false) => ModeStep::Bth,
+            // We asked for tcp_bth and the peer did not: the client's SYN-ACK or the server's
+            // SYN had no tcp_bth option.
+            (Mode::Plain, false) => ModeStep::Mismatch,
+            // Our SYN offered no tcp_bth (`--plain`) and the peer's answer had it: not a peer
+            // that follows the protocol.
+            (Mode::Bth { .. }, true) => {
+                self.fail(c, PerfError::BthInPlainMode);
+                ModeStep::Failed
+            }
         };
-        self.fail(c, err);
-        ModeStep::Failed
+        // The server's answer is this mismatch. A client's is what it learns from the server
+        // ([`crate::mismatch`]): until then it stands down if another connection of the run
+        // gets there first.
+        if let (ModeStep::Mismatch, false) = (&step, self.client) {
+            self.settled = true;
+        }
+        step
+    }
+
+    /// Record `e`, the refusal of this connection's run (ours of the peer, or the peer's of
+    /// ours), unless another connection of the run has already recorded one: one reason per
+    /// run, not one per connection.
+    pub(crate) fn refusal(&mut self, e: PerfError) {
+        self.settled = true;
+        if !self.run.set() {
+            self.report.errors.push(e);
+        }
+    }
+
+    /// Client, refused by the server, which closes right after its refusal: close once its
+    /// FIN is in (or [`MISMATCH_WAIT`] after the refusal), so that this side closes last and
+    /// has no TIME-WAIT to linger in (three RTOs, which a refusal's run is not worth).
+    pub(crate) fn close_after_refusal(&mut self, c: &mut Connection, now: Duration) {
+        let since = *self.refused_at.get_or_insert(now);
+        if c.state() == State::CloseWait || now.saturating_sub(since) >= MISMATCH_WAIT {
+            self.close(c, false);
+        }
+    }
+
+    /// Another connection of the run was refused while this client connection still waits
+    /// for its answer (the same answer, or none: a hello held for a receive the server never
+    /// posts): end it now, with RST and no error of its own. True if it ended.
+    pub(crate) fn stand_down(&mut self, c: &mut Connection) -> bool {
+        if !self.client || self.settled || self.closed || !self.run.is_set() {
+            return false;
+        }
+        c.abort();
+        self.closed = true;
+        true
     }
 
     /// Record `e` and abort the connection.

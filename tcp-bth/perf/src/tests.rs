@@ -17,7 +17,7 @@ pub(crate) fn cfg(op: PerfOp) -> PerfConfig {
         count: COUNT,
         tx_depth: 8,
         rx_depth: 8,
-        verify: true,
+        mode: RunMode::verified(),
         seed: 11,
         ..PerfConfig::default()
     }
@@ -52,8 +52,8 @@ pub(super) fn run_sim_links(
 ) -> (PerfReport, PerfReport, [LinkStats; 2]) {
     let (mut a, mut b) = pair_configs(7);
     // Each side offers tcp_bth unless it runs --plain, as bth-perf opens its connections.
-    a.bth = !client.plain;
-    b.bth = !server.plain;
+    a.bth = !client.mode.plain;
+    b.bth = !server.mode.plain;
     let mut p = Pair::new(a, b, link);
     let mut cl = Client::new(client);
     let mut sv = Server::new(server);
@@ -158,7 +158,7 @@ fn plain_write_lands_every_message_at_its_own_offset_through_loss_and_reordering
 #[test]
 fn plain_write_without_verify_counts_the_messages_from_the_done_message() {
     let mut c = cfg(PerfOp::Write);
-    c.verify = false;
+    c.mode.verify = false;
     let (cr, sr) = run_sim(c.clone(), c, LinkConfig::default());
     assert!(cr.errors.is_empty() && sr.errors.is_empty());
     assert_eq!((cr.messages, sr.messages), (COUNT, COUNT));
@@ -197,6 +197,7 @@ fn the_done_message_count_is_checked() {
             COUNT,
             PerfError::ArrivalsDiffer {
                 sent: COUNT,
+                expected: COUNT,
                 arrived: 0,
             },
         ),
@@ -218,10 +219,10 @@ fn a_verified_plain_write_run_too_big_for_its_own_offsets_is_refused() {
     let e = c.validate().unwrap_err();
     assert!(matches!(e, PerfError::WriteRegionTooLarge { .. }), "{e}");
     // Without verify the WRITEs cycle through `depth` slots: any count is fine.
-    c.verify = false;
+    c.mode.verify = false;
     assert_eq!(c.validate(), Ok(()));
     c.op = PerfOp::WriteImm;
-    c.verify = true;
+    c.mode.verify = true;
     assert_eq!(c.validate(), Ok(()));
 }
 
@@ -500,7 +501,7 @@ fn the_first_verified_payloads_are_made_ahead_and_only_for_messages_that_carry_d
     assert_eq!(requester::Requester::prepare(&timed).len(), 8);
     // Nothing without --verify: every message shares one buffer of zeros.
     let plain = PerfConfig {
-        verify: false,
+        mode: RunMode::default(),
         ..cfg(PerfOp::Send)
     };
     assert!(requester::Requester::prepare(&plain).is_empty());

@@ -27,10 +27,13 @@ fn samples() -> Vec<Ctrl> {
         duration: Some(Duration::from_millis(2500)),
         tx_depth: 32,
         rx_depth: 64,
-        bidir: true,
-        verify: true,
+        mode: RunMode {
+            bidir: true,
+            verify: true,
+            sweep: true,
+            ..RunMode::default()
+        },
         qps: 2,
-        sweep: true,
         ..PerfConfig::default()
     };
     let regions = Regions {
@@ -46,8 +49,8 @@ fn samples() -> Vec<Ctrl> {
     })];
     p.duration = None;
     p.count = 77;
-    p.lat = true;
-    p.plain = true;
+    p.mode.lat = true;
+    p.mode.plain = true;
     v.push(Ctrl::Hello(Hello {
         options: Options::of(&p),
         qp: 0,
@@ -137,7 +140,7 @@ fn every_shared_option_is_compared_and_named() {
     let cases: Vec<(Change, &str, &str)> = vec![
         (|c| c.op = PerfOp::Read, "--op read", "--op send"),
         (|c| c.size = 4096, "--size 4096", "--size 65536"),
-        (|c| c.sweep = true, "--all", "no --all"),
+        (|c| c.mode.sweep = true, "--all", "no --all"),
         (|c| c.count = 10, "--iters 10", "--iters 2000"),
         (
             |c| c.duration = Some(Duration::from_millis(1500)),
@@ -147,10 +150,14 @@ fn every_shared_option_is_compared_and_named() {
         (|c| c.qps = 2, "--qps 2", "--qps 1"),
         (|c| c.tx_depth = 4, "--tx-depth 4", "--tx-depth 16"),
         (|c| c.rx_depth = 64, "--rx-depth 64", "--rx-depth 16"),
-        (|c| c.bidir = true, "--bidirectional", "no --bidirectional"),
-        (|c| c.lat = true, "--lat", "no --lat"),
-        (|c| c.verify = true, "--verify", "no --verify"),
-        (|c| c.plain = true, "--plain", "no --plain"),
+        (
+            |c| c.mode.bidir = true,
+            "--bidirectional",
+            "no --bidirectional",
+        ),
+        (|c| c.mode.lat = true, "--lat", "no --lat"),
+        (|c| c.mode.verify = true, "--verify", "no --verify"),
+        (|c| c.mode.plain = true, "--plain", "no --plain"),
     ];
     for (change, client, server) in cases {
         let mut c = base.clone();

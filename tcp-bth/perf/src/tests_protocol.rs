@@ -50,9 +50,9 @@ fn mismatched_options_are_refused_with_both_values_on_both_sides() {
 #[test]
 fn plain_mode_refuses_mismatched_options_too() {
     let mut server = cfg(PerfOp::Send);
-    server.plain = true;
+    server.mode.plain = true;
     let mut client = server.clone();
-    client.verify = false;
+    client.mode.verify = false;
     let (c, s) = run_sim(client, server, LinkConfig::default());
     let reason = "client asked for no --verify, this server runs --verify".to_string();
     assert!(
@@ -72,7 +72,7 @@ fn plain_mode_refuses_mismatched_options_too() {
 #[test]
 fn plain_mode_checks_options_then_moves_every_byte() {
     let mut p = cfg(PerfOp::Send);
-    p.plain = true;
+    p.mode.plain = true;
     let (c, s) = run_sim(p.clone(), p, lossy());
     assert!(c.errors.is_empty(), "client {:?}", c.errors);
     assert!(s.errors.is_empty(), "server {:?}", s.errors);
@@ -84,18 +84,21 @@ fn plain_mode_checks_options_then_moves_every_byte() {
     assert!(s.peer.is_none());
 }
 
+/// The operations `-b` runs both ways (not `sendrecv`, already a round trip).
+const BIDIR_OPS: [PerfOp; 5] = [
+    PerfOp::Send,
+    PerfOp::Write,
+    PerfOp::WriteImm,
+    PerfOp::Read,
+    PerfOp::Mixed,
+];
+
 /// With `-b` both sides send and both check what they receive.
 #[test]
 fn bidirectional_runs_verify_both_directions_through_loss() {
-    for op in [
-        PerfOp::Send,
-        PerfOp::Write,
-        PerfOp::WriteImm,
-        PerfOp::Read,
-        PerfOp::Mixed,
-    ] {
+    for op in BIDIR_OPS {
         let mut b = cfg(op);
-        b.bidir = true;
+        b.mode.bidir = true;
         let (c, s, [a_to_b, b_to_a]) = run_sim_links(b.clone(), b, lossy());
         assert!(
             a_to_b.dropped() + b_to_a.dropped() > 0,
@@ -112,15 +115,57 @@ fn bidirectional_runs_verify_both_directions_through_loss() {
     }
 }
 
+/// With `-b` a row counts both directions, messages and bytes, for every operation: what this
+/// side's requester completed and what the peer's requester did here. READs complete only at
+/// their requester, so the responder counts the peer's READs from its done message (as it
+/// counts plain WRITEs); without that a READ row with `-b` counted one direction. Every byte
+/// counted is in the peak's timeline once. Without `-b` the side that answers READs still
+/// counts none (its footer says where they are counted).
+#[test]
+fn bidirectional_rows_count_both_directions_for_every_op() {
+    let total = 2 * COUNT;
+    for op in BIDIR_OPS {
+        for verify in [false, true] {
+            let mut b = cfg(op);
+            b.mode.bidir = true;
+            b.mode.verify = verify;
+            let (c, s) = run_sim(b.clone(), b, LinkConfig::default());
+            assert!(c.errors.is_empty(), "{op}: client {:?}", c.errors);
+            assert!(s.errors.is_empty(), "{op}: server {:?}", s.errors);
+            for (side, r) in [("client", &c), ("server", &s)] {
+                assert_eq!(
+                    (r.messages, r.bytes),
+                    (total, total * u64::from(SIZE)),
+                    "{op}, verify {verify}: {side}"
+                );
+                assert_eq!(r.timeline.total(), r.bytes, "{op}: {side}'s timeline");
+            }
+        }
+        // One way: the client counts its own, the server what reached it (no READ).
+        let (c, s) = run_sim(cfg(op), cfg(op), LinkConfig::default());
+        let served = match op {
+            PerfOp::Read => 0,
+            PerfOp::Mixed => COUNT - COUNT / 3,
+            _ => COUNT,
+        };
+        assert_eq!((c.messages, s.messages), (COUNT, served), "{op} one way");
+        assert_eq!(
+            s.timeline.total(),
+            s.bytes,
+            "{op}: one way, server's timeline"
+        );
+    }
+}
+
 #[test]
 fn bidirectional_is_refused_where_it_means_nothing() {
     let mut rr = cfg(PerfOp::SendRecv);
-    rr.bidir = true;
+    rr.mode.bidir = true;
     let e = rr.validate().unwrap_err();
     assert!(matches!(e, PerfError::BidirUnsupported { .. }), "{e}");
     let mut plain = cfg(PerfOp::Send);
-    plain.bidir = true;
-    plain.plain = true;
+    plain.mode.bidir = true;
+    plain.mode.plain = true;
     assert!(plain
         .validate()
         .unwrap_err()
@@ -136,7 +181,7 @@ fn duration_mode_runs_by_time_and_both_sides_agree_on_the_count() {
         let mut d = cfg(op);
         d.duration = Some(Duration::from_millis(200));
         d.size = 4096;
-        d.verify = op != PerfOp::Write;
+        d.mode.verify = op != PerfOp::Write;
         d.count = 1; // ignored with a duration
         let (c, s) = run_sim(d.clone(), d, LinkConfig::default());
         assert!(c.errors.is_empty(), "{op}: client {:?}", c.errors);

@@ -90,6 +90,8 @@ fn several_connections_sum_into_one_report() {
         ..PerfReport::default()
     };
     a.counters.recovery.retransmits = 2;
+    a.counters.recovery.scoreboard_visits = 40;
+    a.counters.recovery.reo_wnd_mult = 1;
     a.peer = Some(PeerSummary {
         messages: 10,
         ..PeerSummary::default()
@@ -105,6 +107,8 @@ fn several_connections_sum_into_one_report() {
         ..PerfReport::default()
     };
     b.counters.recovery.retransmits = 3;
+    b.counters.recovery.scoreboard_visits = 2;
+    b.counters.recovery.reo_wnd_mult = 3;
     b.timeline.start(ms(98));
     b.timeline.record(ms(98), 500);
     let s = aggregate(&[a, b]);
@@ -115,6 +119,12 @@ fn several_connections_sum_into_one_report() {
     assert_eq!(
         (s.counters.recovery.retransmits, s.recovery.retransmits),
         (5, 5)
+    );
+    // The recovery fields the statistics message does not carry are summed too (levels:
+    // the largest).
+    assert_eq!(
+        (s.recovery.scoreboard_visits, s.recovery.reo_wnd_mult),
+        (42, 3)
     );
     assert_eq!(s.peer.map(|p| p.messages), Some(10));
     assert_eq!(s.timeline.total(), 1500);

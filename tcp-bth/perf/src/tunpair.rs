@@ -8,7 +8,7 @@ use bth_io::tun::Offload;
 use bth_testbed::ready::spawn_set_up;
 use bth_testbed::topology::{self, TwoNs};
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tcp_bth::wire::IpPair;
 use tcp_bth::{Config, Connection, Mode};
@@ -20,6 +20,7 @@ pub use qps::{Admission, QpsReport, QpsRun};
 /// loss-recovery counters, [`PerfReport::recovery`]).
 #[derive(Debug, Clone)]
 pub struct SideRun {
+    /// The side's app's report, its counters taken once the driver had stopped.
     pub report: PerfReport,
     /// user + system CPU of the side's thread while it drove the connection.
     pub cpu: Duration,
@@ -40,7 +41,9 @@ pub struct SideRun {
 /// Client and server of one run.
 #[derive(Debug, Clone)]
 pub struct PairRun {
+    /// The client's side (in B).
     pub client: SideRun,
+    /// The server's side (in A).
     pub server: SideRun,
 }
 
@@ -55,9 +58,11 @@ pub fn thread_cpu() -> Duration {
 /// faulted in, the thread being preempted).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ThreadCounters {
+    /// Page faults served without I/O (`ru_minflt`).
     pub minor_faults: u64,
-    /// The thread gave up the CPU (waited), and it was made to.
+    /// The thread gave up the CPU (waited; `ru_nvcsw`).
     pub voluntary_switches: u64,
+    /// The thread was made to give up the CPU (preempted; `ru_nivcsw`).
     pub involuntary_switches: u64,
 }
 
@@ -148,11 +153,11 @@ pub fn stack_tun_mtu(
 }
 
 fn check_mode(c: &Connection, cfg: &PerfConfig, side: &str) -> io::Result<()> {
-    if matches!(c.mode(), Mode::Bth { .. }) == cfg.plain {
+    if matches!(c.mode(), Mode::Bth { .. }) == cfg.mode.plain {
         return Err(io::Error::other(format!(
             "{side}: negotiated {:?} but plain = {}",
             c.mode(),
-            cfg.plain
+            cfg.mode.plain
         )));
     }
     Ok(())
@@ -163,6 +168,7 @@ pub use crate::drive::App;
 
 /// One side of a [`run_apps`] run, once its app is done.
 pub struct Side<A> {
+    /// The app, after its last turn.
     pub app: A,
     /// The connection as the driver left it (closed or failed, or still open if the app
     /// stopped early): completions not yet polled are still in it.
@@ -214,12 +220,13 @@ pub fn run_apps<S: App + Send + 'static, C: App + Send + 'static>(
 
 /// One side of a [`run_apps_many`] run: every app, its connection, the thread's CPU.
 pub struct Sides<A> {
+    /// Every app, in the order given.
     pub apps: Vec<A>,
     /// Each app's connection as the driver left it (None: it never opened).
     pub conns: Vec<Option<Connection>>,
-    /// user + system CPU of the side's thread while it drove all the connections, and what
-    /// else the kernel counted for it meanwhile.
+    /// user + system CPU of the side's thread while it drove all the connections.
     pub cpu: Duration,
+    /// What else the kernel counted for that thread meanwhile.
     pub thread: ThreadCounters,
     /// Packets the side's TUN device dropped (receive and transmit; transmit drops are
     /// packets toward this side that found the device's queue full), read when the run
@@ -267,7 +274,7 @@ pub fn run_apps_many<S: App + Send + 'static, C: App + Send + 'static>(
         std::thread::spawn(move || -> io::Result<Sides<C>> {
             let tun = stack_tun_mtu(&name, false, mtu, offload)?;
             let mut port = Port::open(tun, topology::B_STACK)?;
-            let server = SocketAddrV4::new(topology::A_STACK, client_cfg.remote_port);
+            let server = SocketAddr::from((topology::A_STACK, client_cfg.remote_port));
             drive(&mut port, Role::Connect(server), client_cfg, client, limit)
         })
     };
@@ -315,6 +322,14 @@ impl<A: App> App for Watched<A> {
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         self.watch.turn(c, now);
         self.app.step(c, now)
+    }
+
+    fn join_run(&mut self, run: &crate::RunRefused) {
+        self.app.join_run(run);
+    }
+
+    fn done_unopened(&self) -> bool {
+        self.app.done_unopened()
     }
 }
 

@@ -73,6 +73,14 @@ impl Default for Negotiated {
     }
 }
 
+/// Option bytes of our SYN with BTH and timestamps (amendment 4): MSS 4 + window scale 3 +
+/// SACK-permitted 2 + RFC 7323 timestamps 10 + a hello without timestamps (T=0) 16 = 35, padded
+/// to 36. With the timestamps folded into the hello (24) instead of beside it the set takes 33
+/// (36 padded); both beside each other would take 43, more than TCP's 40.
+pub(super) const SYN_OPTIONS_LEN: usize =
+    4 + 3 + 2 + 10 + crate::wire::bth::option_len(false, crate::wire::ExtensionKind::None);
+const _: () = assert!(SYN_OPTIONS_LEN == 35 && SYN_OPTIONS_LEN <= crate::wire::MAX_OPTIONS_LEN);
+
 impl Connection {
     /// Settle options from the peer's SYN or SYN-ACK, and with them the receive path.
     pub(super) fn negotiate(&mut self, now: Duration, opts: &TcpOptions, we_offered_ts: bool) {
@@ -83,6 +91,7 @@ impl Connection {
         }
         self.neg.sack_ok = opts.sack_permitted;
         let hello = opts.bth.filter(|b| b.opcode == Opcode::Hello);
+        self.peer_hello = hello.is_some();
         match hello {
             Some(h) if self.cfg.bth => {
                 self.mode = Mode::Bth {
@@ -98,7 +107,10 @@ impl Connection {
                 if let RxPath::Bth(b) = &mut self.rx {
                     b.anchor(h.msn);
                 }
-                self.rcv.set_ts_recent(now, h.timestamps.map(|t| t.tsval));
+                // The peer's TSval: folded into its hello (T=1, a SYN-ACK's or an old-style
+                // SYN's), or in the RFC 7323 option beside a T=0 hello (a SYN's, amendment 4).
+                let ts = h.timestamps.or(opts.timestamps);
+                self.rcv.set_ts_recent(now, ts.map(|t| t.tsval));
                 // Our first pure ACK carries our grant (R=1): the active opener's is the
                 // handshake's ACK, before the peer's first flight grows past it.
                 self.owed.credit = true;
@@ -141,7 +153,10 @@ impl Connection {
             return;
         }
         self.rcv.irs = seg.seq;
-        self.negotiate(now, &seg.options, !self.cfg.bth && self.cfg.timestamps);
+        // Our SYN carried the RFC 7323 option whenever `cfg.timestamps` is set, beside a T=0
+        // hello too (amendment 4): a SYN-ACK without the hello that echoes it gives plain TCP
+        // with timestamps.
+        self.negotiate(now, &seg.options, self.cfg.timestamps);
         self.snd
             .take_window(u64::from(seg.window), seg.seq, seg.ack);
         if f.ack() {
@@ -213,7 +228,15 @@ impl Connection {
                 self.cfg.framing == Framing::Seq
             };
             hello.mbo = self.cfg.max_message_len.min(crate::wire::MAX_MESSAGE_LEN);
-            hello.timestamps = Some(ts);
+            if !passive && self.cfg.timestamps {
+                // Amendment 4: the SYN's hello without timestamps (T=0, 16 bytes) beside the
+                // RFC 7323 option (SYN_OPTIONS_LEN), so that a peer without BTH, which
+                // ignores the hello, still negotiates timestamps. A SYN-ACK's hello folds
+                // them (T=1), as every later BTH option does.
+                opts.timestamps = Some(ts);
+            } else {
+                hello.timestamps = Some(ts);
+            }
             hello.seal(&[]);
             opts.bth = Some(hello);
         } else if (!passive && self.cfg.timestamps) || (passive && self.neg.ts_ok) {

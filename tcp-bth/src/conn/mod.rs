@@ -116,7 +116,8 @@ pub enum Mode {
         /// held to it.
         peer_max_message: u32,
     },
-    /// Fallback: plain TCP byte stream.
+    /// Fallback: plain TCP byte stream, with RFC 7323 timestamps where both SYNs carried
+    /// them ([`Connection::timestamps`]).
     Plain,
 }
 
@@ -436,6 +437,8 @@ pub struct Connection {
     nak: Option<Nak>,
     syn: Syn,
     neg: Negotiated,
+    /// The peer's SYN or SYN-ACK carried a tcp_bth hello ([`Connection::peer_offered_bth`]).
+    peer_hello: bool,
     snd: SendState,
     rcv: RecvState,
     rx: RxPath,
@@ -497,6 +500,7 @@ impl Connection {
                 retransmission: false,
             },
             neg: Negotiated::default(),
+            peer_hello: false,
             snd: SendState::new(&cfg, iss),
             rcv: RecvState::new(ts_offset),
             rx: RxPath::Bth(Box::new(BthRx::new(&cfg, iss))),
@@ -537,9 +541,32 @@ impl Connection {
         self.mode
     }
 
+    /// Whether the peer's SYN (passive side) or SYN-ACK (active side) carried a tcp_bth
+    /// hello, whatever [`mode`](Self::mode) the handshake settled on. A listener without
+    /// [`Config::bth`] answers a hello with plain TCP: this tells it that the peer asked for
+    /// tcp_bth, so an application can say why the two sides disagree rather than run a byte
+    /// stream the peer did not want. On the active side it is true exactly when the mode is
+    /// [`Mode::Bth`] with a conforming peer, whose SYN-ACK carries a hello only to accept ours.
+    /// False before the peer's SYN or SYN-ACK has been taken.
+    pub fn peer_offered_bth(&self) -> bool {
+        self.peer_hello
+    }
+
     /// Both hellos asked for S framing (amendment 3): data segments are S-framed both ways.
     pub fn seq_framed(&self) -> bool {
         self.neg.seq_framed
+    }
+
+    /// Whether the connection's segments carry timestamps (RTT from echoes, PAWS): always in
+    /// BTH mode (folded into the option), in plain mode when both SYNs carried the RFC 7323
+    /// option, which ours does beside its hello too (wire spec amendment 4: a fallback to plain
+    /// TCP keeps timestamps). False before the handshake settles the mode.
+    pub fn timestamps(&self) -> bool {
+        match self.mode {
+            Mode::Bth { .. } => true,
+            Mode::Plain => self.neg.ts_ok,
+            Mode::Pending => false,
+        }
     }
 
     /// Why the connection ended, if it ended abnormally.

@@ -20,7 +20,8 @@ pub struct PeerSyn {
     pub bth: Option<(u16, u32)>,
     /// Its hello offered S framing (amendment 3).
     pub seq_framed: bool,
-    /// Plain TCP with RFC 7323 timestamps.
+    /// It carried the RFC 7323 timestamp option: a plain SYN's, or one beside a hello without
+    /// timestamps (T=0, wire spec amendment 4).
     pub timestamps: bool,
 }
 
@@ -44,7 +45,9 @@ impl PeerSyn {
         }
     }
 
-    /// The options of a SYN that offered this, with the peer's TSval `tsval`.
+    /// The options of a SYN that offered this, with the peer's TSval `tsval`. A hello is
+    /// rebuilt with its timestamps folded (T=1) whichever form the SYN had: what the
+    /// connection takes from either form is the same (`Connection::negotiate`).
     fn options(&self, tsval: u32) -> TcpOptions {
         let ts = Timestamps { tsval, tsecr: 0 };
         let mut o = TcpOptions {

@@ -14,8 +14,10 @@
 //!   peer's first MSN and its message limit are what a tcp_bth hello adds to a SYN; the limit
 //!   is rounded down to a power of two (we may send less than the peer accepts, never more).
 //! * Without timestamps only the MSS index fits (in the ISS, beside a 24-bit MAC): no window
-//!   scaling, no SACK, plain TCP, as with Linux's cookies without timestamps. A tcp_bth hello
-//!   carries timestamps (our SYN-ACK's hello has them, so the peer's ACK echoes them).
+//!   scaling, no SACK, plain TCP, as with Linux's cookies without timestamps. A tcp_bth SYN
+//!   always gets timestamps: our SYN-ACK's hello folds them (T=1), so the peer's ACK echoes
+//!   them, whether the SYN's hello folded its own or (amendment 4) had T=0 beside the RFC 7323
+//!   option.
 //!
 //! A cookie is valid for the slot it was made in and the one after (64 to 128 s).
 

@@ -557,8 +557,9 @@ impl Endpoint {
             return;
         }
         // The cookie carries what our SYN-ACK will settle, not what the SYN offered: only a
-        // SYN-ACK with timestamps gets them echoed (a tcp_bth hello always has them; a plain
-        // one only if this listener uses them too).
+        // SYN-ACK with timestamps gets them echoed (a tcp_bth SYN-ACK always has them, folded
+        // into its hello, whether the SYN's hello folded them too or, amendment 4, had T=0
+        // beside the RFC 7323 option; a plain one only if this listener uses them too).
         let mut peer = PeerSyn::of(seg);
         let bth = cfg.bth && peer.bth.is_some();
         if !bth {

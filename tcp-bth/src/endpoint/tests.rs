@@ -9,6 +9,7 @@ use bytes::Bytes;
 const A: [u8; 4] = [10, 1, 0, 1];
 const B: [u8; 4] = [10, 1, 0, 2];
 const PORT: u16 = 4791;
+const SEC: Duration = Duration::from_secs(1);
 
 fn key(n: u8) -> IsnKey {
     IsnKey([n; 16])
@@ -109,12 +110,22 @@ pub(super) fn accept_one(
     a: &mut Endpoint,
     b: &mut Endpoint,
 ) -> ConnectionHandle {
+    accept_within(now, Duration::from_secs(1), a, b).expect("a connection accepted")
+}
+
+/// Run until B accepts a connection, for at most `limit`.
+fn accept_within(
+    now: &mut Duration,
+    limit: Duration,
+    a: &mut Endpoint,
+    b: &mut Endpoint,
+) -> Option<ConnectionHandle> {
     let mut got = None;
-    run(now, Duration::from_secs(1), a, b, |_, b| {
+    run(now, limit, a, b, |_, b| {
         got = got.or_else(|| b.accept());
         got.is_some()
     });
-    got.expect("a connection accepted")
+    got
 }
 
 /// `n` connections from A to B's listening port at once, run until B accepted them all: (A's
@@ -168,6 +179,35 @@ fn send(c: &mut Connection, wr_id: u64, data: &[u8]) {
         sg_list: vec![Bytes::copy_from_slice(data)],
     };
     c.post_send(wr).expect("send posted");
+}
+
+/// On each (A's, B's) connection of `pairs`, B posts a receive the size of `data` and A sends
+/// `data`; runs (for at most `limit`) until every receive has completed, each with `data`.
+fn deliver(
+    now: &mut Duration,
+    limit: Duration,
+    (a, b): (&mut Endpoint, &mut Endpoint),
+    pairs: &[(ConnectionHandle, ConnectionHandle)],
+    data: &[u8],
+) {
+    for &(client, server) in pairs {
+        b.conn_mut(server)
+            .unwrap()
+            .post_recv(1, vec![0; data.len()])
+            .unwrap();
+        send(a.conn_mut(client).unwrap(), 1, data);
+    }
+    let mut got = 0;
+    let all = run(now, limit, a, b, |_, b| {
+        for &(_, server) in pairs {
+            while let Some(c) = b.conn_mut(server).unwrap().poll_completion() {
+                assert_eq!(c.buf.as_deref(), Some(data));
+                got += 1;
+            }
+        }
+        got == pairs.len()
+    });
+    assert!(all, "{got} of {} messages arrived", pairs.len());
 }
 
 fn tcp_of(packet: &[u8]) -> TcpRepr<'_> {
@@ -350,47 +390,25 @@ fn a_syn_flood_gets_cookies_and_a_real_client_still_connects_and_moves_data() {
     while b.poll_transmit(now, &mut buf).is_some() {} // SYN-ACKs to nowhere
                                                       // A real client now connects: its SYN gets a cookie, its ACK brings the connection.
     let late = a.connect(now, client_cfg()).unwrap();
-    let mut accepted = None;
-    assert!(run(
-        &mut now,
-        Duration::from_millis(50),
-        &mut a,
-        &mut b,
-        |_, b| {
-            accepted = b.accept();
-            accepted.is_some()
-        }
-    ));
+    let accepted = accept_within(&mut now, Duration::from_millis(50), &mut a, &mut b)
+        .expect("the cookie connection accepted");
     assert_eq!(b.stats().cookies_accepted, 1);
-    let accepted = accepted.unwrap();
     // Both the early and the cookie connection carry a message, in BTH mode.
-    for (client, server) in [(early, served), (late, accepted)] {
+    let pairs = [(early, served), (late, accepted)];
+    for (_, server) in pairs {
         assert!(matches!(
             b.conn(server).unwrap().mode(),
             crate::Mode::Bth { .. }
         ));
-        b.conn_mut(server)
-            .unwrap()
-            .post_recv(1, vec![0; 100_000])
-            .unwrap();
-        send(a.conn_mut(client).unwrap(), 1, &[0xAB; 100_000]);
     }
-    let mut got = 0;
-    assert!(run(
+    let big = [0xAB; 100_000];
+    deliver(
         &mut now,
         Duration::from_secs(2),
-        &mut a,
-        &mut b,
-        |_, b| {
-            for h in [served, accepted] {
-                while let Some(c) = b.conn_mut(h).unwrap().poll_completion() {
-                    assert_eq!(c.buf.unwrap(), vec![0xAB; 100_000]);
-                    got += 1;
-                }
-            }
-            got == 2
-        }
-    ));
+        (&mut a, &mut b),
+        &pairs,
+        &big,
+    );
     // The flood's half-open entries expire; nothing else stays.
     now += Duration::from_secs(31);
     b.handle_timeout(now);
@@ -466,20 +484,7 @@ fn ipv6_connections_work_and_released_handles_go_stale() {
         .connect(now, conn_cfg(IpPair::V6 { src: a6, dst: b6 }, PORT))
         .unwrap();
     let s = accept_one(&mut now, &mut a, &mut b);
-    b.conn_mut(s).unwrap().post_recv(1, vec![0; 10]).unwrap();
-    send(a.conn_mut(h).unwrap(), 1, b"over ipv6");
-    let mut got = None;
-    assert!(run(
-        &mut now,
-        Duration::from_secs(1),
-        &mut a,
-        &mut b,
-        |_, b| {
-            got = b.conn_mut(s).unwrap().poll_completion();
-            got.is_some()
-        }
-    ));
-    assert_eq!(&got.unwrap().buf.unwrap()[..9], b"over ipv6");
+    deliver(&mut now, SEC, (&mut a, &mut b), &[(h, s)], b"over ipv6");
     // Released: the handle is stale even when its slot is reused.
     let c = b.release(s).unwrap();
     assert_eq!(
@@ -514,15 +519,7 @@ fn a_released_connection_is_unknown_to_the_next_packet_of_its_tuple() {
     let mut b = server();
     let mut now = Duration::from_millis(1);
     let (h, s) = establish(&mut now, &mut a, &mut b);
-    b.conn_mut(s).unwrap().post_recv(1, vec![0; 16]).unwrap();
-    send(a.conn_mut(h).unwrap(), 1, b"first");
-    assert!(run(
-        &mut now,
-        Duration::from_secs(1),
-        &mut a,
-        &mut b,
-        |_, b| b.conn_mut(s).unwrap().poll_completion().is_some()
-    ));
+    deliver(&mut now, SEC, (&mut a, &mut b), &[(h, s)], b"first");
     b.release(s).unwrap();
     let rst_before = b.stats().rst_sent;
     a.conn_mut(h).unwrap().close();
@@ -600,6 +597,58 @@ fn cookies_work_when_the_listener_negotiates_less_than_the_syn_offers() {
         );
         assert_eq!(b.conn(s).unwrap().mode(), crate::Mode::Plain);
         assert_eq!(a.conn(h).unwrap().state(), State::Established);
+        // Amendment 4: the client's SYN offers timestamps beside its hello too, so a plain
+        // listener that uses them keeps them, through the cookie.
+        assert_eq!(b.conn(s).unwrap().timestamps(), listener_ts);
+        assert_eq!(a.conn(h).unwrap().timestamps(), listener_ts);
+    }
+}
+
+/// SYN cookies with both forms of a tcp_bth SYN: the hello folding the timestamps (T=1, no
+/// RFC 7323 option: the client's `Config::timestamps` off) and amendment 4's hello without
+/// them (T=0) beside the RFC 7323 option. Each comes back from the cookie as a BTH
+/// connection with timestamps, and a message crosses it.
+#[test]
+fn cookies_work_with_both_forms_of_a_bth_syn() {
+    for client_ts in [false, true] {
+        let mut a = endpoint(1, |_| {});
+        let mut b = endpoint(2, |c| c.syn_queue = 1);
+        b.listen(PORT, conn_cfg(IpPair::V4 { src: B, dst: A }, 0))
+            .expect("listen");
+        let mut now = Duration::from_millis(1);
+        // One half-open connection fills the SYN queue: the next SYN gets a cookie.
+        let (ip, syn) = flood_syn(1);
+        b.handle_segment(now, ip, &syn);
+        let mut cfg = client_cfg();
+        cfg.timestamps = client_ts;
+        let h = a.connect(now, cfg).unwrap();
+        let mut buf = Vec::new();
+        a.poll_transmit(now, &mut buf).expect("A's SYN");
+        let o = tcp_of(&buf).options;
+        let hello = o.bth.expect("a hello");
+        assert_eq!(
+            hello.timestamps.is_some(),
+            !client_ts,
+            "T=1 exactly without the option"
+        );
+        assert_eq!(o.timestamps.is_some(), client_ts);
+        b.handle(now, &buf);
+        assert_eq!(b.stats().cookies_sent, 1);
+        let s = accept_one(&mut now, &mut a, &mut b);
+        assert_eq!(
+            b.stats().cookies_accepted,
+            1,
+            "client timestamps {client_ts}"
+        );
+        for c in [b.conn(s).unwrap(), a.conn(h).unwrap()] {
+            assert!(
+                matches!(c.mode(), crate::Mode::Bth { .. }),
+                "{:?}",
+                c.mode()
+            );
+            assert!(c.timestamps());
+        }
+        deliver(&mut now, SEC, (&mut a, &mut b), &[(h, s)], &[0x5A; 3000]);
     }
 }
 

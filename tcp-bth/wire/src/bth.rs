@@ -104,8 +104,9 @@ pub enum BthError {
         /// The M bit as received.
         more: bool,
     },
-    /// Hello or ACKNOWLEDGE with T=0: these stand in for the RFC 7323 timestamp option, so
-    /// they must carry TSval/TSecr (refused on parse and on emit).
+    /// ACKNOWLEDGE with T=0: a pure ACK in BTH form stands in for the RFC 7323 timestamp
+    /// option, so it must carry TSval/TSecr (refused on parse and on emit). A hello may have
+    /// T=0 (amendment 4: a SYN's hello beside the RFC 7323 option).
     #[error("opcode {0} requires the timestamp fields (T=1)")]
     TimestampsRequired(Opcode),
     /// Emit: [`Bth::ext`] is not the extension kind the opcode calls for.
@@ -138,9 +139,12 @@ const fn s_framing_allows(op: Opcode) -> bool {
     matches!(op.position(), crate::opcode::Position::Only)
 }
 
-/// Hello and pure ACK replace the timestamp option, so they must carry timestamps.
+/// The BTH form of a pure ACK replaces the timestamp option, so it must carry timestamps.
+/// A hello need not (amendment 4): a SYN's hello may have T=0 (16 bytes) beside the RFC 7323
+/// timestamp option, so that a peer without BTH still negotiates timestamps. Where a T=0
+/// hello is allowed (on a SYN) is the connection's to decide; the codec cannot see the flags.
 const fn requires_timestamps(op: Opcode) -> bool {
-    matches!(op.kind(), MessageKind::Hello | MessageKind::Acknowledge)
+    matches!(op.kind(), MessageKind::Acknowledge)
 }
 
 /// A read-only typed view over the bytes of one option (kind through the end of the extension).

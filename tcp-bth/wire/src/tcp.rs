@@ -380,6 +380,22 @@ pub enum IpPair {
 }
 
 impl IpPair {
+    /// The pair from `src` to `dst`; `None` when their families differ.
+    pub fn from_addrs(src: std::net::IpAddr, dst: std::net::IpAddr) -> Option<IpPair> {
+        use std::net::IpAddr;
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Some(IpPair::V4 {
+                src: s.octets(),
+                dst: d.octets(),
+            }),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Some(IpPair::V6 {
+                src: s.octets(),
+                dst: d.octets(),
+            }),
+            _ => None,
+        }
+    }
+
     /// The same pair seen from the other end.
     pub fn reversed(self) -> IpPair {
         match self {

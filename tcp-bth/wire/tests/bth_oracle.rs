@@ -58,8 +58,9 @@ fn oracle(b: &[u8]) -> Result<Bth, BthError> {
     if more != opcode.more() {
         return Err(MoreBitInconsistent { opcode, more });
     }
-    let hello_or_ack = matches!(opcode.kind(), MessageKind::Hello | MessageKind::Acknowledge);
-    if !ts && hello_or_ack {
+    // The BTH form of a pure ACK stands in for the timestamp option; a hello need not
+    // (amendment 4: a SYN's hello may have T=0 beside the RFC 7323 option).
+    if !ts && opcode.kind() == MessageKind::Acknowledge {
         return Err(TimestampsRequired(opcode));
     }
     // Amendment 3: S=1 only on ONLY opcodes (acknowledge and hello are ONLY forms too).

@@ -149,34 +149,39 @@ proptest! {
     }
 }
 
+/// A 16-byte form (length consistent with T=0) of `op`: no timestamps, no extension.
+fn sixteen_bytes(op: Opcode) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..4].copy_from_slice(&[254, 16, 0xEF, 0xAB]);
+    b[5] = op.as_u8();
+    b
+}
+
 #[test]
-fn hello_and_ack_need_timestamps() {
-    for op in [Opcode::Hello, Opcode::Acknowledge] {
-        // A 16-byte form: length consistent with T=0, refused for the missing timestamps.
-        let bytes = [
-            254,
-            16,
-            0xEF,
-            0xAB,
-            0,
-            op.as_u8(),
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        ];
+fn a_pure_ack_needs_timestamps() {
+    let op = Opcode::Acknowledge;
+    assert_eq!(
+        Bth::from_bytes(&sixteen_bytes(op)),
+        Err(BthError::TimestampsRequired(op))
+    );
+    assert_eq!(Bth::new(op).to_vec(), Err(BthError::TimestampsRequired(op)));
+}
+
+/// Amendment 4: a hello may have T=0 (a SYN's, beside the RFC 7323 timestamp option), in
+/// either framing; parse and emit agree byte for byte.
+#[test]
+fn a_hello_without_timestamps_is_accepted() {
+    for s in [false, true] {
+        let mut bytes = sixteen_bytes(Opcode::Hello);
+        bytes[4] = if s { 0x40 } else { 0 };
+        let b = Bth::from_bytes(&bytes).expect("a T=0 hello");
         assert_eq!(
-            Bth::from_bytes(&bytes),
-            Err(BthError::TimestampsRequired(op))
+            (b.opcode, b.timestamps, b.seq_framed),
+            (Opcode::Hello, None, s)
         );
-        assert_eq!(Bth::new(op).to_vec(), Err(BthError::TimestampsRequired(op)));
+        assert_eq!(b.to_vec().unwrap(), bytes);
     }
+    assert_eq!(Bth::new(Opcode::Hello).to_vec().unwrap().len(), 16);
 }
 
 #[test]

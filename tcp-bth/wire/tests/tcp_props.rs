@@ -116,6 +116,45 @@ fn syn_with_all_negotiation_options_fits() {
     assert_eq!(o.encoded_len(), 36);
 }
 
+/// Amendment 4: the SYN's hello with T=0 (16 bytes) beside the RFC 7323 timestamp option:
+/// MSS 4 + WS 3 + SACK-permitted 2 + TS 10 + hello 16 = 35 bytes, 36 padded, within 40. With
+/// a T=1 hello (24) the same set would need 43 and is refused, not truncated.
+#[test]
+fn syn_with_t0_hello_and_timestamp_option_fits() {
+    let mut hello = Bth::new(Opcode::Hello);
+    hello.mbo = 0xFF_FFFF;
+    hello.seq_framed = true;
+    let mut o = TcpOptions {
+        mss: Some(1460),
+        window_scale: Some(14),
+        sack_permitted: true,
+        timestamps: Some(Timestamps {
+            tsval: u32::MAX,
+            tsecr: 0,
+        }),
+        bth: Some(hello),
+        ..Default::default()
+    };
+    assert_eq!(o.encoded_len(), 36);
+    let area = o.emit().unwrap();
+    assert_eq!(area.len(), 36);
+    assert_eq!(area[35], 0, "one byte of EOL padding");
+    assert_eq!(TcpOptions::parse(&area), Ok(o.clone()));
+    let r = repr(TcpFlags::SYN, o.clone(), &[]);
+    let bytes = r.to_vec(IP).unwrap();
+    assert_eq!(bytes.len(), 20 + 36);
+    assert_eq!(TcpRepr::parse(&bytes, Some(IP)), Ok(r));
+    hello.timestamps = Some(Timestamps::default());
+    o.bth = Some(hello);
+    assert_eq!(
+        o.emit(),
+        Err(TcpOptionError::TooLong {
+            needed: 44,
+            room: 40
+        })
+    );
+}
+
 #[test]
 fn ack_with_bth_has_room_for_exactly_one_sack_block() {
     let mut ack = Bth::new(Opcode::Acknowledge);

@@ -206,6 +206,11 @@ pub fn line(d: &Decoded, m: Marks, t0: Duration) -> String {
         seg.window,
         seg.payload_len
     );
+    // The RFC 7323 timestamp option: a plain connection's, amendment 1's plain-form ACK, or
+    // beside a SYN's hello without timestamps (amendment 4: a fallback keeps them).
+    if let Some(ts) = seg.options.as_ref().ok().and_then(|o| o.timestamps) {
+        let _ = write!(s, " TS val {} ecr {}", ts.tsval, ts.tsecr);
+    }
     if let Some(b) = seg.bth() {
         let _ = write!(s, " | {}", bth_fields(b, seg.data.as_ref()));
         match seg.icrc() {
@@ -306,6 +311,10 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
     if let Err(e) = &seg.options {
         o.str("malformed", &e.to_string());
     }
+    // The RFC 7323 option, beside or instead of the BTH (whose folded ones are tsval/tsecr).
+    if let Some(ts) = seg.options.as_ref().ok().and_then(|o| o.timestamps) {
+        o.raw("opt_tsval", ts.tsval).raw("opt_tsecr", ts.tsecr);
+    }
     if let Some(b) = seg.bth() {
         o.str("opcode", &b.opcode.to_string()).raw("msn", b.msn);
         if b.carries_icrc() {
@@ -336,6 +345,9 @@ pub fn json_record(d: &Decoded, m: Marks) -> String {
                     .str("nak_opcode", &n.opcode.to_string());
             }
         }
+        // T: the timestamps folded into the option (a SYN's hello may leave them to the RFC
+        // 7323 option beside it, amendment 4).
+        o.raw("t", b.timestamps.is_some());
         if let Some(ts) = b.timestamps {
             o.raw("tsval", ts.tsval).raw("tsecr", ts.tsecr);
         }
@@ -850,6 +862,72 @@ mod tests {
             j.contains("\"icrc_status\":\"ok\",\"class\":\"write\",\"zero_length\":false,\"framing\":\"per-segment\""),
             "{j}"
         );
+    }
+
+    /// Amendment 4: our SYN's hello without timestamps (T=0) beside the RFC 7323 option, and
+    /// a kernel's SYN-ACK with the option alone (a fallback that keeps timestamps).
+    #[test]
+    fn a_t0_hello_and_the_timestamp_option_are_shown() {
+        let mut hello = Bth::new(Opcode::Hello);
+        hello.mbo = 0xFF_FFFF;
+        hello.seal(&[]);
+        let syn = |flags: TcpFlags, tsval: u32, tsecr: u32, bth: Option<Bth>| {
+            TcpRepr {
+                src_port: 1000,
+                dst_port: 2000,
+                seq: 50,
+                ack: 0,
+                flags,
+                window: 512,
+                urgent: 0,
+                options: TcpOptions {
+                    mss: Some(1460),
+                    window_scale: Some(7),
+                    sack_permitted: true,
+                    timestamps: Some(Timestamps { tsval, tsecr }),
+                    bth,
+                    ..TcpOptions::default()
+                },
+                payload: &[],
+            }
+            .to_vec(IP)
+            .unwrap()
+        };
+        let a = analyzed(&[
+            syn(TcpFlags::SYN, 11, 0, Some(hello)),
+            syn(TcpFlags::SYN | TcpFlags::ACK, 22, 11, None),
+        ]);
+        assert_eq!(a.summary.malformed, 0);
+        let l0 = line(&a.records[0].0, a.records[0].1, Duration::ZERO);
+        assert!(
+            l0.ends_with(
+                "[S] seq 50 ack 0 win 512 len 0 TS val 11 ecr 0 | HELLO first-msn 0 \
+                 max-msg 16777215 icrc ok"
+            ),
+            "{l0}"
+        );
+        let l1 = line(&a.records[1].0, a.records[1].1, Duration::ZERO);
+        assert!(
+            l1.ends_with("[S.] seq 50 ack 0 win 512 len 0 TS val 22 ecr 11"),
+            "{l1}"
+        );
+        let j0 = json_record(&a.records[0].0, a.records[0].1);
+        assert!(
+            j0.contains("\"opt_tsval\":11,\"opt_tsecr\":0,\"opcode\":\"HELLO\""),
+            "{j0}"
+        );
+        assert!(
+            j0.contains("\"t\":false,") && !j0.contains("\"tsval\""),
+            "{j0}"
+        );
+        let j1 = json_record(&a.records[1].0, a.records[1].1);
+        assert!(j1.contains("\"opt_tsval\":22,\"opt_tsecr\":11"), "{j1}");
+        assert!(!j1.contains("opcode"), "{j1}");
+        // A BTH with its timestamps folded says so.
+        let r = records();
+        let j = json_record(&r[0].0, r[0].1);
+        assert!(j.contains("\"t\":true,\"tsval\":1,\"tsecr\":2"), "{j}");
+        assert!(!j.contains("opt_tsval"), "{j}");
     }
 
     #[test]

@@ -12,7 +12,10 @@ use std::time::Duration;
 
 const COUNTS: &str = "\
 Each line: frame number, time, source > destination, TCP flags (S F R P U E W, `.` = ACK), seq,
-ack, window (unscaled), payload length, then after `|` the BTH: opcode, and for data `msn`,
+ack, window (unscaled), payload length, `TS val V ecr E` when the segment carries the RFC 7323
+timestamp option (plain TCP, a plain-form pure ACK, or a SYN beside a hello without timestamps:
+spec amendment 4, so a fallback to plain TCP keeps timestamps), then after `|` the BTH: opcode,
+and for data `msn`,
 `off` (byte offset in the message), `seg` (segment index); for the one segment of a zero-length
 message `zero-length msn N (1 pad byte)` (offset field 0xFFFFFF, the payload byte is padding);
 for the SYN hello `first-msn` and `max-msg`; on segments with R set `credit-msn` and `grant`
@@ -29,7 +32,9 @@ placement offset of its first payload byte, ((SEQ - ISN - 1) mod 2^32 - anchor) 
 the ISN from its sender's SYN in the capture; `off unknown` when that SYN is not in the file.
 Such a segment has no ICRC: `icrc n/a` (the TCP checksum is its check), never an ICRC error.
 A line ends with [out-of-order] or [retransmission] and with any error found. JSON records
-carry the same as fields: `syndrome` (ACKNOWLEDGE with R clear: 0 = ACK, 0x61-0x63 = NAK),
+carry the same as fields: `opt_tsval` and `opt_tsecr` (the RFC 7323 option), `t` (the BTH
+folds the timestamps, then in `tsval` and `tsecr`; false on a SYN's hello that leaves them to the
+RFC 7323 option), `syndrome` (ACKNOWLEDGE with R clear: 0 = ACK, 0x61-0x63 = NAK),
 `nak` and `nak_opcode`, `s` (the S flag), `icrc_status` (ok, bad, unverified, n/a), and on
 data segments `zero_length` and `framing` (per-segment or seq); an S-framed data segment has
 `anchor`, `stream_off` and `place_off` (null when the SYN was not seen) and `msg_len` in place

@@ -8,7 +8,7 @@ use bth_tools::perfcli::hosted::{run_host, HostArgs};
 use bth_tools::perfcli::local::run_local;
 use bth_tools::relay_args::RelayArgs;
 use clap::{Args, Parser, Subcommand};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::process::ExitCode;
 
 const ABOUT: &str = "Measure tcp-bth over the io_uring TUN data path, like perftest";
@@ -19,17 +19,25 @@ Measure tcp-bth over the io_uring TUN data path, like perftest (ib_send_bw, ib_w
 Two hosts: `bth-perf server` on host A, `bth-perf client SERVER_ADDR` on host B. Each puts our \
 stack on a TUN device in the current network namespace (`--tun-addr ADDR/PREFIX`: the stack's \
 address, and the prefix the kernel routes into the device; defaults 10.99.1.2/24 on the \
-server, 10.99.2.2/24 on the client) and turns IPv4 forwarding on for the run, so packets from \
-the other host are forwarded into the device. Each host needs a route for the other's prefix \
-via the other host's address. With A at 192.168.0.1 and B at 192.168.0.2:
+server, 10.99.2.2/24 on the client) and turns forwarding on for the run (IPv4's, or IPv6's for \
+an IPv6 --tun-addr), so packets from the other host are forwarded into the device. Each host \
+needs a route for the other's prefix via the other host's address. With A at 192.168.0.1 and B \
+at 192.168.0.2:
 
   host A:  sudo ip route add 10.99.2.0/24 via 192.168.0.2
            sudo bth-perf server --op write --size 65536 --verify
   host B:  sudo ip route add 10.99.1.0/24 via 192.168.0.1
            sudo bth-perf client 10.99.1.2 --op write --size 65536 --verify
 
+IPv6 alike, every address of one family (A at 2001:db8::1, B at 2001:db8::2):
+
+  host A:  sudo ip -6 route add 2001:db8:99:2::/64 via 2001:db8::2
+           sudo bth-perf server --tun-addr 2001:db8:99:1::2/64 --verify
+  host B:  sudo ip -6 route add 2001:db8:99:1::/64 via 2001:db8::1
+           sudo bth-perf client 2001:db8:99:1::2 --tun-addr 2001:db8:99:2::2/64 --verify
+
 (a firewall must let the forwarded TCP through: iptables -P FORWARD DROP, as Docker sets it, \
-drops it). One machine: `sudo bth-perf local [options]` creates two network namespaces joined \
+drops it; ip6tables the same for IPv6). One machine: `sudo bth-perf local [options]` creates two network namespaces joined \
 by a veth pair (or the impairment relay, `--relay-*`), runs the server in one and the client in \
 the other, and deletes them at the end.
 
@@ -106,8 +114,9 @@ struct ServerArgs {
 
 #[derive(Args)]
 struct ClientArgs {
-    /// The server's stack address (its --tun-addr without the prefix), e.g. 10.99.1.2.
-    server: Ipv4Addr,
+    /// The server's stack address (its --tun-addr without the prefix), e.g. 10.99.1.2 or
+    /// 2001:db8:99:1::2; this side's --tun-addr must be of the same family.
+    server: IpAddr,
     #[command(flatten)]
     host: HostArgs,
     #[command(flatten)]

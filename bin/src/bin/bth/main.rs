@@ -30,6 +30,10 @@ enum Command {
     /// between them loses, reorders, duplicates and corrupts packets as asked. Time is virtual
     /// (deterministic: the same seed gives the same run), so goodput is in simulated time.
     Demo(DemoArgs),
+    /// Netcat over our stack: `bth nc HOST PORT` connects, `bth nc -l PORT` serves one
+    /// connection; stdin to the connection, the connection to stdout.
+    #[command(long_about = bth_tools::nc::LONG_ABOUT, after_long_help = bth_tools::nc::EXAMPLES)]
+    Nc(bth_tools::nc::NcArgs),
     /// Decode a tcp_bth option, a TCP option area, or a whole TCP segment given as hex.
     ///
     /// Without a flag the bytes are one option (kind 254, the tcp_bth option); with --segment
@@ -39,7 +43,9 @@ enum Command {
     /// --isn also the segment's stream offset and placement offset. With --segment, a
     /// per-segment option whose ICRC does not match the segment's payload is printed with
     /// "icrc MISMATCH" and the command exits with status 1 (as for a bad TCP checksum with
-    /// --ipv4, which refuses the segment).
+    /// --ipv4, which refuses the segment). A SYN's hello may have T=0 (amendment 4): it has
+    /// no timestamp fields, its SYN carries the RFC 7323 timestamp option beside it (shown
+    /// with --options or --segment).
     Decode {
         /// Hex bytes, e.g. "fe10efab0004010200000000deadbeef".
         hex: String,
@@ -64,6 +70,7 @@ fn main() -> ExitCode {
     let cli: Cli = bth_tools::cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
+        Command::Nc(args) => return bth_tools::nc::main(&args),
         Command::Decode {
             hex,
             segment,

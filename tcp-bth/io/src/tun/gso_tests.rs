@@ -42,7 +42,7 @@ fn vnet(gso_type: u8, gso_size: u16, ip_len: usize) -> VnetHdr {
 /// A GSO TCP/IPv4 super-packet as the kernel writes it: full lengths, valid IP checksum, the
 /// pseudo-header sum of the whole TCP length in the TCP checksum.
 fn gso_v4(gso_size: u16, data: &[u8], fin: bool) -> Vec<u8> {
-    let mut tcp = tcp_header(fin);
+    let tcp = tcp_header(fin);
     let mut ip = Ipv4Header::new(
         (tcp.header_len() + data.len()) as u16,
         64,
@@ -53,23 +53,37 @@ fn gso_v4(gso_size: u16, data: &[u8], fin: bool) -> Vec<u8> {
     .expect("ip");
     ip.identification = ID;
     ip.header_checksum = ip.calc_header_checksum();
-    let tcp_len = (tcp.header_len() + data.len()) as u16;
     let pair = IpPair::V4 {
         src: ip.source,
         dst: ip.destination,
     };
-    tcp.checksum = checksum::partial(pair, tcp_len.into()).expect("length");
-    let mut out = vnet(GSO_TCPV4, gso_size, ip.header_len())
-        .to_bytes()
-        .to_vec();
-    out.extend_from_slice(&ip.to_bytes());
+    super_packet(
+        vnet(GSO_TCPV4, gso_size, ip.header_len()),
+        (pair, &ip.to_bytes()),
+        tcp,
+        data,
+    )
+}
+
+/// The super-packet: `vnet`, the IP header (`ip_header`, for the addresses in `pair`), then
+/// `tcp` with the pseudo-header sum of the whole TCP length in its checksum, then `data`.
+fn super_packet(
+    vnet: VnetHdr,
+    (pair, ip_header): (IpPair, &[u8]),
+    mut tcp: TcpHeader,
+    data: &[u8],
+) -> Vec<u8> {
+    let tcp_len = tcp.header_len() + data.len();
+    tcp.checksum = checksum::partial(pair, tcp_len).expect("length");
+    let mut out = vnet.to_bytes().to_vec();
+    out.extend_from_slice(ip_header);
     out.extend_from_slice(&tcp.to_bytes());
     out.extend_from_slice(data);
     out
 }
 
 fn gso_v6(gso_size: u16, data: &[u8]) -> Vec<u8> {
-    let mut tcp = tcp_header(false);
+    let tcp = tcp_header(false);
     let tcp_len = tcp.header_len() + data.len();
     let ip = Ipv6Header {
         traffic_class: 0,
@@ -84,14 +98,12 @@ fn gso_v6(gso_size: u16, data: &[u8]) -> Vec<u8> {
         src: ip.source,
         dst: ip.destination,
     };
-    tcp.checksum = checksum::partial(pair, tcp_len).expect("length");
-    let mut out = vnet(GSO_TCPV6, gso_size, Ipv6Header::LEN)
-        .to_bytes()
-        .to_vec();
-    out.extend_from_slice(&ip.to_bytes());
-    out.extend_from_slice(&tcp.to_bytes());
-    out.extend_from_slice(data);
-    out
+    super_packet(
+        vnet(GSO_TCPV6, gso_size, Ipv6Header::LEN),
+        (pair, &ip.to_bytes()),
+        tcp,
+        data,
+    )
 }
 
 /// Check one built run against the super-packet it came from; returns its payload.

@@ -34,7 +34,8 @@ pub struct TunConfig {
     /// Interface name, 1 to 15 bytes; a pattern such as `tun%d` lets the kernel choose
     /// ([`TunDevice::name`] says what it chose).
     pub name: String,
-    /// The interface's IPv4 address (the kernel's side of the device).
+    /// The interface's IPv4 address (the kernel's side of the device); `0.0.0.0` for none
+    /// (an IPv6-only device: `addr6` gives its address, and `prefix` is not used).
     pub addr: Ipv4Addr,
     /// IPv4 prefix length, at most 32: the kernel routes the prefix into the device.
     pub prefix: u8,
@@ -257,8 +258,9 @@ fn enable_offload(fd: &OwnedFd, what: Offload) -> io::Result<()> {
 /// `SIOCGIFTXQLEN` (linux/sockios.h), which the libc crate does not name.
 const SIOCGIFTXQLEN: libc::c_ulong = 0x8942;
 
-/// Address, netmask, MTU, up — through the classic SIOCSIF* ioctls on an AF_INET socket.
-/// Returns the device's queue length (`txqueuelen`).
+/// Address, netmask, MTU, up — through the classic SIOCSIF* ioctls on an AF_INET socket; no
+/// IPv4 address when `cfg.addr` is `0.0.0.0` (setting that one would give the device the
+/// default route). Returns the device's queue length (`txqueuelen`).
 fn configure(name: &str, cfg: &TunConfig) -> io::Result<u32> {
     if cfg.prefix > 32 {
         return Err(io::Error::new(
@@ -273,22 +275,24 @@ fn configure(name: &str, cfg: &TunConfig) -> io::Result<u32> {
     let sock = unsafe { OwnedFd::from_raw_fd(raw) };
     let s = sock.as_raw_fd();
     let mut r = ifreq(name)?;
-    r.ifr_ifru.ifru_addr = sockaddr_in(cfg.addr);
     // SAFETY (all ioctls below): each reads or writes an ifreq we own.
-    check(
-        unsafe { libc::ioctl(s, libc::SIOCSIFADDR, &r) },
-        "SIOCSIFADDR",
-    )?;
-    let mask = if cfg.prefix == 0 {
-        0
-    } else {
-        u32::MAX << (32 - cfg.prefix)
-    };
-    r.ifr_ifru.ifru_netmask = sockaddr_in(Ipv4Addr::from(mask));
-    check(
-        unsafe { libc::ioctl(s, libc::SIOCSIFNETMASK, &r) },
-        "SIOCSIFNETMASK",
-    )?;
+    if !cfg.addr.is_unspecified() {
+        r.ifr_ifru.ifru_addr = sockaddr_in(cfg.addr);
+        check(
+            unsafe { libc::ioctl(s, libc::SIOCSIFADDR, &r) },
+            "SIOCSIFADDR",
+        )?;
+        let mask = if cfg.prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - cfg.prefix)
+        };
+        r.ifr_ifru.ifru_netmask = sockaddr_in(Ipv4Addr::from(mask));
+        check(
+            unsafe { libc::ioctl(s, libc::SIOCSIFNETMASK, &r) },
+            "SIOCSIFNETMASK",
+        )?;
+    }
     r.ifr_ifru.ifru_mtu = cfg.mtu as libc::c_int;
     check(
         unsafe { libc::ioctl(s, libc::SIOCSIFMTU, &r) },

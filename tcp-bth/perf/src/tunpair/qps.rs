@@ -45,8 +45,11 @@ impl Admission {
 /// What to run: `qps` connections, each running `cfg` (its whole workload), at once.
 #[derive(Debug, Clone)]
 pub struct QpsRun {
+    /// Each connection's workload (its `qps` is set to this run's).
     pub cfg: PerfConfig,
+    /// Connections (`-q`); 0 runs 1.
     pub qps: u32,
+    /// Receiver-driven admission of the connections.
     pub admission: Admission,
 }
 
@@ -57,10 +60,13 @@ pub struct QpsReport {
     /// zero: one thread per side drove every connection, its CPU is `client_cpu` and
     /// `server_cpu`.
     pub pairs: Vec<PairRun>,
+    /// user + system CPU of the client's thread over the run.
     pub client_cpu: Duration,
+    /// user + system CPU of the server's thread over the run.
     pub server_cpu: Duration,
-    /// Each side's thread's page faults and context switches over the run.
+    /// The client's thread's page faults and context switches over the run.
     pub client_thread: crate::tunpair::ThreadCounters,
+    /// The server's thread's page faults and context switches over the run.
     pub server_thread: crate::tunpair::ThreadCounters,
     /// How often the clients' connections held data back for the server's grant
     /// (`Stats::grant_holds`, summed): zero when admission did not limit them.
@@ -90,7 +96,7 @@ impl QpsRun {
             qps: n,
             ..self.cfg.clone()
         };
-        let bth = !cfg.plain;
+        let bth = !cfg.mode.plain;
         let (mut scfg, mut ccfg) = (server_config(bth), client_config(bth));
         (scfg.framing, ccfg.framing) = (cfg.framing, cfg.framing);
         self.admission.apply(&mut scfg, true);

@@ -140,7 +140,35 @@ pub struct RecoveryStats {
     pub false_losses: u64,
     /// How late the latest of those was beyond the RACK RTT (plus a quarter): a floor of the
     /// reorder window until it decays.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "reo_measured_us", serialize_with = "serialize_micros")
+    )]
     pub reo_measured: Duration,
+}
+
+/// A duration as whole microseconds, as every other time in the JSON outputs.
+#[cfg(feature = "serde")]
+fn serialize_micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// One line: segments sent, retransmitted (spurious), RACK loss detections, RTOs, tail loss
+/// probes (what `bth-perf` prints after `recovery:`).
+impl std::fmt::Display for RecoveryStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} data segments sent, {} retransmitted ({} spurious); {} RACK loss detections, \
+             {} RTOs, {} tail loss probes",
+            self.segments_sent,
+            self.retransmits,
+            self.spurious_retransmits,
+            self.rack_losses,
+            self.rto_losses,
+            self.tlp_probes
+        )
+    }
 }
 
 impl std::ops::AddAssign for RecoveryStats {

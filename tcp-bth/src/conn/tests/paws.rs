@@ -161,6 +161,35 @@ fn forged_segment_with_a_bad_ack_cannot_poison_ts_recent() {
     assert_eq!(d.b.stats().paws_drops, 0);
 }
 
+/// One step in which B sends its credit update, alone, and the network holds it back: returned
+/// for the test to inject when it likes.
+fn hold_credit_update(d: &mut BackToBack) -> RefCell<Option<Vec<u8>>> {
+    let held = RefCell::new(None);
+    let mut from_b = 0;
+    d.step(&mut |dir, _, p| {
+        if dir == Direction::BtoA {
+            from_b += 1;
+            *held.borrow_mut() = Some(p);
+            return None;
+        }
+        Some(p)
+    });
+    assert_eq!(from_b, 1, "B sent its credit update, and nothing else");
+    held
+}
+
+/// The run since `start` finished (`ok`) with the held-back credit update's credit kept: the
+/// SEND waiting for it went at once, well before the persist probe (≥ 200 ms).
+fn assert_late_credit_kept(d: &BackToBack, ok: bool, start: Duration) {
+    assert!(ok, "{:?}", d.a.stats());
+    assert!(d.a.stats().late_credit_kept >= 1, "{:?}", d.a.stats());
+    assert!(
+        d.now - start < Duration::from_millis(50),
+        "took {:?}",
+        d.now - start
+    );
+}
+
 /// A credit update overtaken by the peer's later ACK: PAWS drops it (its TSval is older, and
 /// it acknowledges less than SND.UNA by then, so it is no duplicate ACK Linux would exempt),
 /// but its credit is kept, so the SEND waiting for it goes at once instead of after the
@@ -178,15 +207,7 @@ fn a_reordered_credit_update_is_not_lost_to_paws() {
     d.b.post_recv(1, vec![0; 1000]).unwrap();
     // This instant: A sends message 0, B its credit update, which the network holds back
     // until B's ACK of message 0 (sent later, newer TSval) has arrived.
-    let held = RefCell::new(None);
-    d.step(&mut |dir, _, p| {
-        if dir == Direction::BtoA {
-            *held.borrow_mut() = Some(p);
-            return None;
-        }
-        Some(p)
-    });
-    assert!(held.borrow().is_some(), "B sent its credit update");
+    let held = hold_credit_update(&mut d);
     let start = d.now;
     let mut done = 0;
     let b_ack_sent = RefCell::new(None);
@@ -214,13 +235,7 @@ fn a_reordered_credit_update_is_not_lost_to_paws() {
             done == 2
         },
     );
-    assert!(ok, "{:?}", d.a.stats());
-    assert!(d.a.stats().late_credit_kept >= 1, "{:?}", d.a.stats());
-    assert!(
-        d.now - start < Duration::from_millis(50),
-        "took {:?}",
-        d.now - start
-    );
+    assert_late_credit_kept(&d, ok, start);
 }
 
 /// A credit update overtaken by the peer's data (request/response: the responder posts a
@@ -238,15 +253,7 @@ fn a_credit_update_behind_the_peers_data_keeps_its_credit() {
     assert_eq!(d.a.stats().bytes_sent, 0, "no credit yet");
     // B posts a receive (its credit update is held back) and sends data right after.
     d.b.post_recv(1, vec![0; 1000]).unwrap();
-    let held = RefCell::new(None);
-    d.step(&mut |dir, _, p| {
-        if dir == Direction::BtoA && held.borrow().is_none() {
-            *held.borrow_mut() = Some(p);
-            return None;
-        }
-        Some(p)
-    });
-    assert!(held.borrow().is_some(), "B sent its credit update");
+    let held = hold_credit_update(&mut d);
     d.b.post_send(WorkRequest::send(7, pattern(7, 500), None))
         .unwrap();
     let start = d.now;
@@ -263,11 +270,5 @@ fn a_credit_update_behind_the_peers_data_keeps_its_credit() {
         }
         done
     });
-    assert!(ok, "{:?}", d.a.stats());
-    assert!(d.a.stats().late_credit_kept >= 1, "{:?}", d.a.stats());
-    assert!(
-        d.now - start < Duration::from_millis(50),
-        "took {:?}",
-        d.now - start
-    );
+    assert_late_credit_kept(&d, ok, start);
 }

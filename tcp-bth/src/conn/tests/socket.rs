@@ -57,6 +57,20 @@ impl Peer {
         c.handle_segment(self.now, &repr.to_vec(self.cfg.ip).unwrap());
     }
 
+    /// A millisecond on, an RST at our first data byte carrying `nak` (no ACK: an RST needs
+    /// none).
+    fn send_nak_rst(&mut self, c: &mut Connection, nak: Nak) {
+        self.now += MS;
+        let rst = Seg {
+            seq: PEER_ISS + 1,
+            ack: 0,
+            flags: TcpFlags::RST,
+            bth: Some(nak.to_bth()),
+            payload: Vec::new(),
+        };
+        self.send(c, rst);
+    }
+
     /// A segment of ours at our first data byte, acknowledging A's SYN.
     fn seg(&self, flags: TcpFlags, bth: Bth, payload: &[u8]) -> Seg {
         Seg {
@@ -229,17 +243,7 @@ fn nak_on_rst_completes_the_named_work_request() {
         opcode: Opcode::RdmaWriteOnly,
         msn: 0,
     };
-    p.now += MS;
-    p.send(
-        &mut c,
-        Seg {
-            seq: PEER_ISS + 1,
-            ack: 0,
-            flags: TcpFlags::RST,
-            bth: Some(nak.to_bth()),
-            payload: Vec::new(),
-        },
-    );
+    p.send_nak_rst(&mut c, nak);
     assert_eq!(c.error(), Some(ConnectionError::PeerNak(nak)));
     let got: Vec<_> = std::iter::from_fn(|| c.poll_completion())
         .map(|x| (x.wr_id, x.op, x.status))
@@ -270,17 +274,7 @@ fn nak_naming_an_unsent_message_acknowledges_nothing() {
         opcode: Opcode::RdmaWriteOnly,
         msn: 2,
     };
-    p.now += MS;
-    p.send(
-        &mut c,
-        Seg {
-            seq: PEER_ISS + 1,
-            ack: 0,
-            flags: TcpFlags::RST,
-            bth: Some(nak.to_bth()),
-            payload: Vec::new(),
-        },
-    );
+    p.send_nak_rst(&mut c, nak);
     assert!(c.error().is_some());
     let got: Vec<_> = std::iter::from_fn(|| c.poll_completion())
         .map(|x| (x.wr_id, x.status))

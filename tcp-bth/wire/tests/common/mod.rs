@@ -1,9 +1,10 @@
-//! Proptest strategies shared by the codec property tests.
+//! Proptest strategies shared by the codec property tests, and checks shared by the
+//! known-answer tests.
 #![allow(dead_code)]
 
 use bth_wire::{
-    Bth, Extension, ExtensionKind, MessageKind, Opcode, Position, Reth, SackBlock, TcpFlags,
-    TcpOptions, TcpRepr, Timestamps, MAX_MESSAGE_LEN,
+    Bth, Extension, ExtensionKind, InboundError, MessageKind, Opcode, Position, Reth, SackBlock,
+    TcpFlags, TcpOptions, TcpRepr, Timestamps, MAX_MESSAGE_LEN,
 };
 use proptest::prelude::*;
 
@@ -27,8 +28,9 @@ pub fn extension(kind: ExtensionKind) -> BoxedStrategy<Extension> {
     }
 }
 
+/// Only the BTH form of a pure ACK must carry timestamps; a hello may have T=0 (amendment 4).
 fn needs_ts(op: Opcode) -> bool {
-    matches!(op.kind(), MessageKind::Hello | MessageKind::Acknowledge)
+    op.kind() == MessageKind::Acknowledge
 }
 
 /// Any value the spec allows on the wire (rsvd included, so parse→emit can be exact).
@@ -77,16 +79,20 @@ pub fn sack_blocks(max: usize) -> impl Strategy<Value = Vec<SackBlock>> {
 
 /// Option sets of the three segment shapes the stack emits, always within the 40-byte budget.
 pub fn segment_options() -> impl Strategy<Value = (TcpFlags, TcpOptions)> {
-    let syn = (any::<u16>(), 0u8..15, bth_for(Opcode::Hello)).prop_map(|(mss, ws, hello)| {
-        let o = TcpOptions {
-            mss: Some(mss),
-            window_scale: Some(ws),
-            sack_permitted: true,
-            bth: Some(hello),
-            ..Default::default()
-        };
-        (TcpFlags::SYN | TcpFlags::ACK, o)
-    });
+    let syn = (any::<u16>(), 0u8..15, bth_for(Opcode::Hello), timestamps()).prop_map(
+        |(mss, ws, hello, ts)| {
+            // A hello with T=0 rides beside the RFC 7323 option (amendment 4), one with T=1 alone.
+            let o = TcpOptions {
+                mss: Some(mss),
+                window_scale: Some(ws),
+                sack_permitted: true,
+                timestamps: hello.timestamps.is_none().then_some(ts),
+                bth: Some(hello),
+                ..Default::default()
+            };
+            (TcpFlags::SYN | TcpFlags::ACK, o)
+        },
+    );
     let data = opcode()
         .prop_filter("data opcodes", |o| {
             o.carries_payload() || *o == Opcode::RdmaReadRequest
@@ -130,5 +136,21 @@ pub fn repr<'a>(flags: TcpFlags, options: TcpOptions, payload: &'a [u8]) -> TcpR
         urgent: 0,
         options,
         payload,
+    }
+}
+
+/// A zero-length `op` message is exactly one pad byte: `decode` (the error decoding the
+/// option with this payload, if any) refuses none and two as no zero-length form.
+pub fn assert_only_one_pad_byte(op: Opcode, decode: impl Fn(&[u8]) -> Option<InboundError>) {
+    for pad in [&[][..], &[0, 0][..]] {
+        assert_eq!(
+            decode(pad),
+            Some(InboundError::BadZeroLength {
+                opcode: op,
+                pad: pad.len()
+            }),
+            "{op} with {} pad bytes",
+            pad.len()
+        );
     }
 }
