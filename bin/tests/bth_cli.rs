@@ -68,7 +68,7 @@ const DST: [u8; 4] = [10, 0, 0, 2];
 /// correct TCP checksum for `SRC` → `DST`, as hex; with `swap`, the payload's first two
 /// aligned 16-bit words swapped afterwards (the relay's `--relay-swap`): the TCP checksum
 /// still holds, the ICRC no longer does.
-fn send_only_segment(swap: bool) -> String {
+fn send_only_segment(swap: bool, ip: IpPair) -> String {
     let payload: Vec<u8> = (0u8..32).collect();
     let mut bth = Bth::new(Opcode::SendOnly);
     bth.msn = 7;
@@ -92,9 +92,7 @@ fn send_only_segment(swap: bool) -> String {
         payload: &payload,
     };
     let mut buf = vec![0u8; 128];
-    let n = seg
-        .emit(IpPair::V4 { src: SRC, dst: DST }, &mut buf)
-        .expect("emit");
+    let n = seg.emit(ip, &mut buf).expect("emit");
     buf.truncate(n);
     if swap {
         let p = n - payload.len();
@@ -109,20 +107,33 @@ fn send_only_segment(swap: bool) -> String {
 /// `MISMATCH`, and exits 1 with the reason on stderr, also when its TCP checksum is right.
 #[test]
 fn decode_segment_exits_non_zero_when_the_icrc_does_not_match() {
-    let ipv4 = "10.0.0.1,10.0.0.2";
-    for with_ip in [false, true] {
+    const SRC6: [u8; 16] = [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    const DST6: [u8; 16] = [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    let v4 = IpPair::V4 { src: SRC, dst: DST };
+    let v6 = IpPair::V6 {
+        src: SRC6,
+        dst: DST6,
+    };
+    // The addresses the checksum is checked against (none: no check); `--ipv4` is the
+    // older name of `--ip`.
+    for (ip, flag) in [
+        (v4, None),
+        (v4, Some(("--ipv4", "10.0.0.1,10.0.0.2"))),
+        (v6, Some(("--ip", "2001:db8::1,2001:db8::2"))),
+    ] {
+        let with_ip = flag.is_some();
         let args = |hex: &str| {
             let mut a = vec![
                 "decode".to_string(),
                 "--segment".to_string(),
                 hex.to_string(),
             ];
-            if with_ip {
-                a.extend(["--ipv4".to_string(), ipv4.to_string()]);
+            if let Some((f, v)) = flag {
+                a.extend([f.to_string(), v.to_string()]);
             }
             a
         };
-        let good = args(&send_only_segment(false));
+        let good = args(&send_only_segment(false, ip));
         let good: Vec<&str> = good.iter().map(String::as_str).collect();
         let (ok, out, err) = run(&good);
         assert!(ok, "good segment, --ipv4 {with_ip}: {out}{err}");
@@ -132,7 +143,7 @@ fn decode_segment_exits_non_zero_when_the_icrc_does_not_match() {
         );
         assert_eq!(out.contains("checksum      ok"), with_ip, "{out}");
 
-        let bad = args(&send_only_segment(true));
+        let bad = args(&send_only_segment(true, ip));
         let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
         let (ok, out, err) = run(&bad);
         assert!(!ok, "bad ICRC accepted, --ipv4 {with_ip}: {out}{err}");
@@ -183,4 +194,14 @@ fn decode_reads_a_t0_hello_beside_the_timestamp_option() {
         !ok && err.contains("requires the timestamp fields"),
         "{err}"
     );
+}
+
+/// `--ip` takes two addresses of one family: a pair of an IPv4 and an IPv6 address is refused
+/// with the reason, before any checksum is computed.
+#[test]
+fn decode_refuses_addresses_of_two_families() {
+    let hex = send_only_segment(false, IpPair::V4 { src: SRC, dst: DST });
+    let (ok, _, err) = run(&["decode", "--segment", &hex, "--ip", "10.0.0.1,2001:db8::2"]);
+    assert!(!ok, "mixed families accepted");
+    assert!(err.contains("different families"), "{err}");
 }

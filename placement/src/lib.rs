@@ -29,4 +29,4 @@ pub use cqe::{Cqe, WcOp, WcStatus};
 pub use mr::{Access, MemoryRegions, MrError, MrHandle, MrRejected, IOVA_BASE, MAX_REGIONS};
 pub use outcome::{Counters, DropReason, PlaceOutcome};
 pub use placer::{Placement, PlacementConfig, PlacementLimits};
-pub use post::{PostRecvError, Rejected};
+pub use post::{PostRecvError, PostRejected};

@@ -38,7 +38,7 @@ pub enum PostRecvError {
 /// A refused post hands its buffer back.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{error}")]
-pub struct Rejected {
+pub struct PostRejected {
     /// Why the post was refused.
     pub error: PostRecvError,
     /// The receive buffer or READ sink that was posted, unchanged.
@@ -48,15 +48,15 @@ pub struct Rejected {
 impl Placement {
     /// Post a receive buffer. Buffers bind to consecutive SEND MSNs: the first one posted to the
     /// peer's `first_msn`, each later one to the next MSN. Returns the MSN this buffer serves.
-    pub fn post_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<u16, Rejected> {
+    pub fn post_recv(&mut self, wr_id: u64, buf: Vec<u8>) -> Result<u16, PostRejected> {
         if self.flushed {
-            return Err(Rejected {
+            return Err(PostRejected {
                 error: PostRecvError::Flushed,
                 buf,
             });
         }
         if self.send.entries.len() >= self.cfg.max_posted_recvs {
-            return Err(Rejected {
+            return Err(PostRejected {
                 error: PostRecvError::Full {
                     max: self.cfg.max_posted_recvs,
                 },
@@ -98,8 +98,8 @@ impl Placement {
         request_msn: u16,
         wr_id: u64,
         sink: Vec<u8>,
-    ) -> Result<(), Rejected> {
-        let refuse = |error, buf| Err(Rejected { error, buf });
+    ) -> Result<(), PostRejected> {
+        let refuse = |error, buf| Err(PostRejected { error, buf });
         if self.flushed {
             return refuse(PostRecvError::Flushed, sink);
         }

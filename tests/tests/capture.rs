@@ -6,7 +6,7 @@
 //! sequence number and the SYN), message length and ICRC status (not applicable).
 
 use bth_capture::{
-    analyze_file, Analysis, CaptureReader, Checksum, Icrc, MessageInfo, MessageKey, Outcome,
+    analyze_file, Analysis, CaptureReader, CapturedMessage, Checksum, Icrc, MessageKey, Outcome,
     PcapWriter, Segment,
 };
 use bth_io::sim::pair::{A_IP, A_PORT, B_IP, B_PORT};
@@ -127,12 +127,12 @@ fn a_to_b() -> (std::net::SocketAddr, std::net::SocketAddr) {
 
 /// Messages of one class and direction in MSN order, counted from the first MSN announced.
 fn in_msn_order(
-    msgs: &BTreeMap<MessageKey, MessageInfo>,
+    msgs: &BTreeMap<MessageKey, CapturedMessage>,
     class: MsgClass,
     src: std::net::SocketAddr,
     first_msn: u16,
-) -> Vec<(u16, &MessageInfo)> {
-    let mut v: Vec<(u16, &MessageInfo)> = msgs
+) -> Vec<(u16, &CapturedMessage)> {
+    let mut v: Vec<(u16, &CapturedMessage)> = msgs
         .iter()
         .filter(|(k, _)| k.class == class && k.src == src)
         .map(|(k, m)| (k.msn, m))
@@ -321,7 +321,7 @@ fn check_decoded_capture(r: Run) {
             .map(|p| u64::from(p.1))
             .collect()
     };
-    let lens = |v: Vec<(u16, &MessageInfo)>| -> Vec<u64> {
+    let lens = |v: Vec<(u16, &CapturedMessage)>| -> Vec<u64> {
         v.iter().map(|(_, m)| m.len.unwrap_or(0)).collect()
     };
     let sends = in_msn_order(msgs, MsgClass::Send, a, first_a);

@@ -5,7 +5,7 @@
 //! here is generous (3 s, for a loaded 2-core machine); the time each took is printed.
 //! `tcp-bth/perf/src/tests_mismatch.rs` checks the same in simulated time, within a second.
 
-use bth_perf::drive::App;
+use bth_perf::drive::ConnApp;
 use bth_perf::tunpair::{client_config, run_apps_many, server_config};
 use bth_perf::{Client, PerfConfig, PerfError, PerfReport, RunMode, RunRefused, Server};
 use bth_testbed::topology::TwoNs;
@@ -35,7 +35,7 @@ impl<A> Timed<A> {
     }
 }
 
-impl<A: App> App for Timed<A> {
+impl<A: ConnApp> ConnApp for Timed<A> {
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         self.first.get_or_insert_with(Instant::now);
         let done = self.app.step(c, now);

@@ -8,7 +8,7 @@
 
 use bth_framer::WorkRequest;
 use bth_io::sim::LinkConfig;
-use bth_perf::tunpair::{client_config, run_apps, server_config, App, Side};
+use bth_perf::tunpair::{client_config, run_apps, server_config, ConnApp, Side};
 use bth_perf::{PerfConfig, PerfOp};
 use bth_placement::{Access, WcStatus};
 use bth_testbed::topology::TwoNs;
@@ -105,7 +105,7 @@ struct Script<F> {
     failed: Option<Duration>,
 }
 
-impl<F: FnMut(&mut Connection, &[Completion]) -> bool + Send + 'static> App for Script<F> {
+impl<F: FnMut(&mut Connection, &[Completion]) -> bool + Send + 'static> ConnApp for Script<F> {
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         if !matches!(c.mode(), Mode::Bth { .. }) {
             // Plain would be a set-up error: stop, and let the checks say so.
@@ -137,8 +137,8 @@ fn run_scripts<S, C>(
     client: Script<C>,
 ) -> (Side<Script<S>>, Side<Script<C>>)
 where
-    Script<S>: App + Send + 'static,
-    Script<C>: App + Send + 'static,
+    Script<S>: ConnApp + Send + 'static,
+    Script<C>: ConnApp + Send + 'static,
 {
     let ns = namespaces(None);
     let limit = Duration::from_secs(30);

@@ -1,4 +1,4 @@
-//! How a `bth-perf` run ends: an [`Outcome`] once it ran, or a [`RunError`] saying why it could
+//! How a `bth-perf` run ends: an [`RunOutcome`] once it ran, or a [`PerfRunError`] saying why it could
 //! not start or finish.
 
 use super::args::ArgsError;
@@ -10,20 +10,20 @@ use thiserror::Error;
 /// A run that got as far as running its rows.
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RunOutcome {
     /// Every planned row ran and succeeded on every side this process ran.
     Passed,
     /// A row failed or did not run (each row's own line says which and why).
     RowsFailed,
 }
 
-impl Outcome {
-    /// [`Outcome::Passed`] when `ok`.
-    pub fn of(ok: bool) -> Outcome {
+impl RunOutcome {
+    /// [`RunOutcome::Passed`] when `ok`.
+    pub fn of(ok: bool) -> RunOutcome {
         if ok {
-            Outcome::Passed
+            RunOutcome::Passed
         } else {
-            Outcome::RowsFailed
+            RunOutcome::RowsFailed
         }
     }
 }
@@ -31,7 +31,7 @@ impl Outcome {
 /// Why a run could not start or finish.
 #[derive(Debug, Error)]
 #[non_exhaustive]
-pub enum RunError {
+pub enum PerfRunError {
     /// The options make no run.
     #[error(transparent)]
     Args(#[from] ArgsError),
@@ -55,10 +55,10 @@ pub enum RunError {
     },
 }
 
-impl RunError {
-    /// A [`RunError::Setup`] of `what`, for `map_err`.
-    pub fn setup(what: impl Into<String>) -> impl FnOnce(io::Error) -> RunError {
+impl PerfRunError {
+    /// A [`PerfRunError::Setup`] of `what`, for `map_err`.
+    pub fn setup(what: impl Into<String>) -> impl FnOnce(io::Error) -> PerfRunError {
         let what = what.into();
-        move |source| RunError::Setup { what, source }
+        move |source| PerfRunError::Setup { what, source }
     }
 }

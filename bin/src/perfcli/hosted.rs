@@ -2,7 +2,7 @@
 //! a test set up), our stack on a TUN device in the current namespace.
 
 use super::args::PerfArgs;
-use super::error::{Outcome, RunError};
+use super::error::{PerfRunError, RunOutcome};
 use super::host::{host_tun, IpForward, TunAddr};
 use super::output::{all_ok, Printer};
 use super::progress;
@@ -36,12 +36,12 @@ pub struct HostArgs {
     pub tun_kernel_addr: Option<IpAddr>,
 }
 
-/// Run one side; [`Outcome::Passed`] when every row ran and succeeded.
+/// Run one side; [`RunOutcome::Passed`] when every row ran and succeeded.
 pub fn run_host(
     server: Option<IpAddr>,
     args: &PerfArgs,
     host: &HostArgs,
-) -> Result<Outcome, RunError> {
+) -> Result<RunOutcome, PerfRunError> {
     let plan = args.plan()?;
     let (role, peer) = match server {
         None => ("server", "client"),
@@ -63,10 +63,10 @@ pub fn run_host(
     tun.check_mtu(args.mtu)?;
     let family = tun.family();
     let forward =
-        IpForward::enable(family).map_err(RunError::setup(format!("{family} forwarding")))?;
+        IpForward::enable(family).map_err(PerfRunError::setup(format!("{family} forwarding")))?;
     let dev = host_tun(&host.tun_name, &tun, kernel, args.mtu, args.offload())
-        .map_err(RunError::setup(format!("TUN device {}", host.tun_name)))?;
-    let mut port = Port::open(dev, tun.addr).map_err(RunError::setup("stack"))?;
+        .map_err(PerfRunError::setup(format!("TUN device {}", host.tun_name)))?;
+    let mut port = Port::open(dev, tun.addr).map_err(PerfRunError::setup("stack"))?;
     let stack = SocketAddr::new(tun.addr, args.port);
     let printer = Printer::of(args);
     let note = |s: String| printer.note(&s);
@@ -116,5 +116,5 @@ pub fn run_host(
     let rows = side.run(&mut port, |row| printer.row(row));
     printer.end(role, peer, &banner, &rows);
     drop(forward);
-    Ok(Outcome::of(all_ok(plan.rows.len(), &rows)))
+    Ok(RunOutcome::of(all_ok(plan.rows.len(), &rows)))
 }

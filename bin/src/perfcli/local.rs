@@ -3,7 +3,7 @@
 //! client's in the second, as `bth_perf::tunpair` runs them.
 
 use super::args::{PerfArgs, Plan};
-use super::error::{Outcome, RunError};
+use super::error::{PerfRunError, RunOutcome};
 use super::output::{all_ok, json_side, Printer};
 use super::progress;
 use super::run::{servers_closed, Row, SideRun, Who};
@@ -67,7 +67,7 @@ fn side(
     )
 }
 
-/// Run both sides; [`Outcome::Passed`] when every row ran and succeeded on both.
+/// Run both sides; [`RunOutcome::Passed`] when every row ran and succeeded on both.
 /// With `pin_relay`, the relay's thread gets a core of its own and both sides' threads the
 /// others ([`TwoNs::pin`]); refused without a relay.
 pub fn run_local(
@@ -75,11 +75,11 @@ pub fn run_local(
     relay: &RelayArgs,
     prefix: &str,
     pin_relay: bool,
-) -> Result<Outcome, RunError> {
+) -> Result<RunOutcome, PerfRunError> {
     let plan = args.plan()?;
     let link = relay.link_config()?;
     if pin_relay && link.is_none() {
-        return Err(RunError::PinWithoutRelay);
+        return Err(PerfRunError::PinWithoutRelay);
     }
     let printer = Printer::of(args);
     let say = |s: String| printer.note(&s);
@@ -91,7 +91,7 @@ pub fn run_local(
         None => format!("veth, MTU {}", args.mtu),
     };
     let mut ns =
-        TwoNs::create_mtu(prefix, link, args.mtu).map_err(RunError::setup("namespaces"))?;
+        TwoNs::create_mtu(prefix, link, args.mtu).map_err(PerfRunError::setup("namespaces"))?;
     let connection = format!(
         "{} -> {}:{} (namespaces {} and {}, {via})",
         topology::B_STACK,
@@ -108,7 +108,7 @@ pub fn run_local(
     };
     // Both sides' threads, spawned below, inherit the cores this leaves the caller.
     let pinned = if pin_relay {
-        ns.pin().map_err(RunError::setup("--pin-relay"))?
+        ns.pin().map_err(PerfRunError::setup("--pin-relay"))?
     } else {
         None
     };
@@ -123,11 +123,11 @@ pub fn run_local(
     let side_of = |name: &String, server: bool, closed: Vec<ServersClosed>| {
         side(name.clone(), server, args.clone(), plan.clone(), closed)
     };
-    let server = side_of(&ns.a, true, closed.clone()).map_err(RunError::setup("server"))?;
+    let server = side_of(&ns.a, true, closed.clone()).map_err(PerfRunError::setup("server"))?;
     printer.start(&banner);
-    let client = side_of(&ns.b, false, closed).map_err(RunError::setup("client"))?;
+    let client = side_of(&ns.b, false, closed).map_err(PerfRunError::setup("client"))?;
     let ((s, server_drops), (c, client_drops)) =
-        join_both((server, "server"), (client, "client")).map_err(RunError::setup("run"))?;
+        join_both((server, "server"), (client, "client")).map_err(PerfRunError::setup("run"))?;
     let relay = relay.share(&ns);
     let topology_drops = devices_before
         .zip(ns.device_drops())
@@ -200,7 +200,7 @@ pub fn run_local(
             }
         }
     }
-    Ok(Outcome::of(
+    Ok(RunOutcome::of(
         all_ok(plan.rows.len(), &c) && all_ok(plan.rows.len(), &s),
     ))
 }

@@ -2,7 +2,7 @@
 //! (short rows print nothing extra), never with `--json` or when stderr is not a terminal
 //! (logs and pipes stay clean), and cleared before the row's line is printed.
 
-use bth_perf::drive::App;
+use bth_perf::drive::ConnApp;
 use bth_perf::{PerfApp, Role};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -105,7 +105,7 @@ pub struct WithBar<'a, A> {
     pub bar: Bar,
 }
 
-impl<A: App + Progress> App for WithBar<'_, A> {
+impl<A: ConnApp + Progress> ConnApp for WithBar<'_, A> {
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         let over = self.app.step(c, now);
         let (done, total) = self.app.progress();

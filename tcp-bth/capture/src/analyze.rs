@@ -30,7 +30,7 @@ pub struct MessageKey {
 
 /// What the data segments of one message showed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MessageInfo {
+pub struct CapturedMessage {
     /// Frame of its first data segment in the capture.
     pub first_frame: u64,
     /// Data segments seen, retransmissions included.
@@ -181,7 +181,7 @@ pub struct Summary {
 #[derive(Debug, Default)]
 pub struct Analyzer {
     flows: HashMap<FlowKey, FlowInfo>,
-    messages: BTreeMap<MessageKey, MessageInfo>,
+    messages: BTreeMap<MessageKey, CapturedMessage>,
     summary: Summary,
 }
 
@@ -270,7 +270,7 @@ impl Analyzer {
                 class: data.class,
                 msn: data.msn,
             };
-            let m = self.messages.entry(key).or_insert_with(|| MessageInfo {
+            let m = self.messages.entry(key).or_insert_with(|| CapturedMessage {
                 first_frame: d.frame,
                 segments: 0,
                 bytes: 0,
@@ -325,7 +325,7 @@ impl Analyzer {
     }
 
     /// The messages seen so far, ordered by direction, class and MSN.
-    pub fn messages(&self) -> &BTreeMap<MessageKey, MessageInfo> {
+    pub fn messages(&self) -> &BTreeMap<MessageKey, CapturedMessage> {
         &self.messages
     }
 
@@ -355,7 +355,7 @@ pub struct Analysis {
     /// The counts over every packet read ([`Analyzer::summary`]).
     pub summary: Summary,
     /// Every message seen, ordered by direction, class and MSN ([`Analyzer::messages`]).
-    pub messages: BTreeMap<MessageKey, MessageInfo>,
+    pub messages: BTreeMap<MessageKey, CapturedMessage>,
     /// Every direction of every connection seen ([`Analyzer::flows`]).
     pub flows: HashMap<FlowKey, FlowInfo>,
     /// The error that ended the read early, if one did.

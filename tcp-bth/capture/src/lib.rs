@@ -44,8 +44,8 @@ mod test_util;
 mod writer;
 
 pub use analyze::{
-    analyze, analyze_file, Analysis, Analyzer, FlowInfo, FlowKey, Marks, MessageInfo, MessageKey,
-    Summary,
+    analyze, analyze_file, Analysis, Analyzer, CapturedMessage, FlowInfo, FlowKey, Marks,
+    MessageKey, Summary,
 };
 pub use decode::{
     decode, decode_with, is_zero_length, stream_offset, Checksum, DataSeg, Decoded, Icrc, Outcome,

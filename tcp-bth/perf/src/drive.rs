@@ -14,7 +14,7 @@ use tcp_bth::{Config, Connection, ConnectionHandle, EndpointConfig, EndpointStat
 
 /// An application on one connection: called once per driver turn with the connection and the
 /// driver's time (post work, poll completions there); true when it is done.
-pub trait App {
+pub trait ConnApp {
     /// One turn on `c` at driver time `now`; true when done (it is not called again).
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool;
 
@@ -31,7 +31,7 @@ pub trait App {
     }
 }
 
-impl<R: super::Role> App for super::PerfApp<R> {
+impl<R: super::Role> ConnApp for super::PerfApp<R> {
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         super::PerfApp::step(self, c, now)
     }
@@ -45,7 +45,7 @@ impl<R: super::Role> App for super::PerfApp<R> {
     }
 }
 
-impl<A: App + ?Sized> App for &mut A {
+impl<A: ConnApp + ?Sized> ConnApp for &mut A {
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         (**self).step(c, now)
     }
@@ -116,7 +116,7 @@ impl Port {
     }
 
     /// The TUN device's drops ([`TunDevice::drops`]); from the thread that opened the port.
-    pub fn device_drops(&self) -> io::Result<bth_io::tun::devstats::Drops> {
+    pub fn device_drops(&self) -> io::Result<bth_io::tun::devstats::DeviceDrops> {
         self.driver.device().drops()
     }
 
@@ -144,7 +144,7 @@ pub fn run_one(
     role: Role,
     conn: Config,
     limit: Duration,
-    mut app: impl App,
+    mut app: impl ConnApp,
 ) -> io::Result<Connection> {
     let apps = std::slice::from_mut(&mut app);
     let mut conns = run_many(port, role, conn, limit, apps, |_| {})?;
@@ -165,7 +165,7 @@ pub fn run_one(
 /// connection on the port is aborted with RST, the RSTs are written into the device, and the
 /// thread then waits for the signal thread to end the process ([`DriverLoop::answer`]): this
 /// does not return.
-pub fn run_many<A: App>(
+pub fn run_many<A: ConnApp>(
     port: &mut Port,
     role: Role,
     mut conn: Config,
@@ -307,7 +307,7 @@ struct Qps<'a, A, F> {
     conns: Conns<'a, A, F>,
 }
 
-impl<A: App, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
+impl<A: ConnApp, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
     fn turn(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration) -> bool {
         if self.interrupt.asked() {
             // Before anything else of the turn: no new connection, no more data before the
@@ -322,10 +322,10 @@ impl<A: App, F: FnMut(&[A])> turn::App for Qps<'_, A, F> {
 /// The apps of a run on one endpoint and their connections, as one application of the driver
 /// turn (`bth_io::turn::App`): what [`run_many`] serves on a port's driver, and what the
 /// simulated network (`bth_io::sim::net::Net`) serves in the tests. The apps share one
-/// [`RunRefused`] ([`App::join_run`]). A client opens every connection at its first turn, each
+/// [`RunRefused`] ([`ConnApp::join_run`]). A client opens every connection at its first turn, each
 /// from its own port (`conn`'s `local_port` plus the app's index; 0: ephemeral ports); a
 /// server hands connections to its apps in the order it accepts them, and an app whose
-/// connection never came is done once [`App::done_unopened`] says so.
+/// connection never came is done once [`ConnApp::done_unopened`] says so.
 pub struct Conns<'a, A, F> {
     role: Role,
     conn: Config,
@@ -338,7 +338,7 @@ pub struct Conns<'a, A, F> {
     error: Option<io::Error>,
 }
 
-impl<'a, A: App, F: FnMut(&[A])> Conns<'a, A, F> {
+impl<'a, A: ConnApp, F: FnMut(&[A])> Conns<'a, A, F> {
     /// `apps`, one connection each, for `role`; `conn` gives the ports, addresses and options
     /// (for [`Role::Connect`], the remote's address and port too). `each_turn` sees the apps
     /// after every turn.
@@ -370,7 +370,7 @@ impl<'a, A: App, F: FnMut(&[A])> Conns<'a, A, F> {
     }
 }
 
-impl<A: App, F: FnMut(&[A])> turn::App for Conns<'_, A, F> {
+impl<A: ConnApp, F: FnMut(&[A])> turn::App for Conns<'_, A, F> {
     fn turn(&mut self, ep: &mut tcp_bth::Endpoint, now: Duration) -> bool {
         match self.role {
             Role::Connect(_) if !self.opened => {

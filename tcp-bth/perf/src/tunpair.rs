@@ -163,8 +163,8 @@ fn check_mode(c: &Connection, cfg: &PerfConfig, side: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// An application on one side of a [`run_apps`] run (see [`crate::drive::App`]).
-pub use crate::drive::App;
+/// An application on one side of a [`run_apps`] run (see [`crate::drive::ConnApp`]).
+pub use crate::drive::ConnApp;
 
 /// One side of a [`run_apps`] run, once its app is done.
 pub struct Side<A> {
@@ -203,7 +203,7 @@ pub fn client_config(bth: bool) -> Config {
 /// Run `server` on our stack in A (listening with `server_cfg`) and `client` in B (connecting
 /// with `client_cfg`), one thread, TUN device and io_uring driver each; `limit` bounds each
 /// side's run. The client starts once the server's driver is up.
-pub fn run_apps<S: App + Send + 'static, C: App + Send + 'static>(
+pub fn run_apps<S: ConnApp + Send + 'static, C: ConnApp + Send + 'static>(
     ns: &TwoNs,
     (server_cfg, server): (Config, S),
     (client_cfg, client): (Config, C),
@@ -251,7 +251,7 @@ impl<A> Sides<A> {
 /// [`run_apps`] with any number of connections at once, one app each, on each side's one
 /// driver and endpoint ([`run_many`]): the server accepts them in arrival order, the client
 /// opens connection `i` from `client_cfg.local_port + i`.
-pub fn run_apps_many<S: App + Send + 'static, C: App + Send + 'static>(
+pub fn run_apps_many<S: ConnApp + Send + 'static, C: ConnApp + Send + 'static>(
     ns: &TwoNs,
     (server_cfg, server): (Config, Vec<S>),
     (client_cfg, client): (Config, Vec<C>),
@@ -281,7 +281,7 @@ pub fn run_apps_many<S: App + Send + 'static, C: App + Send + 'static>(
     bth_testbed::ready::join_both((server, "server"), (client, "client"))
 }
 
-fn drive<A: App>(
+fn drive<A: ConnApp>(
     port: &mut Port,
     role: Role,
     cfg: Config,
@@ -318,7 +318,7 @@ impl<A> Watched<A> {
     }
 }
 
-impl<A: App> App for Watched<A> {
+impl<A: ConnApp> ConnApp for Watched<A> {
     fn step(&mut self, c: &mut Connection, now: Duration) -> bool {
         self.watch.turn(c, now);
         self.app.step(c, now)

@@ -2,7 +2,7 @@
 //! packet, the per-message table and the summary. Decoding itself is `bth_capture`.
 
 use bth_capture::{
-    Checksum, DataSeg, Decoded, Icrc, Marks, MessageInfo, MessageKey, Outcome, Segment, Summary,
+    CapturedMessage, Checksum, DataSeg, Decoded, Icrc, Marks, MessageKey, Outcome, Segment, Summary,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -416,7 +416,7 @@ fn summary_rows(s: &Summary) -> Vec<(&'static str, &'static str, u64)> {
 }
 
 /// Messages per class, e.g. "send 10, write 5".
-pub fn per_class(msgs: &BTreeMap<MessageKey, MessageInfo>) -> String {
+pub fn per_class(msgs: &BTreeMap<MessageKey, CapturedMessage>) -> String {
     let mut n = [0u64; 4];
     for k in msgs.keys() {
         n[k.class.index()] += 1;
@@ -429,7 +429,7 @@ pub fn per_class(msgs: &BTreeMap<MessageKey, MessageInfo>) -> String {
         .join(", ")
 }
 
-pub fn summary_text(s: &Summary, msgs: &BTreeMap<MessageKey, MessageInfo>) -> String {
+pub fn summary_text(s: &Summary, msgs: &BTreeMap<MessageKey, CapturedMessage>) -> String {
     let rows = summary_rows(s);
     let w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
     let mut out = String::from("summary\n");
@@ -455,7 +455,7 @@ pub fn summary_json(s: &Summary, read_error: Option<&str>) -> String {
 }
 
 /// One row per message: direction, class, MSN, segments, bytes seen, length.
-pub fn messages_text(msgs: &BTreeMap<MessageKey, MessageInfo>) -> String {
+pub fn messages_text(msgs: &BTreeMap<MessageKey, CapturedMessage>) -> String {
     let mut out = String::from("messages\n");
     let _ = writeln!(
         out,

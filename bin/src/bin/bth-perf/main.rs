@@ -3,7 +3,7 @@
 //! for both on one machine in two network namespaces.
 
 use bth_tools::perfcli::args::PerfArgs;
-use bth_tools::perfcli::error::Outcome;
+use bth_tools::perfcli::error::RunOutcome;
 use bth_tools::perfcli::hosted::{run_host, HostArgs};
 use bth_tools::perfcli::local::run_local;
 use bth_tools::relay_args::RelayArgs;
@@ -154,8 +154,8 @@ fn main() -> ExitCode {
         Cmd::Local(a) => run_local(&a.perf, &a.relay, &a.prefix, a.pin_relay),
     };
     match r {
-        Ok(Outcome::Passed) => ExitCode::SUCCESS,
-        Ok(Outcome::RowsFailed) => {
+        Ok(RunOutcome::Passed) => ExitCode::SUCCESS,
+        Ok(RunOutcome::RowsFailed) => {
             eprintln!("bth-perf: the run had errors (see above)");
             ExitCode::FAILURE
         }

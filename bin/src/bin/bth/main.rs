@@ -43,7 +43,7 @@ enum Command {
     /// --isn also the segment's stream offset and placement offset. With --segment, a
     /// per-segment option whose ICRC does not match the segment's payload is printed with
     /// "icrc MISMATCH" and the command exits with status 1 (as for a bad TCP checksum with
-    /// --ipv4, which refuses the segment). A SYN's hello may have T=0 (amendment 4): it has
+    /// --ip, which refuses the segment). A SYN's hello may have T=0 (amendment 4): it has
     /// no timestamp fields, its SYN carries the RFC 7323 timestamp option beside it (shown
     /// with --options or --segment).
     Decode {
@@ -55,9 +55,16 @@ enum Command {
         /// Input is a TCP option area (what follows the 20-byte header).
         #[arg(long)]
         options: bool,
-        /// With --segment: verify the TCP checksum against these IPv4 addresses (SRC,DST).
-        #[arg(long, value_name = "SRC,DST", requires = "segment")]
-        ipv4: Option<String>,
+        /// With --segment: verify the TCP checksum against these addresses, SRC,DST, both IPv4
+        /// or both IPv6 (e.g. 10.0.0.1,10.0.0.2 or 2001:db8::1,2001:db8::2). `--ipv4` is
+        /// another name for it.
+        #[arg(
+            long = "ip",
+            alias = "ipv4",
+            value_name = "SRC,DST",
+            requires = "segment"
+        )]
+        ip: Option<String>,
         /// With --segment: the sequence number of the sender's SYN, to place an S-framed
         /// segment: stream offset = SEQ - ISN - 1, placement offset = (stream offset - anchor)
         /// mod 2^24.
@@ -75,9 +82,9 @@ fn main() -> ExitCode {
             hex,
             segment,
             options,
-            ipv4,
+            ip,
             isn,
-        } => decode(&hex, segment, options, ipv4.as_deref(), isn),
+        } => decode(&hex, segment, options, ip.as_deref(), isn),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -98,32 +105,30 @@ fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
     hex::decode(&cleaned).map_err(|e| format!("not hex: {e}"))
 }
 
-fn parse_ipv4_pair(s: &str) -> Result<IpPair, String> {
+fn parse_ip_pair(s: &str) -> Result<IpPair, String> {
     let (a, b) = s
         .split_once(',')
-        .ok_or("--ipv4 wants SRC,DST, e.g. 10.0.0.1,10.0.0.2")?;
+        .ok_or("--ip wants SRC,DST, e.g. 10.0.0.1,10.0.0.2 or 2001:db8::1,2001:db8::2")?;
     let ip = |x: &str| {
         x.trim()
-            .parse::<std::net::Ipv4Addr>()
-            .map(|v| v.octets())
-            .map_err(|e| format!("{x}: {e}"))
+            .parse::<std::net::IpAddr>()
+            .map_err(|e| format!("--ip: {x}: {e}"))
     };
-    Ok(IpPair::V4 {
-        src: ip(a)?,
-        dst: ip(b)?,
-    })
+    let (src, dst) = (ip(a)?, ip(b)?);
+    IpPair::from_addrs(src, dst)
+        .ok_or_else(|| format!("--ip: {src} and {dst} are of different families"))
 }
 
 fn decode(
     hex: &str,
     segment: bool,
     options: bool,
-    ipv4: Option<&str>,
+    ip: Option<&str>,
     isn: Option<u32>,
 ) -> Result<(), String> {
     let bytes = parse_hex(hex)?;
     if segment {
-        let ip = ipv4.map(parse_ipv4_pair).transpose()?;
+        let ip = ip.map(parse_ip_pair).transpose()?;
         let seg = TcpRepr::parse(&bytes, ip).map_err(|e| format!("segment refused: {e}"))?;
         print!("{}", bth_capture::describe::segment(&seg));
         if ip.is_some() {

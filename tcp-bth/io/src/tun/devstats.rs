@@ -11,7 +11,7 @@ const PROC_NET_DEV: &str = "/proc/thread-self/net/dev";
 
 /// Receive and transmit drops of one device.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Drops {
+pub struct DeviceDrops {
     /// Receive drops (the receive `drop` column).
     pub rx: u64,
     /// Transmit drops (the transmit `drop` column; for a TUN device, packets that found the
@@ -19,7 +19,7 @@ pub struct Drops {
     pub tx: u64,
 }
 
-impl Drops {
+impl DeviceDrops {
     /// Receive and transmit drops together (saturating).
     pub fn total(self) -> u64 {
         self.rx.saturating_add(self.tx)
@@ -27,7 +27,7 @@ impl Drops {
 }
 
 /// The drops of device `name` in the calling thread's namespace.
-pub fn device_drops(name: &str) -> io::Result<Drops> {
+pub fn device_drops(name: &str) -> io::Result<DeviceDrops> {
     let text = std::fs::read_to_string(PROC_NET_DEV)?;
     let found = parse(&text).find(|(dev, _)| *dev == name).map(|(_, d)| d);
     found.ok_or_else(|| {
@@ -38,7 +38,7 @@ pub fn device_drops(name: &str) -> io::Result<Drops> {
     })
 }
 
-/// Drops of every device but `lo` in the calling thread's namespace, by device name.
+/// DeviceDrops of every device but `lo` in the calling thread's namespace, by device name.
 pub fn namespace_drops() -> io::Result<Vec<(String, u64)>> {
     let text = std::fs::read_to_string(PROC_NET_DEV)?;
     Ok(parse(&text)
@@ -65,7 +65,7 @@ pub fn drops_between(before: &[(String, u64)], after: &[(String, u64)]) -> u64 {
 /// Each device line of `/proc/net/dev`: `name: rx bytes packets errs drop fifo frame
 /// compressed multicast, tx bytes packets errs drop fifo colls carrier compressed`. Lines that
 /// do not have that shape (the two header lines) are skipped.
-fn parse(text: &str) -> impl Iterator<Item = (&str, Drops)> {
+fn parse(text: &str) -> impl Iterator<Item = (&str, DeviceDrops)> {
     text.lines().filter_map(|line| {
         let (name, rest) = line.split_once(':')?;
         let f: Vec<u64> = rest
@@ -76,7 +76,7 @@ fn parse(text: &str) -> impl Iterator<Item = (&str, Drops)> {
         (f.len() == 16).then(|| {
             (
                 name.trim(),
-                Drops {
+                DeviceDrops {
                     rx: f[3],
                     tx: f[11],
                 },
@@ -101,7 +101,7 @@ bthv0:     100       2    0    1    0     0          0         0      200       
     fn drops_are_the_fourth_field_of_each_direction() {
         let all: Vec<_> = parse(SAMPLE).collect();
         assert_eq!(all.len(), 3, "header lines skipped");
-        assert_eq!(all[1], ("tep0", Drops { rx: 7, tx: 422 }));
+        assert_eq!(all[1], ("tep0", DeviceDrops { rx: 7, tx: 422 }));
         assert_eq!(all[2].1.total(), 3);
     }
 

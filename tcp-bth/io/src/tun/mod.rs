@@ -203,7 +203,7 @@ impl TunDevice {
     /// The packets the kernel dropped at this device ([`devstats`]); call from a thread in
     /// the device's namespace (the one that created it). Transmit drops are packets toward
     /// our reader that found the device's queue full.
-    pub fn drops(&self) -> io::Result<devstats::Drops> {
+    pub fn drops(&self) -> io::Result<devstats::DeviceDrops> {
         devstats::device_drops(&self.name)
     }
 
