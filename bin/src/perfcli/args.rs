@@ -154,7 +154,6 @@ impl PerfArgs {
         }
     }
 
-    /// The rows to run, or why not.
     /// The switches the options set, as both sides must share them.
     pub fn mode(&self) -> RunMode {
         RunMode {
@@ -166,6 +165,7 @@ impl PerfArgs {
         }
     }
 
+    /// The rows to run, or why not.
     pub fn plan(&self) -> Result<Plan, ArgsError> {
         if !(1..=MAX_QPS).contains(&self.qps) {
             return Err(ArgsError::Qps(self.qps));

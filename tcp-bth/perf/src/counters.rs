@@ -161,7 +161,8 @@ impl ConnCounters {
         }
     }
 
-    /// Every counter, in the order of the statistics message. New counters go at the end:
+    /// Every counter, in the order of the statistics message (the first [`RECOVERY_WORDS`] are
+    /// `recovery`'s). New counters go at the end:
     /// a peer that sends fewer leaves the rest at 0.
     fn fields_mut(&mut self) -> Vec<&mut u64> {
         let r = &mut self.recovery;
@@ -320,16 +321,19 @@ impl AddAssign for PeerSummary {
     }
 }
 
+/// How many of `recovery`'s fields the statistics message carries: the first words of
+/// [`ConnCounters::fields_mut`].
+const RECOVERY_WORDS: usize = 6;
+
 impl AddAssign for ConnCounters {
     /// Sums (the counters of several connections of one run). The recovery counters through
     /// their own sum, which covers the fields the statistics message does not carry.
     fn add_assign(&mut self, other: ConnCounters) {
-        let mut recovery = self.recovery;
-        recovery += other.recovery;
+        self.recovery += other.recovery;
         let mut o = other;
-        for (a, b) in self.fields_mut().into_iter().zip(o.fields_mut()) {
+        let own = self.fields_mut().into_iter().zip(o.fields_mut());
+        for (a, b) in own.skip(RECOVERY_WORDS) {
             *a += *b;
         }
-        self.recovery = recovery;
     }
 }

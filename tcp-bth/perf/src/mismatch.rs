@@ -12,9 +12,8 @@
 //!   client facing a tcp_bth server is a plain client like any other: it gets the refusal
 //!   and prints it.
 
-use super::check::Options;
-use super::ctrl::{Ctrl, Hello, Regions};
-use super::plain::{read_all, send_frame};
+use super::ctrl::Ctrl;
+use super::plain::{plain_hello, read_all, send_frame};
 use super::side::Side;
 use super::PerfError;
 use std::time::Duration;
@@ -59,12 +58,7 @@ impl Mismatch {
             None => {
                 // Framed as a --plain client's hello: a --plain server of an older bth-perf
                 // refuses it on the option check (ours refuses the handshake at once).
-                let hello = Ctrl::Hello(Hello {
-                    options: Options::of(&side.cfg),
-                    qp,
-                    regions: Regions::default(),
-                });
-                send_frame(c, &hello)?;
+                send_frame(c, &plain_hello(side, qp))?;
                 *self.since.insert(now)
             }
         };

@@ -33,6 +33,17 @@ pub(crate) fn send_frame(c: &mut Connection, m: &Ctrl) -> Result<(), PerfError> 
         .map_err(PerfError::Post)
 }
 
+/// The hello a client sends on the byte stream: its options and its QP, no regions (a plain
+/// run has none). Also what a tcp_bth client sends when the handshake left it on a byte
+/// stream (`mismatch`), so that the server's option check can refuse it.
+pub(crate) fn plain_hello(side: &Side, qp: u32) -> Ctrl {
+    Ctrl::Hello(Hello {
+        options: Options::of(&side.cfg),
+        qp,
+        regions: Regions::default(),
+    })
+}
+
 #[derive(Default)]
 pub(crate) struct PlainClient {
     hello_sent: bool,
@@ -64,12 +75,7 @@ impl PlainClient {
     ) -> Result<(), PerfError> {
         if !self.hello_sent {
             side.cfg.validate()?;
-            let hello = Ctrl::Hello(Hello {
-                options: Options::of(&side.cfg),
-                qp,
-                regions: Regions::default(),
-            });
-            let frame = hello.frame();
+            let frame = plain_hello(side, qp).frame();
             c.send_bytes(&frame).map_err(PerfError::Post)?;
             // The hello is not data: leave it out of the bytes acknowledged.
             self.queued = frame.len() as u64;
